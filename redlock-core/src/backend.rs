@@ -1,0 +1,250 @@
+//! The per-node backend contract.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::{Claim, Ttl};
+
+/// A stable, human-readable name for one node, used in errors and to detect
+/// a node listed twice. For Redis it is the normalized address without
+/// credentials (e.g. `127.0.0.1:6379/0`).
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::NodeId;
+/// let id = NodeId::new("10.0.0.1:6379/0");
+/// assert_eq!(id.to_string(), "10.0.0.1:6379/0");
+/// assert_eq!(id, NodeId::new("10.0.0.1:6379/0"));
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(Arc<str>);
+
+impl NodeId {
+    /// A node id from its display name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let id = redlock_core::NodeId::new("mock-0");
+    /// ```
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        NodeId(name.into().into())
+    }
+
+    /// The name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_core::NodeId::new("a").as_str(), "a");
+    /// ```
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeId({})", self.0)
+    }
+}
+
+/// A node's answer to an acquire request.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::AcquireOutcome;
+/// let outcome = AcquireOutcome::Granted { fence: Some(7) };
+/// assert!(outcome.is_granted());
+/// assert!(!AcquireOutcome::HeldByOther.is_granted());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcquireOutcome {
+    /// Every key was free and now holds our token with the requested TTL.
+    Granted {
+        /// With fencing requested: the node's per-resource counter after
+        /// this grant incremented it (the largest, for several keys).
+        fence: Option<u64>,
+    },
+    /// At least one key is held by another token; nothing was changed.
+    HeldByOther,
+}
+
+impl AcquireOutcome {
+    /// Whether the node granted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(redlock_core::AcquireOutcome::Granted { fence: None }.is_granted());
+    /// ```
+    #[must_use]
+    pub fn is_granted(&self) -> bool {
+        matches!(self, AcquireOutcome::Granted { .. })
+    }
+}
+
+/// One lock node (one Redis master, one in-memory mock node, ...).
+///
+/// # Contract
+///
+/// - **Bounded time.** Every call returns within the per-node timeout the
+///   backend was configured with, whether the node is down, frozen or slow.
+///   The manager also stops waiting at its own per-node timeout, but a
+///   backend that blocks longer delays every later request to that node.
+/// - **Atomic per node.** A multi-key claim is acquired on all its keys or on
+///   none; extend and release act only where our token is stored.
+/// - **Never panics.** Failures are returned as `Self::Error`. (The manager
+///   contains a panic anyway and reports the node as failed.)
+/// - **Order.** The manager sends one node's requests one at a time, in the
+///   order they were issued, and never sends two at once to the same backend
+///   value; implementations may rely on that for pipelining but need not.
+///
+/// `Send + Sync` so the manager can drive each node from its own worker
+/// thread. Blanket impls make `&B` and `Arc<B>` backends too.
+///
+/// # Examples
+///
+/// A minimal single-process backend (see `redlock-mock` for a complete one):
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+/// use std::time::{Duration, Instant};
+/// use redlock_core::{AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Ttl};
+///
+/// #[derive(Debug)]
+/// struct Memory { id: NodeId, keys: Mutex<HashMap<String, (Vec<u8>, Instant)>> }
+///
+/// #[derive(Debug)]
+/// struct Poisoned;
+/// impl std::fmt::Display for Poisoned {
+///     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("poisoned") }
+/// }
+/// impl std::error::Error for Poisoned {}
+///
+/// impl Memory {
+///     fn holds(map: &HashMap<String, (Vec<u8>, Instant)>, key: &str, claim: &Claim) -> bool {
+///         matches!(map.get(key), Some((t, exp)) if t == claim.token().as_bytes() && *exp > Instant::now())
+///     }
+/// }
+///
+/// impl LockBackend for Memory {
+///     type Error = Poisoned;
+///     fn node_id(&self) -> &NodeId { &self.id }
+///     fn acquire(&self, claim: &Claim, ttl: Ttl, _fence: bool) -> Result<AcquireOutcome, Poisoned> {
+///         let mut map = self.keys.lock().map_err(|_| Poisoned)?;
+///         let now = Instant::now();
+///         if claim.keys().iter().any(|k| matches!(map.get(k), Some((_, exp)) if *exp > now)) {
+///             return Ok(AcquireOutcome::HeldByOther);
+///         }
+///         for k in claim.keys() {
+///             map.insert(k.clone(), (claim.token().as_bytes().to_vec(), now + ttl.as_duration()));
+///         }
+///         Ok(AcquireOutcome::Granted { fence: None })
+///     }
+///     fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, Poisoned> {
+///         let mut map = self.keys.lock().map_err(|_| Poisoned)?;
+///         if !claim.keys().iter().all(|k| Self::holds(&map, k, claim)) { return Ok(false); }
+///         for k in claim.keys() { map.get_mut(k).expect("checked").1 = Instant::now() + ttl.as_duration(); }
+///         Ok(true)
+///     }
+///     fn release(&self, claim: &Claim) -> Result<bool, Poisoned> {
+///         let mut map = self.keys.lock().map_err(|_| Poisoned)?;
+///         let held = claim.keys().iter().all(|k| Self::holds(&map, k, claim));
+///         for k in claim.keys() {
+///             if matches!(map.get(k), Some((t, _)) if t == claim.token().as_bytes()) { map.remove(k); }
+///         }
+///         Ok(held)
+///     }
+///     fn raise_fence(&self, claim: &Claim, _at_least: u64) -> Result<bool, Poisoned> {
+///         let map = self.keys.lock().map_err(|_| Poisoned)?;
+///         Ok(claim.keys().iter().all(|k| Self::holds(&map, k, claim)))
+///     }
+/// }
+///
+/// let nodes = (0..3).map(|i| Memory { id: NodeId::new(format!("m{i}")), keys: Mutex::default() });
+/// let locks = Redlock::new(nodes)?;
+/// let lock = locks.try_lock("report", Duration::from_secs(5))?;
+/// assert!(lock.is_valid());
+/// lock.release()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait LockBackend: Send + Sync {
+    /// The node's error type, reported per node inside
+    /// [`LockError`](crate::LockError).
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// A stable id for errors and duplicate detection. Never contains secrets.
+    fn node_id(&self) -> &NodeId;
+
+    /// Stores `claim`'s token under every key with a time-to-live of `ttl`,
+    /// only if none of the keys exists (all or none). With `fence`, also
+    /// increments each key's durable fencing counter and returns the largest
+    /// value in [`AcquireOutcome::Granted::fence`].
+    ///
+    /// # Errors
+    ///
+    /// Any failure to get a definite answer from the node.
+    fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, Self::Error>;
+
+    /// Resets every key's time-to-live to `ttl`, only if every key still holds
+    /// `claim`'s token. Returns whether it did; never creates a key.
+    ///
+    /// # Errors
+    ///
+    /// Any failure to get a definite answer from the node.
+    fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, Self::Error>;
+
+    /// Deletes every key that still holds `claim`'s token. Returns whether all
+    /// of them did (the lock was still held here).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to get a definite answer from the node.
+    fn release(&self, claim: &Claim) -> Result<bool, Self::Error>;
+
+    /// Raises each key's fencing counter to at least `at_least`, only if every
+    /// key still holds `claim`'s token. Returns whether it did. Used to make
+    /// fencing tokens rise across holders (see the crate docs on fencing).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to get a definite answer from the node.
+    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, Self::Error>;
+}
+
+macro_rules! forward_backend {
+    ($($ty:ty),*) => {$(
+        impl<B: LockBackend + ?Sized> LockBackend for $ty {
+            type Error = B::Error;
+            fn node_id(&self) -> &NodeId {
+                (**self).node_id()
+            }
+            fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, B::Error> {
+                (**self).acquire(claim, ttl, fence)
+            }
+            fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, B::Error> {
+                (**self).extend(claim, ttl)
+            }
+            fn release(&self, claim: &Claim) -> Result<bool, B::Error> {
+                (**self).release(claim)
+            }
+            fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, B::Error> {
+                (**self).raise_fence(claim, at_least)
+            }
+        }
+    )*};
+}
+
+forward_backend!(&B, Arc<B>, Box<B>);

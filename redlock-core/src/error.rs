@@ -1,0 +1,428 @@
+//! Typed errors: what went wrong, and on which nodes.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use crate::{EntropyError, NodeId};
+
+/// Invalid configuration or arguments, found before any node is contacted.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{ConfigError, Ttl};
+/// use std::time::Duration;
+/// assert_eq!(Ttl::new(Duration::ZERO), Err(ConfigError::TtlZero));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No backends were given.
+    NoNodes,
+    /// The same node (by [`NodeId`]) was given twice: it would count twice
+    /// towards a quorum.
+    DuplicateNode(NodeId),
+    /// A TTL below one millisecond (keys expire in whole milliseconds).
+    TtlZero,
+    /// A TTL beyond [`crate::Ttl::MAX`], which millisecond expiry cannot carry.
+    TtlTooLarge {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The largest TTL accepted.
+        max: Duration,
+    },
+    /// A TTL no longer than its clock-drift allowance: no lock taken with it
+    /// could ever be valid.
+    TtlWithinDrift {
+        /// The TTL asked for.
+        ttl: Duration,
+        /// `ttl * drift_factor + 2 ms`.
+        drift: Duration,
+    },
+    /// A drift factor outside `[0, 0.5)`, or not a number.
+    DriftFactor(f64),
+    /// A retry delay range whose minimum exceeds its maximum.
+    JitterRange {
+        /// The smallest delay given.
+        min: Duration,
+        /// The largest delay given.
+        max: Duration,
+    },
+    /// A per-node timeout of zero.
+    NodeTimeoutZero,
+    /// An empty resource name.
+    EmptyKey,
+    /// An empty list of resources.
+    NoKeys,
+    /// The operating system refused to start a node's worker thread.
+    WorkerSpawn {
+        /// The node whose worker could not start.
+        node: NodeId,
+        /// The operating system's error.
+        kind: std::io::ErrorKind,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoNodes => f.write_str("no lock nodes were configured"),
+            ConfigError::DuplicateNode(id) => write!(f, "node {id} is listed more than once"),
+            ConfigError::TtlZero => f.write_str("the lock TTL must be at least 1 ms"),
+            ConfigError::TtlTooLarge { ttl, max } => {
+                write!(
+                    f,
+                    "the lock TTL {ttl:?} exceeds the largest supported TTL {max:?}"
+                )
+            }
+            ConfigError::TtlWithinDrift { ttl, drift } => write!(
+                f,
+                "the lock TTL {ttl:?} is not longer than its clock-drift allowance {drift:?}"
+            ),
+            ConfigError::DriftFactor(factor) => {
+                write!(f, "drift factor {factor} is outside [0, 0.5)")
+            }
+            ConfigError::JitterRange { min, max } => {
+                write!(
+                    f,
+                    "retry delay range is inverted: min {min:?} > max {max:?}"
+                )
+            }
+            ConfigError::NodeTimeoutZero => f.write_str("the per-node timeout must not be zero"),
+            ConfigError::EmptyKey => f.write_str("a resource name must not be empty"),
+            ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
+            ConfigError::WorkerSpawn { node, kind } => {
+                write!(
+                    f,
+                    "could not start the worker thread for node {node}: {kind}"
+                )
+            }
+        }
+    }
+}
+
+impl StdError for ConfigError {}
+
+/// Why one node did not answer usefully.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::NodeFailure;
+/// let failure: NodeFailure<std::io::Error> = NodeFailure::TimedOut;
+/// assert_eq!(failure.to_string(), "no reply within the per-node timeout");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeFailure<E> {
+    /// The backend returned an error.
+    Backend(E),
+    /// No reply came within the per-node timeout.
+    TimedOut,
+    /// The node's request queue was full (the node has been slow or frozen
+    /// for a long time), so the request was not sent.
+    Overloaded,
+    /// The backend panicked; the panic was contained.
+    Panicked,
+}
+
+impl<E: fmt::Display> fmt::Display for NodeFailure<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeFailure::Backend(e) => write!(f, "{e}"),
+            NodeFailure::TimedOut => f.write_str("no reply within the per-node timeout"),
+            NodeFailure::Overloaded => f.write_str("the node's request queue is full"),
+            NodeFailure::Panicked => f.write_str("the backend panicked"),
+        }
+    }
+}
+
+/// One node's failure in one round, naming the node.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{NodeError, NodeFailure, NodeId};
+/// let e: NodeError<std::io::Error> = NodeError::new(NodeId::new("a:6379"), NodeFailure::TimedOut);
+/// assert_eq!(e.node().as_str(), "a:6379");
+/// assert!(e.to_string().starts_with("node a:6379:"));
+/// ```
+#[derive(Debug)]
+pub struct NodeError<E> {
+    node: NodeId,
+    failure: NodeFailure<E>,
+}
+
+impl<E> NodeError<E> {
+    /// Pairs a node with its failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{NodeError, NodeFailure, NodeId};
+    /// let e: NodeError<std::io::Error> = NodeError::new(NodeId::new("n1"), NodeFailure::Overloaded);
+    /// ```
+    #[must_use]
+    pub fn new(node: NodeId, failure: NodeFailure<E>) -> Self {
+        NodeError { node, failure }
+    }
+
+    /// The node that failed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{NodeError, NodeFailure, NodeId};
+    /// # let e: NodeError<std::io::Error> = NodeError::new(NodeId::new("n1"), NodeFailure::Overloaded);
+    /// assert_eq!(e.node(), &NodeId::new("n1"));
+    /// ```
+    #[must_use]
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// What went wrong there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{NodeError, NodeFailure, NodeId};
+    /// # let e: NodeError<std::io::Error> = NodeError::new(NodeId::new("n1"), NodeFailure::Overloaded);
+    /// assert!(matches!(e.failure(), NodeFailure::Overloaded));
+    /// ```
+    #[must_use]
+    pub fn failure(&self) -> &NodeFailure<E> {
+        &self.failure
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for NodeError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}: {}", self.node, self.failure)
+    }
+}
+
+impl<E: StdError + 'static> StdError for NodeError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.failure {
+            NodeFailure::Backend(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What the nodes said in one failed round.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::LockError;
+/// fn explain<E: std::fmt::Display>(err: &LockError<E>) {
+///     if let Some(report) = err.report() {
+///         for failure in report.failures() {
+///             eprintln!("{failure}");
+///         }
+///     }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct RoundReport<E> {
+    pub(crate) nodes: usize,
+    pub(crate) quorum: usize,
+    pub(crate) granted: usize,
+    pub(crate) refused: usize,
+    pub(crate) failures: Vec<NodeError<E>>,
+}
+
+impl<E> RoundReport<E> {
+    /// How many nodes the round was sent to.
+    #[must_use]
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+    /// How many grants a quorum needs.
+    #[must_use]
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+    /// Nodes that granted (before the round was decided).
+    #[must_use]
+    pub fn granted(&self) -> usize {
+        self.granted
+    }
+    /// Nodes that refused: the key was held by another holder (acquire), or
+    /// did not hold our token (extend, release).
+    #[must_use]
+    pub fn refused(&self) -> usize {
+        self.refused
+    }
+    /// Each failed node with its error.
+    #[must_use]
+    pub fn failures(&self) -> &[NodeError<E>] {
+        &self.failures
+    }
+    /// The ids of the failed nodes, in node order.
+    pub fn failed_nodes(&self) -> impl Iterator<Item = &NodeId> {
+        self.failures.iter().map(NodeError::node)
+    }
+}
+
+impl<E> fmt::Display for RoundReport<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} nodes granted (quorum {}), {} refused, {} failed",
+            self.granted,
+            self.nodes,
+            self.quorum,
+            self.refused,
+            self.failures.len()
+        )?;
+        if !self.failures.is_empty() {
+            let names: Vec<&str> = self.failed_nodes().map(NodeId::as_str).collect();
+            write!(f, " ({})", names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a lock operation failed. `E` is the backend's error type.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::LockError;
+/// fn retry_later<E>(err: &LockError<E>) -> bool {
+///     err.is_retryable()
+/// }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LockError<E> {
+    /// Another holder has the resource on enough nodes that no quorum was
+    /// possible. Retrying later may succeed.
+    Contended(RoundReport<E>),
+    /// Too many nodes failed for a quorum; [`RoundReport::failures`] names
+    /// each with its error.
+    NoQuorum(RoundReport<E>),
+    /// A quorum granted, but so slowly that no validity was left
+    /// (`elapsed + drift >= ttl`). The nodes were released.
+    ValidityExhausted {
+        /// How long the round took.
+        elapsed: Duration,
+        /// The TTL asked for.
+        ttl: Duration,
+    },
+    /// The acquire deadline passed before any attempt succeeded.
+    Timeout {
+        /// Rounds tried.
+        attempts: u32,
+        /// Why the last round failed.
+        last: Box<LockError<E>>,
+    },
+    /// Extend or release: the lock had expired or was released, so a quorum
+    /// no longer holds our token.
+    NotHeld(RoundReport<E>),
+    /// Invalid configuration or arguments.
+    Config(ConfigError),
+    /// No random token could be made.
+    Entropy(EntropyError),
+}
+
+impl<E> LockError<E> {
+    /// Whether trying again later may succeed (contention, outages, slow
+    /// rounds), as opposed to errors that will repeat (bad arguments, a lock
+    /// that is gone).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{ConfigError, LockError};
+    /// let err: LockError<std::io::Error> = LockError::Config(ConfigError::EmptyKey);
+    /// assert!(!err.is_retryable());
+    /// ```
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LockError::Contended(_)
+                | LockError::NoQuorum(_)
+                | LockError::ValidityExhausted { .. }
+                | LockError::Timeout { .. }
+        )
+    }
+
+    /// The per-node report of the failed round, where there was one (for a
+    /// timeout, the last round's).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{ConfigError, LockError};
+    /// let err: LockError<std::io::Error> = LockError::Config(ConfigError::NoKeys);
+    /// assert!(err.report().is_none());
+    /// ```
+    #[must_use]
+    pub fn report(&self) -> Option<&RoundReport<E>> {
+        match self {
+            LockError::Contended(r) | LockError::NoQuorum(r) | LockError::NotHeld(r) => Some(r),
+            LockError::Timeout { last, .. } => last.report(),
+            _ => None,
+        }
+    }
+}
+
+impl<E> From<ConfigError> for LockError<E> {
+    fn from(e: ConfigError) -> Self {
+        LockError::Config(e)
+    }
+}
+
+impl<E> From<EntropyError> for LockError<E> {
+    fn from(e: EntropyError) -> Self {
+        LockError::Entropy(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for LockError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Contended(r) => write!(f, "the lock is held by another holder: {r}"),
+            LockError::NoQuorum(r) => {
+                write!(f, "no quorum: too many nodes failed: {r}")?;
+                for failure in &r.failures {
+                    write!(f, "; {failure}")?;
+                }
+                Ok(())
+            }
+            LockError::ValidityExhausted { elapsed, ttl } => write!(
+                f,
+                "a quorum granted after {elapsed:?}, leaving no validity of the {ttl:?} TTL"
+            ),
+            LockError::Timeout { attempts, last } => {
+                write!(
+                    f,
+                    "gave up after {attempts} attempt(s) at the deadline; last: {last}"
+                )
+            }
+            LockError::NotHeld(r) => write!(f, "the lock is no longer held: {r}"),
+            LockError::Config(e) => write!(f, "invalid configuration: {e}"),
+            LockError::Entropy(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for LockError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            LockError::Contended(r) | LockError::NoQuorum(r) | LockError::NotHeld(r) => {
+                r.failures.first().map(|e| e as &(dyn StdError + 'static))
+            }
+            LockError::Timeout { last, .. } => Some(last.as_ref()),
+            LockError::Config(e) => Some(e),
+            LockError::Entropy(e) => Some(e),
+            LockError::ValidityExhausted { .. } => None,
+        }
+    }
+}

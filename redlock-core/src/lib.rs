@@ -1,0 +1,82 @@
+//! The backend-agnostic core of a synchronous [Redlock]: the distributed lock
+//! over `N` independent nodes that is safe while a majority of them is up.
+//!
+//! A lock is acquired when a quorum (`N/2 + 1`) of nodes store its random
+//! token within a round whose duration leaves validity:
+//! `validity = ttl - elapsed - drift`, with `drift = ttl * factor + 2 ms`.
+//! Failed rounds are released on every node; retries pause for a random
+//! delay; every request of a round goes to all nodes at once.
+//!
+//! This crate holds the algorithm and the blocking API; the nodes come from a
+//! backend crate (`redlock-redis` for Redis masters, `redlock-mock` for
+//! in-memory nodes in tests).
+//!
+//! # Layers
+//!
+//! - Pure math and decisions, no clock, no I/O: [`quorum`], [`drift`],
+//!   [`validity`], the vote counter [`Tally`] and the round verdict [`judge`].
+//!   Simulations drive exactly this code.
+//! - Time through one [`Clock`] trait: validity never uses wall-clock time.
+//! - The blocking manager [`Redlock`] with one long-lived worker thread per
+//!   node, and the [`Lock`] guard.
+//! - The per-node contract [`LockBackend`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use redlock_core::{LockError, Redlock};
+//! use redlock_mock::MockCluster;
+//!
+//! let cluster = MockCluster::new(5);
+//! let locks = Redlock::new(cluster.backends())?;
+//!
+//! let lock = locks.lock("invoice:42", Duration::from_secs(10))?;
+//! // ... the critical section, while lock.is_valid() ...
+//! lock.release()?;
+//!
+//! // Two of five nodes down: a quorum of three remains.
+//! cluster.node(0).go_down();
+//! cluster.node(1).go_down();
+//! let lock = locks.try_lock("invoice:42", Duration::from_secs(10))?;
+//! drop(lock);
+//!
+//! // Three down: the error names them.
+//! cluster.node(2).go_down();
+//! match locks.try_lock("invoice:42", Duration::from_secs(10)) {
+//!     Err(LockError::NoQuorum(report)) => assert_eq!(report.failures().len(), 3),
+//!     other => panic!("expected NoQuorum, got {other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#![cfg_attr(
+    not(test),
+    deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
+)]
+
+mod backend;
+mod clock;
+mod config;
+mod driver;
+mod error;
+mod guard;
+mod quorum;
+mod resource;
+mod round;
+mod tally;
+mod token;
+mod worker;
+
+pub use backend::{AcquireOutcome, LockBackend, NodeId};
+pub use clock::{Clock, SystemClock};
+pub use config::{Builder, RetryDelay, Ttl};
+pub use driver::{IntoResources, Redlock};
+pub use error::{ConfigError, LockError, NodeError, NodeFailure, RoundReport};
+pub use guard::Lock;
+pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
+pub use resource::{Claim, Resources};
+pub use round::{judge, Verdict};
+pub use tally::{Decision, Tally, Vote};
+pub use token::{EntropyError, Token, TOKEN_LEN};

@@ -1,0 +1,212 @@
+//! What a lock is taken on: validated resource names and the lock's identity.
+
+use std::sync::Arc;
+
+use crate::{ConfigError, Token};
+
+/// One or more resource names locked together, validated: at least one name,
+/// no empty name, duplicates removed, sorted.
+///
+/// Sorting gives every client the same key order, and backends lock the whole
+/// set atomically per node (all or none).
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::Resources;
+/// let set = Resources::new(["b", "a", "b"])?;
+/// assert_eq!(set.keys(), ["a", "b"]);
+/// assert!(Resources::new(Vec::<String>::new()).is_err());
+/// assert!(Resources::one("").is_err());
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resources(Arc<[String]>);
+
+impl Resources {
+    /// A single resource.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::EmptyKey`] for an empty name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let one = redlock_core::Resources::one("invoice:42")?;
+    /// assert_eq!(one.keys(), ["invoice:42"]);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn one(key: impl Into<String>) -> Result<Self, ConfigError> {
+        Self::new([key.into()])
+    }
+
+    /// Several resources locked as one.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoKeys`] for an empty list, [`ConfigError::EmptyKey`]
+    /// when any name is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let set = redlock_core::Resources::new(["user:1", "user:2"])?;
+    /// assert_eq!(set.len(), 2);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn new<I>(keys: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        let mut keys: Vec<String> = keys.into_iter().map(Into::into).collect();
+        if keys.is_empty() {
+            return Err(ConfigError::NoKeys);
+        }
+        if keys.iter().any(String::is_empty) {
+            return Err(ConfigError::EmptyKey);
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(Resources(keys.into()))
+    }
+
+    /// The names, sorted and without duplicates.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let set = redlock_core::Resources::one("k")?;
+    /// assert_eq!(set.keys(), ["k"]);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn keys(&self) -> &[String] {
+        &self.0
+    }
+
+    /// How many distinct names.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_core::Resources::new(["a", "a"])?.len(), 1);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Always `false`: a `Resources` holds at least one name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!redlock_core::Resources::one("a")?.is_empty());
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl TryFrom<&str> for Resources {
+    type Error = ConfigError;
+
+    fn try_from(key: &str) -> Result<Self, ConfigError> {
+        Resources::one(key)
+    }
+}
+
+impl TryFrom<String> for Resources {
+    type Error = ConfigError;
+
+    fn try_from(key: String) -> Result<Self, ConfigError> {
+        Resources::one(key)
+    }
+}
+
+/// The identity of one lock as backends see it: the resources and the random
+/// token that signs them.
+///
+/// A backend stores the token under every key on acquire, and extends or
+/// deletes a key only while it still holds this token.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{Claim, Resources, Token};
+/// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]));
+/// assert_eq!(claim.keys(), ["job"]);
+/// assert_eq!(claim.token().as_bytes(), &[1; 20]);
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Claim {
+    resources: Resources,
+    token: Token,
+}
+
+impl Claim {
+    /// Pairs resources with a token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Claim, Resources, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::random().expect("entropy"));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn new(resources: Resources, token: Token) -> Self {
+        Claim { resources, token }
+    }
+
+    /// The locked resources.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Claim, Resources, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
+    /// assert_eq!(claim.resources().len(), 1);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn resources(&self) -> &Resources {
+        &self.resources
+    }
+
+    /// The resource names, sorted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Claim, Resources, Token};
+    /// let claim = Claim::new(Resources::new(["b", "a"])?, Token::from_bytes([0; 20]));
+    /// assert_eq!(claim.keys(), ["a", "b"]);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn keys(&self) -> &[String] {
+        self.resources.keys()
+    }
+
+    /// The token that signs every key of this lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Claim, Resources, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([9; 20]));
+    /// assert_eq!(claim.token().as_bytes()[0], 9);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+}

@@ -1,0 +1,499 @@
+//! One in-memory lock node with faults on demand.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use redlock_core::{AcquireOutcome, Claim, Clock, LockBackend, NodeId, Token, Ttl, TOKEN_LEN};
+
+/// The error of a [`MockNode`].
+///
+/// # Examples
+///
+/// ```
+/// use redlock_mock::{MockError, MockNode};
+/// let node = MockNode::new("n0");
+/// node.go_down();
+/// # use redlock_core::{LockBackend, Claim, Resources, Token, Ttl};
+/// # let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+/// let err = node.release(&claim).unwrap_err();
+/// assert!(matches!(err, MockError::Down { .. }));
+/// assert_eq!(err.to_string(), "mock node n0 is down");
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MockError {
+    /// The node was taken down with [`MockNode::go_down`].
+    Down {
+        /// The node.
+        node: NodeId,
+    },
+}
+
+impl fmt::Display for MockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MockError::Down { node } => write!(f, "mock node {node} is down"),
+        }
+    }
+}
+
+impl std::error::Error for MockError {}
+
+/// Counts of what a [`MockNode`] executed, for assertions in tests.
+///
+/// # Examples
+///
+/// ```
+/// let node = redlock_mock::MockNode::new("n0");
+/// assert_eq!(node.stats().ops, 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MockStats {
+    /// Requests answered, successfully or with an error.
+    pub ops: u64,
+    /// Acquires granted.
+    pub granted: u64,
+    /// Acquires refused because a key was held.
+    pub refused: u64,
+    /// Releases that found our token.
+    pub released: u64,
+    /// Extends that found our token.
+    pub extended: u64,
+    /// Requests answered with an error (the node was down).
+    pub errors: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    token: [u8; TOKEN_LEN],
+    expires_at: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    keys: HashMap<String, Entry>,
+    fences: HashMap<String, u64>,
+    down: bool,
+    frozen: bool,
+    latency: Duration,
+    clock_ahead: Duration,
+    stats: MockStats,
+}
+
+struct Inner {
+    id: NodeId,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+/// An in-memory lock node, thread-safe, implementing
+/// [`LockBackend`](redlock_core::LockBackend) with the same semantics as the
+/// Redis backend: SET-if-absent with expiry, compare-and-delete,
+/// compare-and-expire, multi-key all-or-none, and per-resource fencing
+/// counters that never expire.
+///
+/// Cloning gives another handle to the same node, so a test can keep one to
+/// inject faults while the manager owns another. Expiry follows the node's
+/// clock (real by default; see [`MockNode::with_clock`]).
+///
+/// # Faults
+///
+/// [`go_down`](Self::go_down) / [`come_up`](Self::come_up) (requests fail at
+/// once), [`freeze`](Self::freeze) / [`thaw`](Self::thaw) (requests block until
+/// thawed, as a SIGSTOPped server), [`set_latency`](Self::set_latency) (real
+/// time added before each request), [`restart`](Self::restart) (all keys and
+/// counters lost, as a restart without persistence) and
+/// [`jump_clock`](Self::jump_clock) (the node's clock jumps forward, so keys
+/// expire early).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::Redlock;
+/// use redlock_mock::MockNode;
+///
+/// let nodes: Vec<MockNode> = (0..3).map(|i| MockNode::new(format!("n{i}"))).collect();
+/// let locks = Redlock::new(nodes.clone())?;
+/// let lock = locks.try_lock("k", Duration::from_secs(5))?;
+/// assert!(nodes.iter().all(|n| n.is_locked("k")));
+/// lock.release()?;
+/// assert!(nodes.iter().all(|n| !n.is_locked("k")));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct MockNode {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for MockNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockNode")
+            .field("id", &self.inner.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MockNode {
+    /// A node named `name` on the system clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// # use redlock_core::LockBackend;
+    /// assert_eq!(node.node_id().as_str(), "n0");
+    /// ```
+    #[must_use]
+    pub fn new(name: impl Into<String>) -> Self {
+        Self::with_clock(name, Arc::new(redlock_core::SystemClock))
+    }
+
+    /// A node whose keys expire by `clock` (e.g. a shared
+    /// [`ManualClock`](crate::ManualClock)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// let clock = redlock_mock::ManualClock::new();
+    /// let node = redlock_mock::MockNode::with_clock("n0", Arc::new(clock.clone()));
+    /// ```
+    #[must_use]
+    pub fn with_clock(name: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
+        MockNode {
+            inner: Arc::new(Inner {
+                id: NodeId::new(name),
+                clock,
+                state: Mutex::new(State::default()),
+                changed: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Makes every request fail at once with [`MockError::Down`]. Keys are kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.go_down();
+    /// assert!(node.is_down());
+    /// node.come_up();
+    /// assert!(!node.is_down());
+    /// ```
+    pub fn go_down(&self) {
+        self.state().down = true;
+    }
+
+    /// Ends [`MockNode::go_down`].
+    pub fn come_up(&self) {
+        self.state().down = false;
+    }
+
+    /// Whether the node is down.
+    #[must_use]
+    pub fn is_down(&self) -> bool {
+        self.state().down
+    }
+
+    /// Makes every request block until [`MockNode::thaw`], like a server
+    /// stopped with SIGSTOP.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.freeze();
+    /// node.thaw();
+    /// ```
+    pub fn freeze(&self) {
+        self.state().frozen = true;
+    }
+
+    /// Ends [`MockNode::freeze`]; blocked requests proceed.
+    pub fn thaw(&self) {
+        self.state().frozen = false;
+        self.inner.changed.notify_all();
+    }
+
+    /// Adds `latency` of real time before each request is executed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.set_latency(Duration::from_millis(5));
+    /// ```
+    pub fn set_latency(&self, latency: Duration) {
+        self.state().latency = latency;
+    }
+
+    /// Loses every key and fencing counter, as a restart without persistence.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{LockBackend, Claim, Resources, Token, Ttl};
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// # let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+    /// node.acquire(&claim, Ttl::new(Duration::from_secs(9))?, false)?;
+    /// node.restart();
+    /// assert!(!node.is_locked("k"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restart(&self) {
+        let mut state = self.state();
+        state.keys.clear();
+        state.fences.clear();
+    }
+
+    /// Moves this node's clock forward by `by` (cumulative): its keys expire
+    /// that much earlier than their holders expect.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.jump_clock(Duration::from_secs(60));
+    /// ```
+    pub fn jump_clock(&self, by: Duration) {
+        let mut state = self.state();
+        state.clock_ahead = state.clock_ahead.saturating_add(by);
+    }
+
+    /// Whether `key` currently holds any live lock token.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!redlock_mock::MockNode::new("n0").is_locked("k"));
+    /// ```
+    #[must_use]
+    pub fn is_locked(&self, key: &str) -> bool {
+        let state = self.state();
+        let now = self.now(&state);
+        state.keys.get(key).is_some_and(|e| e.expires_at > now)
+    }
+
+    /// The token stored under `key`, if the key is live.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(redlock_mock::MockNode::new("n0").holder("k").is_none());
+    /// ```
+    #[must_use]
+    pub fn holder(&self, key: &str) -> Option<Token> {
+        let state = self.state();
+        let now = self.now(&state);
+        state
+            .keys
+            .get(key)
+            .filter(|e| e.expires_at > now)
+            .map(|e| Token::from_bytes(e.token))
+    }
+
+    /// The number of live lock keys.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockNode::new("n0").live_keys(), 0);
+    /// ```
+    #[must_use]
+    pub fn live_keys(&self) -> usize {
+        let state = self.state();
+        let now = self.now(&state);
+        state.keys.values().filter(|e| e.expires_at > now).count()
+    }
+
+    /// The fencing counter of `key` (0 if never incremented).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockNode::new("n0").fence("k"), 0);
+    /// ```
+    #[must_use]
+    pub fn fence(&self, key: &str) -> u64 {
+        self.state().fences.get(key).copied().unwrap_or(0)
+    }
+
+    /// What the node has executed so far.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockNode::new("n0").stats().granted, 0);
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> MockStats {
+        self.state().stats
+    }
+
+    /// Blocks until the node has answered at least `ops` requests in all, or
+    /// `timeout` (real time) passes; returns whether it got there.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// assert!(node.wait_for_ops(0, Duration::ZERO));
+    /// assert!(!node.wait_for_ops(1, Duration::from_millis(1)));
+    /// ```
+    #[must_use]
+    pub fn wait_for_ops(&self, ops: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.state();
+        while state.stats.ops < ops {
+            if self
+                .inner
+                .changed
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                return state.stats.ops >= ops;
+            }
+        }
+        true
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock()
+    }
+
+    fn now(&self, state: &State) -> Instant {
+        let now = self.inner.clock.now();
+        now.checked_add(state.clock_ahead).unwrap_or(now)
+    }
+
+    /// Applies latency and freezing, then runs `op` on the state if the node
+    /// is up.
+    fn call<T>(&self, op: impl FnOnce(&mut State, Instant) -> T) -> Result<T, MockError> {
+        let latency = self.state().latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
+        let mut state = self.state();
+        while state.frozen {
+            self.inner.changed.wait(&mut state);
+        }
+        state.stats.ops += 1;
+        let result = if state.down {
+            state.stats.errors += 1;
+            Err(MockError::Down {
+                node: self.inner.id.clone(),
+            })
+        } else {
+            let now = self.now(&state);
+            state.keys.retain(|_, e| e.expires_at > now);
+            Ok(op(&mut state, now))
+        };
+        drop(state);
+        self.inner.changed.notify_all();
+        result
+    }
+}
+
+fn holds(state: &State, claim: &Claim) -> bool {
+    claim.keys().iter().all(|k| {
+        state
+            .keys
+            .get(k)
+            .is_some_and(|e| &e.token == claim.token().as_bytes())
+    })
+}
+
+impl LockBackend for MockNode {
+    type Error = MockError;
+
+    fn node_id(&self) -> &NodeId {
+        &self.inner.id
+    }
+
+    fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
+        self.call(|state, now| {
+            if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
+                state.stats.refused += 1;
+                return AcquireOutcome::HeldByOther;
+            }
+            let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
+            let mut top = None;
+            for key in claim.keys() {
+                state.keys.insert(
+                    key.clone(),
+                    Entry {
+                        token: *claim.token().as_bytes(),
+                        expires_at,
+                    },
+                );
+                if fence {
+                    let counter = state.fences.entry(key.clone()).or_default();
+                    *counter += 1;
+                    top = top.max(Some(*counter));
+                }
+            }
+            state.stats.granted += 1;
+            AcquireOutcome::Granted { fence: top }
+        })
+    }
+
+    fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, MockError> {
+        self.call(|state, now| {
+            if !holds(state, claim) {
+                return false;
+            }
+            let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
+            for key in claim.keys() {
+                if let Some(entry) = state.keys.get_mut(key) {
+                    entry.expires_at = expires_at;
+                }
+            }
+            state.stats.extended += 1;
+            true
+        })
+    }
+
+    fn release(&self, claim: &Claim) -> Result<bool, MockError> {
+        self.call(|state, _| {
+            let held = holds(state, claim);
+            for key in claim.keys() {
+                if state
+                    .keys
+                    .get(key)
+                    .is_some_and(|e| &e.token == claim.token().as_bytes())
+                {
+                    state.keys.remove(key);
+                }
+            }
+            if held {
+                state.stats.released += 1;
+            }
+            held
+        })
+    }
+
+    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
+        self.call(|state, _| {
+            if !holds(state, claim) {
+                return false;
+            }
+            for key in claim.keys() {
+                let counter = state.fences.entry(key.clone()).or_default();
+                *counter = (*counter).max(at_least);
+            }
+            true
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! Bad input gets a typed error, never a panic or a hang.
+
+use std::time::Duration;
+
+use redlock_core::{ConfigError, LockError, NodeId, Redlock, Ttl};
+use redlock_mock::{MockCluster, MockNode};
+
+fn locks() -> (MockCluster, Redlock<MockNode>) {
+    let cluster = MockCluster::new(3);
+    let locks = Redlock::new(cluster.backends()).expect("valid");
+    (cluster, locks)
+}
+
+#[test]
+fn no_nodes() {
+    assert!(matches!(
+        Redlock::new(Vec::<MockNode>::new()),
+        Err(ConfigError::NoNodes)
+    ));
+}
+
+#[test]
+fn the_same_node_twice() {
+    let node = MockNode::new("twice");
+    let err = Redlock::new([node.clone(), MockNode::new("other"), node]).expect_err("duplicate");
+    assert_eq!(err, ConfigError::DuplicateNode(NodeId::new("twice")));
+}
+
+#[test]
+fn ttl_zero() {
+    let (_c, locks) = locks();
+    for ttl in [Duration::ZERO, Duration::from_micros(999)] {
+        let err = locks.try_lock("k", ttl).expect_err("zero");
+        assert!(
+            matches!(err, LockError::Config(ConfigError::TtlZero)),
+            "{err:?}"
+        );
+    }
+}
+
+#[test]
+fn ttl_too_large_for_millisecond_px() {
+    let (_c, locks) = locks();
+    for ttl in [Duration::MAX, Ttl::MAX + Duration::from_millis(1)] {
+        let err = locks.lock("k", ttl).expect_err("too large");
+        assert!(
+            matches!(err, LockError::Config(ConfigError::TtlTooLarge { .. })),
+            "{err:?}"
+        );
+    }
+    // The largest TTL itself is fine.
+    let lock = locks.try_lock("k", Ttl::MAX).expect("max ttl");
+    assert!(lock.is_valid());
+}
+
+#[test]
+fn ttl_within_the_drift_allowance() {
+    let (_c, locks) = locks();
+    let err = locks
+        .try_lock("k", Duration::from_millis(2))
+        .expect_err("2 ms of drift");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::TtlWithinDrift { .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn drift_factor_outside_zero_to_half() {
+    for factor in [-0.01, 0.5, 1.0, f64::NAN, f64::INFINITY] {
+        let err = Redlock::builder(MockCluster::new(3).backends())
+            .drift_factor(factor)
+            .build()
+            .expect_err("bad");
+        assert!(
+            matches!(err, ConfigError::DriftFactor(_)),
+            "{factor}: {err:?}"
+        );
+    }
+    for factor in [0.0, 0.49] {
+        Redlock::builder(MockCluster::new(3).backends())
+            .drift_factor(factor)
+            .build()
+            .expect("in range");
+    }
+}
+
+#[test]
+fn jitter_range_inverted() {
+    let err = Redlock::builder(MockCluster::new(3).backends())
+        .retry_delay(Duration::from_millis(10), Duration::from_millis(5))
+        .build()
+        .expect_err("inverted");
+    assert!(matches!(err, ConfigError::JitterRange { .. }), "{err:?}");
+    // Zero delays are legal.
+    Redlock::builder(MockCluster::new(3).backends())
+        .retry_delay(Duration::ZERO, Duration::ZERO)
+        .build()
+        .expect("zero");
+}
+
+#[test]
+fn node_timeout_zero() {
+    let err = Redlock::builder(MockCluster::new(3).backends())
+        .node_timeout(Duration::ZERO)
+        .build()
+        .expect_err("zero");
+    assert_eq!(err, ConfigError::NodeTimeoutZero);
+}
+
+#[test]
+fn empty_key() {
+    let (_c, locks) = locks();
+    let err = locks
+        .try_lock("", Duration::from_secs(1))
+        .expect_err("empty");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::EmptyKey)),
+        "{err:?}"
+    );
+    let err = locks
+        .lock(["ok", ""], Duration::from_secs(1))
+        .expect_err("one empty");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::EmptyKey)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_empty_key_list() {
+    let (_c, locks) = locks();
+    let err = locks
+        .try_lock(Vec::<String>::new(), Duration::from_secs(1))
+        .expect_err("no keys");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::NoKeys)),
+        "{err:?}"
+    );
+    let none: [&str; 0] = [];
+    let err = locks
+        .lock_timeout(none, Duration::from_secs(1), Duration::from_secs(1))
+        .expect_err("no keys");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::NoKeys)),
+        "{err:?}"
+    );
+    assert!(!err.is_retryable());
+}
+
+#[test]
+fn bad_extend_ttl_keeps_the_lock() {
+    let (_c, locks) = locks();
+    let mut lock = locks.try_lock("k", Duration::from_secs(5)).expect("free");
+    let err = lock.extend(Duration::ZERO).expect_err("zero");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::TtlZero)),
+        "{err:?}"
+    );
+    assert!(lock.is_valid());
+    lock.release().expect("still held");
+}

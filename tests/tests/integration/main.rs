@@ -1,0 +1,4 @@
+//! The workspace's integration tests, built as one binary.
+
+mod bad_input;
+mod manager;
