@@ -132,6 +132,8 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
 /// What the manager and its guards share: the workers and the settings.
 pub(crate) struct Shared<E> {
     workers: Vec<Worker<E>>,
+    /// The (never executed) claim carried by flush barriers.
+    flush_claim: Arc<Claim>,
     pub(crate) config: Config,
     rng: Mutex<fastrand::Rng>,
 }
@@ -183,9 +185,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
             Some(seed) => fastrand::Rng::with_seed(seed),
             None => fastrand::Rng::new(),
         };
+        let flush_claim = Arc::new(Claim::new(
+            Resources::one("redlock:flush")?,
+            Token::from_bytes([0; crate::TOKEN_LEN]),
+        ));
         Ok(Redlock {
             shared: Arc::new(Shared {
                 workers,
+                flush_claim,
                 config,
                 rng: Mutex::new(rng),
             }),
@@ -332,6 +339,51 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     pub fn nodes(&self) -> impl Iterator<Item = &NodeId> {
         self.shared.workers.iter().map(|w| &w.id)
+    }
+
+    /// Waits until every request queued before this call has run on every
+    /// node, or `timeout` passes; returns whether all nodes got there.
+    ///
+    /// A round returns as soon as a quorum answered, and a dropped guard only
+    /// queues its release, so some requests may still be running on the
+    /// slower nodes. Call this before asserting on a particular node in a
+    /// test, or before the process exits so that releases queued by dropped
+    /// guards reach the nodes. A frozen or very slow node makes it return
+    /// `false` after `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlock_core::Redlock;
+    /// let cluster = redlock_mock::MockCluster::new(5);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// drop(locks.try_lock("k", Duration::from_secs(5))?);
+    /// assert!(locks.flush(Duration::from_secs(5)));
+    /// assert!(cluster.nodes().iter().all(|node| !node.is_locked("k")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use = "false means some node did not catch up in time"]
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let n = self.shared.workers.len();
+        let (reply, replies) = crossbeam_channel::bounded(n);
+        let mut waiting = 0;
+        for (node, worker) in self.shared.workers.iter().enumerate() {
+            let job = Job {
+                op: Op::Flush,
+                claim: Arc::clone(&self.shared.flush_claim),
+                node,
+                stale_after: deadline,
+                reply: Some(reply.clone()),
+            };
+            if worker.submit(job).is_err() {
+                return false;
+            }
+            waiting += 1;
+        }
+        drop(reply);
+        (0..waiting).all(|_| replies.recv_deadline(deadline).is_ok())
     }
 
     /// How many nodes must grant: `n / 2 + 1`.

@@ -12,9 +12,15 @@ use crate::{AcquireOutcome, Claim, ConfigError, LockBackend, NodeFailure, NodeId
 /// A request to one node.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Op {
-    Acquire { ttl: Ttl, fence: bool },
+    Acquire {
+        ttl: Ttl,
+        fence: bool,
+    },
     Extend(Ttl),
     Release,
+    /// A barrier: answered without touching the backend once every earlier
+    /// request to the node has run.
+    Flush,
 }
 
 /// A node's answer to an [`Op`].
@@ -33,7 +39,7 @@ pub(crate) struct Job<E> {
     pub(crate) node: usize,
     /// After this (real) instant nobody waits for the answer: an acquire,
     /// or extend still queued then is dropped unexecuted. A
-    /// release always runs, since it may clean up a late grant.
+    /// release always runs, since it may clean up a late grant; so does a flush.
     pub(crate) stale_after: Instant,
     pub(crate) reply: Option<Sender<Reply<E>>>,
 }
@@ -78,7 +84,8 @@ impl<E> Worker<E> {
 /// The worker loop: runs jobs in arrival order until every sender is gone.
 fn serve<B: LockBackend>(backend: &B, queue: &Receiver<Job<B::Error>>) {
     for job in queue {
-        if !matches!(job.op, Op::Release) && Instant::now() > job.stale_after {
+        if matches!(job.op, Op::Acquire { .. } | Op::Extend(_)) && Instant::now() > job.stale_after
+        {
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| execute(backend, job.op, &job.claim)));
@@ -99,5 +106,6 @@ fn execute<B: LockBackend>(backend: &B, op: Op, claim: &Claim) -> Result<Answer,
         Op::Acquire { ttl, fence } => Answer::Acquire(backend.acquire(claim, ttl, fence)?),
         Op::Extend(ttl) => Answer::Held(backend.extend(claim, ttl)?),
         Op::Release => Answer::Held(backend.release(claim)?),
+        Op::Flush => Answer::Held(true),
     })
 }

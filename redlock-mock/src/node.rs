@@ -122,8 +122,11 @@ struct Inner {
 /// let nodes: Vec<MockNode> = (0..3).map(|i| MockNode::new(format!("n{i}"))).collect();
 /// let locks = Redlock::new(nodes.clone())?;
 /// let lock = locks.try_lock("k", Duration::from_secs(5))?;
+/// // A round returns once a quorum answered; flush lets the rest catch up.
+/// assert!(locks.flush(Duration::from_secs(5)));
 /// assert!(nodes.iter().all(|n| n.is_locked("k")));
 /// lock.release()?;
+/// assert!(locks.flush(Duration::from_secs(5)));
 /// assert!(nodes.iter().all(|n| !n.is_locked("k")));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

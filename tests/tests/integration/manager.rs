@@ -35,15 +35,13 @@ fn hold_elsewhere(cluster: &MockCluster, key: &str, nodes: &[usize]) -> Claim {
     claim
 }
 
-/// Waits until every node answered `ops` requests: a round returns once a
+/// Waits until every node ran every queued request: a round returns once a
 /// quorum answered, and the rest must not run after a test moves the clock.
-fn settle(cluster: &MockCluster, ops: u64) {
-    for node in cluster.nodes() {
-        assert!(
-            node.wait_for_ops(ops, Duration::from_secs(10)),
-            "{node:?} never answered"
-        );
-    }
+fn settle(locks: &Redlock<MockNode>) {
+    assert!(
+        locks.flush(Duration::from_secs(10)),
+        "a node never caught up"
+    );
 }
 
 #[test]
@@ -84,6 +82,7 @@ fn sixteen_threads_on_one_key_never_overlap() {
     for t in threads {
         t.join().expect("no panic");
     }
+    settle(&locks);
     assert!(
         !overlap.load(Ordering::SeqCst),
         "two holders were inside at once"
@@ -242,7 +241,7 @@ fn release_after_expiry_reports_not_held() {
     let lock = locks
         .try_lock("expiring", Duration::from_secs(1))
         .expect("free");
-    settle(&cluster, 1);
+    settle(&locks);
     clock.advance(Duration::from_secs(2));
     assert!(!lock.is_valid());
     let err = lock.release().expect_err("expired");
@@ -263,7 +262,7 @@ fn extend_after_expiry_fails_with_not_held_and_does_not_resurrect() {
     let mut lock = locks
         .try_lock("expiring", Duration::from_secs(1))
         .expect("free");
-    settle(&cluster, 1);
+    settle(&locks);
     clock.advance(Duration::from_millis(1500));
     let err = lock.extend(Duration::from_secs(10)).expect_err("expired");
     assert!(matches!(err, LockError::NotHeld(_)), "{err:?}");
@@ -282,14 +281,14 @@ fn extend_recomputes_validity_from_its_own_start() {
     let mut lock = locks
         .try_lock("extend-me", Duration::from_secs(1))
         .expect("free");
-    settle(&cluster, 1);
+    settle(&locks);
     clock.advance(Duration::from_millis(900));
     assert_eq!(lock.validity(), Duration::from_millis(1000 - 900 - 12));
     let validity = lock.extend(Duration::from_secs(5)).expect("still held");
     // Manual time does not move during the round: ttl - drift exactly.
     assert_eq!(validity, Duration::from_millis(5000 - 52));
     assert_eq!(lock.validity(), validity);
-    settle(&cluster, 2);
+    settle(&locks);
     clock.advance(Duration::from_secs(2));
     assert!(
         cluster.nodes().iter().all(|n| n.is_locked("extend-me")),
