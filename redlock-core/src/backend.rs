@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::{Claim, Ttl};
 
@@ -248,3 +249,30 @@ macro_rules! forward_backend {
 }
 
 forward_backend!(&B, Arc<B>, Box<B>);
+
+/// A backend that can be opened from an address string (a Redis URL, say), so
+/// that [`Redlock::connect`](crate::Redlock::connect) works for it.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{Connect, Redlock};
+/// use redlock_mock::MockNode;
+///
+/// // The mock opens a fresh in-memory node named after the address.
+/// let locks: Redlock<MockNode> = Redlock::connect(["a", "b", "c"])?;
+/// assert_eq!(locks.nodes().map(|n| n.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Connect: LockBackend + Sized {
+    /// Opens the node at `address`, bounding every later I/O by
+    /// `node_timeout`. Must not wait for the node to be reachable: a node
+    /// that is down at start is a failed node in each round, not a failure
+    /// to build the manager.
+    ///
+    /// # Errors
+    ///
+    /// An address the backend cannot parse or use.
+    fn connect(address: &str, node_timeout: Duration) -> Result<Self, Self::Error>;
+}

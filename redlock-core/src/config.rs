@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{drift, Clock, ConfigError, LockBackend, Redlock, SystemClock};
+use crate::{drift, Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, SystemClock};
 
 /// A lock time-to-live: whole milliseconds (what Redis `PX` carries), at
 /// least 1 ms and at most [`Ttl::MAX`]. Sub-millisecond parts are dropped,
@@ -274,6 +274,40 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: None,
             queue_depth: 1024,
         }
+    }
+
+    /// Opens one backend per address with [`Connect`], each bounded by the
+    /// configured per-node timeout, and builds the manager.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Address`] for an address the backend rejects,
+    /// [`ConnectError::Config`] as [`Builder::build`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::Redlock;
+    /// use redlock_mock::MockNode;
+    /// let locks = Redlock::<MockNode>::builder([])
+    ///     .node_timeout(Duration::from_millis(20))
+    ///     .connect(["a", "b", "c"])?;
+    /// assert_eq!(locks.quorum(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect<I>(mut self, addresses: I) -> Result<Redlock<B>, ConnectError<B::Error>>
+    where
+        B: Connect,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        for address in addresses {
+            let backend =
+                B::connect(address.as_ref(), self.node_timeout).map_err(ConnectError::Address)?;
+            self.backends.push(backend);
+        }
+        Ok(self.build()?)
     }
 
     /// How long one round waits for each node's reply. Defaults to 50 ms.

@@ -158,6 +158,31 @@ impl<B: LockBackend + 'static> Redlock<B> {
         Self::builder(backends).build()
     }
 
+    /// A manager with the default settings over one backend per address
+    /// (for Redis, one URL per master).
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Address`](crate::ConnectError::Address) for an address
+    /// the backend rejects, [`ConnectError::Config`](crate::ConnectError::Config)
+    /// for no addresses or the same node twice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::Redlock;
+    /// let locks = Redlock::<redlock_mock::MockNode>::connect(["n1", "n2", "n3"])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect<I>(addresses: I) -> Result<Self, crate::ConnectError<B::Error>>
+    where
+        B: crate::Connect,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::builder([]).connect(addresses)
+    }
+
     /// A builder over `backends`, for settings other than the defaults.
     ///
     /// # Examples

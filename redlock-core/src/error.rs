@@ -426,3 +426,47 @@ impl<E: StdError + 'static> StdError for LockError<E> {
         }
     }
 }
+
+/// Why [`Redlock::connect`](crate::Redlock::connect) failed. `E` is the
+/// backend's error type.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{ConfigError, ConnectError, Redlock};
+/// use redlock_mock::MockNode;
+/// let err = Redlock::<MockNode>::connect(["a", "a"]).unwrap_err();
+/// assert!(matches!(err, ConnectError::Config(ConfigError::DuplicateNode(_))));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError<E> {
+    /// The settings or the set of nodes are invalid.
+    Config(ConfigError),
+    /// The backend could not use one of the addresses.
+    Address(E),
+}
+
+impl<E: fmt::Display> fmt::Display for ConnectError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Config(e) => write!(f, "invalid configuration: {e}"),
+            ConnectError::Address(e) => write!(f, "bad node address: {e}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for ConnectError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            ConnectError::Config(e) => Some(e),
+            ConnectError::Address(e) => Some(e),
+        }
+    }
+}
+
+impl<E> From<ConfigError> for ConnectError<E> {
+    fn from(e: ConfigError) -> Self {
+        ConnectError::Config(e)
+    }
+}

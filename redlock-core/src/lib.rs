@@ -69,11 +69,11 @@ mod tally;
 mod token;
 mod worker;
 
-pub use backend::{AcquireOutcome, LockBackend, NodeId};
+pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId};
 pub use clock::{Clock, SystemClock};
 pub use config::{Builder, RetryDelay, Ttl};
 pub use driver::{IntoResources, Redlock};
-pub use error::{ConfigError, LockError, NodeError, NodeFailure, RoundReport};
+pub use error::{ConfigError, ConnectError, LockError, NodeError, NodeFailure, RoundReport};
 pub use guard::Lock;
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use resource::{Claim, Resources};

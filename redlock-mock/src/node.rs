@@ -500,3 +500,11 @@ impl LockBackend for MockNode {
         })
     }
 }
+
+/// Opens a fresh in-memory node on the system clock named after the address;
+/// the timeout is unused (the node never blocks unless frozen).
+impl redlock_core::Connect for MockNode {
+    fn connect(address: &str, _node_timeout: Duration) -> Result<Self, MockError> {
+        Ok(MockNode::new(address))
+    }
+}
