@@ -1,4 +1,9 @@
 //! The workspace's integration tests, built as one binary.
 
 mod bad_input;
+mod conformance;
+mod harness_selftest;
 mod manager;
+mod redis_common;
+mod redis_errors;
+mod redis_faults;

@@ -1,0 +1,220 @@
+//! The builder of a [`RedisBackend`]: URL, timeouts, pool size, TLS roots.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::address::{self, Secret};
+use crate::error::Stage;
+use crate::pool::{NodePool, PoolSettings};
+use crate::{RedisBackend, RedisErrorKind, RedisNodeError};
+
+/// The default per-node timeout, the same as the core manager's.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The default number of pooled connections per node.
+pub const DEFAULT_POOL_SIZE: u32 = 2;
+
+/// Settings for one [`RedisBackend`]; [`build`](Self::build) checks them.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_redis::RedisBackend;
+///
+/// let backend = RedisBackend::builder("redis://app:s3cret@127.0.0.1:6379/2")
+///     .node_timeout(Duration::from_millis(20))
+///     .pool_size(1)
+///     .build()?;
+/// # use redlock_redis::LockBackend;
+/// assert_eq!(backend.node_id().as_str(), "127.0.0.1:6379/2");
+/// assert!(!format!("{backend:?}").contains("s3cret"));
+/// # Ok::<(), redlock_redis::RedisNodeError>(())
+/// ```
+#[must_use = "a builder does nothing until build() is called"]
+pub struct RedisBackendBuilder {
+    url: Secret,
+    node_timeout: Duration,
+    pool_size: u32,
+    #[cfg(feature = "tls")]
+    root_certificate: Option<Vec<u8>>,
+}
+
+impl fmt::Debug for RedisBackendBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = f.debug_struct("RedisBackendBuilder");
+        out.field("url", &address::redact(self.url.expose()))
+            .field("node_timeout", &self.node_timeout)
+            .field("pool_size", &self.pool_size);
+        #[cfg(feature = "tls")]
+        out.field("root_certificate", &self.root_certificate.is_some());
+        out.finish()
+    }
+}
+
+impl RedisBackendBuilder {
+    pub(crate) fn new(url: &str) -> Self {
+        RedisBackendBuilder {
+            url: Secret::new(url.to_owned()),
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            pool_size: DEFAULT_POOL_SIZE,
+            #[cfg(feature = "tls")]
+            root_certificate: None,
+        }
+    }
+
+    /// Bounds every call to the node: waiting for a connection, connecting,
+    /// sending and reading replies together. Defaults to 50 ms
+    /// ([`DEFAULT_NODE_TIMEOUT`]); must not be zero, and more than an hour
+    /// counts as an hour. Use the same value as
+    /// the manager's [`node_timeout`](redlock_core::Builder::node_timeout).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = redlock_redis::RedisBackend::builder("redis://127.0.0.1")
+    ///     .node_timeout(Duration::from_millis(100));
+    /// ```
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// How many connections the node's pool may hold. Defaults to 2
+    /// ([`DEFAULT_POOL_SIZE`]): the manager sends one request at a time per
+    /// node, and a second connection is a warm spare when one breaks. Zero
+    /// is raised to 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let builder = redlock_redis::RedisBackend::builder("redis://127.0.0.1").pool_size(4);
+    /// ```
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size.max(1);
+        self
+    }
+
+    /// Trusts the certificate authorities in `pem` (one or more PEM
+    /// certificates) for a `rediss://` URL, instead of the system's roots.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let backend = redlock_redis::RedisBackend::builder("rediss://redis-a.internal:6380")
+    ///     .tls_root_certificate(ca)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.root_certificate = Some(pem.into());
+        self
+    }
+
+    /// Checks the settings and creates the node's connection pool. Does not
+    /// wait for the node: one connection is opened in the background, and a
+    /// node that is down is a failed node in each round until it is back.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisErrorKind::InvalidUrl`] for a URL that does not parse;
+    /// [`RedisErrorKind::InvalidConfig`] for a zero node timeout, a
+    /// `rediss://` URL without the `tls` feature, or a root certificate that
+    /// is not PEM or is given for a URL without TLS.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_redis::{RedisBackend, RedisErrorKind};
+    /// let err = RedisBackend::builder("redis://127.0.0.1")
+    ///     .node_timeout(Duration::ZERO)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.kind(), RedisErrorKind::InvalidConfig);
+    /// ```
+    pub fn build(self) -> Result<RedisBackend, RedisNodeError> {
+        let address = address::parse(self.url.expose())?;
+        let invalid = |detail: &str| {
+            RedisNodeError::new(
+                address.node.clone(),
+                RedisErrorKind::InvalidConfig,
+                Stage::Build,
+                detail,
+            )
+        };
+        if self.node_timeout.is_zero() {
+            return Err(invalid("the node timeout must not be zero"));
+        }
+        let timeout = RedisBackend::effective_timeout(self.node_timeout);
+        let client = self.client(&address, &invalid)?;
+        let pool = NodePool::new(PoolSettings {
+            node: address.node.clone(),
+            client,
+            timeout,
+            size: self.pool_size,
+            password: address.password.clone(),
+        });
+        Ok(RedisBackend::from_parts(
+            address.node,
+            timeout,
+            self.pool_size,
+            address.tls,
+            pool,
+        ))
+    }
+
+    #[cfg(feature = "tls")]
+    fn client(
+        &self,
+        address: &address::Address,
+        invalid: &dyn Fn(&str) -> RedisNodeError,
+    ) -> Result<redis::Client, RedisNodeError> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::CertificateDer;
+
+        if address.tls {
+            ensure_crypto_provider();
+        }
+        let Some(pem) = &self.root_certificate else {
+            return redis::Client::open(address.info.clone()).map_err(|e| invalid(&e.to_string()));
+        };
+        if !address.tls {
+            return Err(invalid("a TLS root certificate needs a rediss:// URL"));
+        }
+        let certificates = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(&format!("the root certificate is not valid PEM: {e}")))?;
+        if certificates.is_empty() {
+            return Err(invalid("the root certificate PEM holds no certificate"));
+        }
+        let certificates = redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem.clone()),
+        };
+        redis::Client::build_with_tls(address.info.clone(), certificates)
+            .map_err(|e| invalid(&e.to_string()))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn client(
+        &self,
+        address: &address::Address,
+        invalid: &dyn Fn(&str) -> RedisNodeError,
+    ) -> Result<redis::Client, RedisNodeError> {
+        redis::Client::open(address.info.clone()).map_err(|e| invalid(&e.to_string()))
+    }
+}
+
+/// rustls needs a process-wide crypto provider; install `ring`'s unless the
+/// application installed one.
+#[cfg(feature = "tls")]
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may win the race to install one: that is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}

@@ -1,0 +1,413 @@
+//! The per-node error of the Redis backend.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use redis::RedisError;
+use redlock_core::NodeId;
+
+use crate::address::Secret;
+use crate::classify::classify;
+
+/// What went wrong on one Redis node.
+///
+/// Each kind counts as a failed node for the round it happened in; the kinds
+/// tell an outage (the node is down, frozen or loading) from a configuration
+/// mistake that retrying will not fix (see
+/// [`RedisErrorKind::is_misconfiguration`]).
+///
+/// # Examples
+///
+/// ```
+/// use redlock_redis::RedisErrorKind;
+/// assert!(RedisErrorKind::ReadOnly.is_misconfiguration());
+/// assert!(!RedisErrorKind::Timeout.is_misconfiguration());
+/// assert_eq!(RedisErrorKind::OutOfMemory.to_string(), "out of memory (OOM)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RedisErrorKind {
+    /// The URL could not be parsed or uses an unsupported form.
+    InvalidUrl,
+    /// Another setting is unusable: a zero node timeout, a root certificate
+    /// that is not PEM, `rediss://` without the `tls` feature, ...
+    InvalidConfig,
+    /// Nothing listens at the address (or the unix socket does not exist).
+    ConnectionRefused,
+    /// Connecting, sending, reading the reply, or waiting for a pooled
+    /// connection took longer than the node timeout (a frozen, overloaded or
+    /// unreachable node).
+    Timeout,
+    /// Authentication failed: `NOAUTH` (a password is required) or
+    /// `WRONGPASS` / a refused `AUTH` (wrong user or password).
+    Auth,
+    /// The ACL user may not run a command or touch a key (`NOPERM`).
+    NoPermission,
+    /// The node is a replica (`READONLY`): give the masters, not replicas.
+    ReadOnly,
+    /// The node is out of memory under `maxmemory` with a `noeviction`
+    /// policy (`OOM`).
+    OutOfMemory,
+    /// A lock key (or its fencing counter) holds a value of another type,
+    /// e.g. a list (`WRONGTYPE`): the key name collides with other data.
+    WrongType,
+    /// The node refuses writes because it cannot persist (`MISCONF`).
+    Misconf,
+    /// The node is loading its dataset after a restart (`LOADING`).
+    Loading,
+    /// The node does not know a command the backend needs: not a Redis
+    /// master (a Sentinel port, a proxy), or scripting commands (`SCRIPT`,
+    /// `EVAL`) are renamed away.
+    UnknownCommand,
+    /// The TLS handshake failed (untrusted certificate, wrong host name, ...).
+    Tls,
+    /// Another I/O failure: the connection was reset or closed, ...
+    Io,
+    /// Another error reply from the server.
+    Server,
+    /// A reply of a shape the backend does not expect.
+    UnexpectedReply,
+}
+
+impl RedisErrorKind {
+    /// Whether the error points at a configuration mistake (the address,
+    /// credentials, ACL, a replica listed as a master, colliding key names,
+    /// TLS setup) rather than at a node that is down, frozen or busy.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_redis::RedisErrorKind;
+    /// assert!(RedisErrorKind::Auth.is_misconfiguration());
+    /// assert!(!RedisErrorKind::ConnectionRefused.is_misconfiguration());
+    /// ```
+    #[must_use]
+    pub fn is_misconfiguration(self) -> bool {
+        matches!(
+            self,
+            RedisErrorKind::InvalidUrl
+                | RedisErrorKind::InvalidConfig
+                | RedisErrorKind::Auth
+                | RedisErrorKind::NoPermission
+                | RedisErrorKind::ReadOnly
+                | RedisErrorKind::WrongType
+                | RedisErrorKind::UnknownCommand
+                | RedisErrorKind::Tls
+        )
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            RedisErrorKind::InvalidUrl => "invalid Redis URL",
+            RedisErrorKind::InvalidConfig => "invalid configuration",
+            RedisErrorKind::ConnectionRefused => "connection refused",
+            RedisErrorKind::Timeout => "timed out",
+            RedisErrorKind::Auth => "authentication failed (NOAUTH/WRONGPASS)",
+            RedisErrorKind::NoPermission => "permission denied by ACL (NOPERM)",
+            RedisErrorKind::ReadOnly => "the node is a read-only replica (READONLY)",
+            RedisErrorKind::OutOfMemory => "out of memory (OOM)",
+            RedisErrorKind::WrongType => "a lock key holds a value of another type (WRONGTYPE)",
+            RedisErrorKind::Misconf => "the node refuses writes: it cannot persist (MISCONF)",
+            RedisErrorKind::Loading => "the node is loading its dataset (LOADING)",
+            RedisErrorKind::UnknownCommand => {
+                "unknown command: not a Redis master (a Sentinel port?)"
+            }
+            RedisErrorKind::Tls => "TLS failure",
+            RedisErrorKind::Io => "I/O error",
+            RedisErrorKind::Server => "server error",
+            RedisErrorKind::UnexpectedReply => "unexpected reply",
+        }
+    }
+}
+
+impl fmt::Display for RedisErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// When an error happened, for the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Checking the settings in `build()`.
+    Build,
+    /// Opening a connection (TCP/TLS connect, AUTH, SELECT).
+    Connect,
+    /// Waiting for a pooled connection.
+    Checkout,
+    /// Running a lock command.
+    Command,
+}
+
+impl Stage {
+    fn describe(self) -> &'static str {
+        match self {
+            Stage::Build => "",
+            Stage::Connect => " while connecting",
+            Stage::Checkout => " waiting for a connection",
+            Stage::Command => "",
+        }
+    }
+}
+
+/// One Redis node's failure: which node, what kind, and why.
+///
+/// The message names the node by its secret-free id (see
+/// [`RedisBackend`](crate::RedisBackend)); passwords never appear in
+/// `Display` or `Debug` output. [`source`](StdError::source) is the
+/// underlying `redis::RedisError` where there is one.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_redis::{RedisBackend, RedisErrorKind};
+/// let err = RedisBackend::new("redis://user:s3cret@127.0.0.1:6379/x").unwrap_err();
+/// assert_eq!(err.kind(), RedisErrorKind::InvalidUrl);
+/// assert!(!err.to_string().contains("s3cret"));
+/// assert!(!format!("{err:?}").contains("s3cret"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisNodeError {
+    node: NodeId,
+    kind: RedisErrorKind,
+    stage: Stage,
+    code: Option<String>,
+    detail: String,
+    source: Option<RedisError>,
+}
+
+impl RedisNodeError {
+    /// An error of our own making (no underlying redis-rs error).
+    pub(crate) fn new(
+        node: NodeId,
+        kind: RedisErrorKind,
+        stage: Stage,
+        detail: impl Into<String>,
+    ) -> Self {
+        RedisNodeError {
+            node,
+            kind,
+            stage,
+            code: None,
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// Classifies a redis-rs error. Its message is dropped when it contains
+    /// `secret` (the password) or echoes command arguments (which would show
+    /// the lock token).
+    pub(crate) fn from_redis(
+        node: NodeId,
+        stage: Stage,
+        err: RedisError,
+        secret: Option<&Secret>,
+    ) -> Self {
+        let kind = classify(&err);
+        let code = err.code().map(str::to_owned);
+        // A plain error reply reads best as the server wrote it.
+        let text = match (&code, err.clone().into_server_errors()) {
+            (Some(code), Some(_)) => match err.detail() {
+                Some(detail) => format!("{code} {detail}"),
+                None => code.clone(),
+            },
+            _ => err.to_string(),
+        };
+        let (detail, source) =
+            if secret.is_some_and(|s| s.occurs_in(&text) || s.occurs_in(&err.to_string())) {
+                (
+                    "details withheld: the message contained the password".to_owned(),
+                    None,
+                )
+            } else if let Some(cut) = text.find(", with args beginning with") {
+                // The server echoes arguments, which would show the lock token.
+                (text[..cut].to_owned(), None)
+            } else {
+                (text, Some(err))
+            };
+        RedisNodeError {
+            node,
+            kind,
+            stage,
+            code,
+            detail,
+            source,
+        }
+    }
+
+    /// The node that failed (its secret-free id).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlock_redis::RedisBackend::new("redis://127.0.0.1:6379/x").unwrap_err();
+    /// assert_eq!(err.node().as_str(), "redis://127.0.0.1:6379/x");
+    /// ```
+    #[must_use]
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// What kind of failure.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_redis::{RedisBackend, RedisErrorKind};
+    /// let err = RedisBackend::new("http://127.0.0.1").unwrap_err();
+    /// assert_eq!(err.kind(), RedisErrorKind::InvalidUrl);
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> RedisErrorKind {
+        self.kind
+    }
+
+    /// The server's error code (`OOM`, `READONLY`, `ERR`, ...) when the
+    /// node answered with an error reply.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlock_redis::RedisBackend::new("nonsense").unwrap_err();
+    /// assert_eq!(err.server_code(), None);
+    /// ```
+    #[must_use]
+    pub fn server_code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+
+    /// Whether the node did not answer within the node timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlock_redis::RedisBackend::new("nonsense").unwrap_err();
+    /// assert!(!err.is_timeout());
+    /// ```
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        self.kind == RedisErrorKind::Timeout
+    }
+
+    /// Shorthand for [`RedisErrorKind::is_misconfiguration`] of this error's
+    /// kind.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlock_redis::RedisBackend::new("nonsense").unwrap_err();
+    /// assert!(err.is_misconfiguration());
+    /// ```
+    #[must_use]
+    pub fn is_misconfiguration(&self) -> bool {
+        self.kind.is_misconfiguration()
+    }
+}
+
+impl fmt::Display for RedisNodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "redis node {}: {}{}: {}",
+            self.node,
+            self.kind,
+            self.stage.describe(),
+            self.detail
+        )
+    }
+}
+
+impl StdError for RedisNodeError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source.as_ref().map(|e| e as &(dyn StdError + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    fn reply(line: &str) -> RedisError {
+        let value = redis::parse_redis_value(format!("{line}\r\n").as_bytes()).expect("parses");
+        value.extract_error().expect_err("an error reply")
+    }
+
+    fn refused() -> RedisError {
+        RedisError::from(io::Error::from(io::ErrorKind::ConnectionRefused))
+    }
+
+    #[test]
+    fn display_names_the_node_and_the_reason() {
+        let err = RedisNodeError::from_redis(
+            NodeId::new("10.0.0.1:6379/0"),
+            Stage::Command,
+            reply("-OOM command not allowed when used memory > 'maxmemory'."),
+            None,
+        );
+        assert_eq!(err.kind(), RedisErrorKind::OutOfMemory);
+        assert_eq!(err.server_code(), Some("OOM"));
+        assert_eq!(err.node().as_str(), "10.0.0.1:6379/0");
+        assert_eq!(
+            err.to_string(),
+            "redis node 10.0.0.1:6379/0: out of memory (OOM): \
+             OOM command not allowed when used memory > 'maxmemory'."
+        );
+        assert!(err.source().is_some());
+
+        let refused =
+            RedisNodeError::from_redis(NodeId::new("a:1/0"), Stage::Connect, refused(), None);
+        assert!(refused
+            .to_string()
+            .starts_with("redis node a:1/0: connection refused while connecting"));
+    }
+
+    #[test]
+    fn echoed_arguments_are_cut() {
+        let err = RedisNodeError::from_redis(
+            NodeId::new("a:26379/0"),
+            Stage::Command,
+            reply("-ERR unknown command 'SET', with args beginning with: 'k' 'TOKENBYTES' "),
+            None,
+        );
+        assert_eq!(err.kind(), RedisErrorKind::UnknownCommand);
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("TOKENBYTES"), "{shown}");
+        assert!(err.source().is_none());
+    }
+
+    #[test]
+    fn messages_with_the_password_are_withheld() {
+        let secret = Secret::new("hunter2".to_owned());
+        let err = RedisNodeError::from_redis(
+            NodeId::new("a:6379/0"),
+            Stage::Connect,
+            reply("-ERR something echoed hunter2 back"),
+            Some(&secret),
+        );
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(err.source().is_none());
+    }
+
+    #[test]
+    fn misconfiguration_classifier() {
+        for kind in [
+            RedisErrorKind::ConnectionRefused,
+            RedisErrorKind::Timeout,
+            RedisErrorKind::Loading,
+            RedisErrorKind::OutOfMemory,
+            RedisErrorKind::Io,
+        ] {
+            assert!(!kind.is_misconfiguration(), "{kind}");
+        }
+        for kind in [
+            RedisErrorKind::ReadOnly,
+            RedisErrorKind::WrongType,
+            RedisErrorKind::UnknownCommand,
+            RedisErrorKind::InvalidUrl,
+        ] {
+            assert!(kind.is_misconfiguration(), "{kind}");
+        }
+    }
+}

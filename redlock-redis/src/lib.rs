@@ -1,0 +1,228 @@
+//! The Redis backend of the synchronous [Redlock]: a distributed lock over
+//! `N` independent Redis masters that stays safe while a majority of them
+//! is up.
+//!
+//! This crate is all an application needs: it re-exports the core API
+//! (`redlock-core`) and defines concrete aliases ([`Redlock`], [`Lock`],
+//! [`LockError`], ...) for Redis nodes. Each master is a [`RedisBackend`]
+//! with its own small connection pool.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_redis::Redlock;
+//!
+//! // Independent masters (not replicas of each other, not one cluster).
+//! let locks = Redlock::connect([
+//!     "redis://redis-a.internal:6379",
+//!     "redis://redis-b.internal:6379",
+//!     "redis://redis-c.internal:6379",
+//! ])?;
+//!
+//! // Waits (retrying with random pauses, 10 s at most by default).
+//! let lock = locks.lock("invoice:42", Duration::from_secs(10))?;
+//! // ... the critical section, while lock.is_valid() ...
+//! lock.release()?; // dropping the guard also releases, best effort
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`Redlock::connect`] does not wait for the masters: a master that is down
+//! at start is a failed node in each round until it comes back.
+//!
+//! # Settings
+//!
+//! The manager's [`Builder`] sets the round behaviour; its `node_timeout`
+//! (default 50 ms) also bounds every call of the backends it connects:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_redis::Redlock;
+//!
+//! let locks = Redlock::builder([])
+//!     .node_timeout(Duration::from_millis(20))
+//!     .acquire_timeout(Duration::from_secs(2))
+//!     .connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! For per-master settings (pool size, TLS roots), build each
+//! [`RedisBackend`] and hand them to [`Redlock::builder`] or
+//! [`Redlock::new`]:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_redis::{RedisBackend, Redlock};
+//!
+//! let timeout = Duration::from_millis(20);
+//! let backends = ["redis://a:6379", "redis://b:6379", "redis://c:6379"]
+//!     .into_iter()
+//!     .map(|url| RedisBackend::builder(url).node_timeout(timeout).pool_size(1).build())
+//!     .collect::<Result<Vec<_>, _>>()?;
+//! let locks = Redlock::builder(backends).node_timeout(timeout).build()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # URLs
+//!
+//! | URL | meaning |
+//! |---|---|
+//! | `redis://host` | port 6379, database 0 |
+//! | `redis://host:6380/2` | port 6380, database 2 |
+//! | `redis://:password@host` | `AUTH password` |
+//! | `redis://user:password@host` | ACL user |
+//! | `rediss://host:6380` | TLS (feature `tls`; system roots or [`RedisBackendBuilder::tls_root_certificate`]) |
+//! | `redis+unix:///run/redis.sock?db=1&user=u&pass=p` | unix socket (also `unix://`) |
+//!
+//! Each master is named by a secret-free, normalized [`NodeId`]
+//! (`host:port/db`, `rediss://host:port/db`, `unix:/path/db`); listing the
+//! same master twice is a configuration error. Passwords never appear in
+//! `Debug` output or error messages.
+//!
+//! # Errors
+//!
+//! A failed round says what each node said. Redis failures are
+//! [`RedisNodeError`]s with a [`RedisErrorKind`]: connection refused,
+//! timeout, authentication, a replica given as a master (`READONLY`), out of
+//! memory, a lock key of another type, ...
+//!
+//! ```
+//! use std::time::Duration;
+//! use redlock_redis::{LockError, NodeFailure, RedisErrorKind, Redlock};
+//!
+//! // Three masters, none of them running.
+//! let locks = Redlock::connect(["redis://127.0.0.1:1", "redis://127.0.0.1:2", "redis://127.0.0.1:3"])?;
+//! match locks.try_lock("job", Duration::from_secs(5)) {
+//!     Err(LockError::NoQuorum(report)) => {
+//!         // The round is decided once a quorum (2 of 3) is out of reach.
+//!         assert!(report.failures().len() >= 2);
+//!         for failure in report.failures() {
+//!             if let NodeFailure::Backend(err) = failure.failure() {
+//!                 assert_eq!(err.kind(), RedisErrorKind::ConnectionRefused);
+//!                 assert_eq!(err.node(), failure.node());
+//!             }
+//!         }
+//!     }
+//!     other => panic!("expected NoQuorum, got {other:?}"),
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Keys and commands
+//!
+//! A lock on resource `R` is the string key `R` holding the lock's random
+//! token; fencing counters live in `R:fence` (see [`FENCE_SUFFIX`]). The
+//! commands and Lua scripts are described on [`RedisBackend`].
+//!
+//! # Tests without a server
+//!
+//! Application tests can run the same code on in-memory nodes from
+//! `redlock-mock` (`Redlock::new(cluster.backends())` with the generic
+//! `redlock_core::Redlock`).
+//!
+//! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#![cfg_attr(
+    not(test),
+    deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
+)]
+
+mod address;
+mod backend;
+mod builder;
+mod classify;
+mod error;
+mod pool;
+mod scripts;
+
+pub use backend::{RedisBackend, FENCE_SUFFIX};
+pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
+pub use error::{RedisErrorKind, RedisNodeError};
+pub use redlock_core::*;
+
+/// The lock manager over Redis masters.
+///
+/// # Examples
+///
+/// ```no_run
+/// let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Redlock = redlock_core::Redlock<RedisBackend>;
+
+/// A held lock on Redis masters; released on drop.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+/// let lock: redlock_redis::Lock = locks.try_lock("k", Duration::from_secs(5))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Lock = redlock_core::Lock<RedisBackend>;
+
+/// The manager's builder for Redis masters.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// let builder: redlock_redis::Builder =
+///     redlock_redis::Redlock::builder([]).node_timeout(Duration::from_millis(20));
+/// ```
+pub type Builder = redlock_core::Builder<RedisBackend>;
+
+/// Why a lock operation failed, with each Redis node's error.
+///
+/// # Examples
+///
+/// ```
+/// fn alert(err: &redlock_redis::LockError) -> bool {
+///     !err.is_retryable()
+/// }
+/// ```
+pub type LockError = redlock_core::LockError<RedisNodeError>;
+
+/// Why [`Redlock::connect`] failed.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_redis::{ConnectError, Redlock};
+/// let err = Redlock::connect(["redis://a", "redis://A:6379/0"]).unwrap_err();
+/// assert!(matches!(err, ConnectError::Config(_)));
+/// ```
+pub type ConnectError = redlock_core::ConnectError<RedisNodeError>;
+
+/// One Redis node's failure in a round, naming the node.
+///
+/// # Examples
+///
+/// ```
+/// fn dead_nodes(report: &redlock_redis::RoundReport) -> Vec<String> {
+///     report.failures().iter().map(|f: &redlock_redis::NodeError| f.node().to_string()).collect()
+/// }
+/// ```
+pub type NodeError = redlock_core::NodeError<RedisNodeError>;
+
+/// Why one Redis node did not answer usefully.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_redis::NodeFailure;
+/// let failure: NodeFailure = NodeFailure::TimedOut;
+/// assert!(failure.to_string().contains("timeout"));
+/// ```
+pub type NodeFailure = redlock_core::NodeFailure<RedisNodeError>;
+
+/// What the Redis nodes said in one failed round.
+///
+/// # Examples
+///
+/// ```
+/// fn summary(report: &redlock_redis::RoundReport) -> String {
+///     format!("{} of {} granted", report.granted(), report.nodes())
+/// }
+/// ```
+pub type RoundReport = redlock_core::RoundReport<RedisNodeError>;

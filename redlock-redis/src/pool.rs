@@ -1,0 +1,466 @@
+//! One node's r2d2 pool: our own connection manager (connect timeout, I/O
+//! timeouts, broken-connection tracking) and a checkout bounded by a deadline.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use r2d2::{ManageConnection, PooledConnection};
+use redis::{Cmd, ConnectionLike, RedisError, Value};
+use redlock_core::NodeId;
+use scheduled_thread_pool::ScheduledThreadPool;
+
+use crate::address::Secret;
+use crate::classify::deadline_passed;
+use crate::error::Stage;
+use crate::{RedisErrorKind, RedisNodeError};
+
+/// A pooled connection and whether it may still be trusted.
+pub(crate) struct Conn {
+    inner: redis::Connection,
+    /// Set after any failure other than a plain error reply: after a read
+    /// timeout the late reply is still in the socket and would be read as
+    /// the answer to the next command, so the connection must go.
+    broken: bool,
+}
+
+/// The outcome of the latest connection attempts, shared by the manager
+/// (which records them) and checkouts (which wait for them).
+#[derive(Default)]
+struct Health {
+    state: Mutex<HealthState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct HealthState {
+    /// Attempts finished so far.
+    finished: u64,
+    /// Attempts under way.
+    in_flight: u32,
+    /// The error of the latest attempt, until one succeeds.
+    failure: Option<RedisError>,
+}
+
+/// The r2d2 connection manager: connects within the node timeout, sets read
+/// and write timeouts (redis-rs clears them once connected) and loads the
+/// scripts.
+struct Manager {
+    client: redis::Client,
+    timeout: Duration,
+    health: Arc<Health>,
+}
+
+impl ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = RedisError;
+
+    fn connect(&self) -> Result<Conn, RedisError> {
+        self.health.state.lock().in_flight += 1;
+        let result = self
+            .client
+            .get_connection_with_timeout(self.timeout)
+            .and_then(|mut inner| {
+                inner.set_read_timeout(Some(self.timeout))?;
+                inner.set_write_timeout(Some(self.timeout))?;
+                crate::scripts::preload(&mut inner)?;
+                Ok(Conn {
+                    inner,
+                    broken: false,
+                })
+            });
+        let mut state = self.health.state.lock();
+        state.in_flight = state.in_flight.saturating_sub(1);
+        state.finished += 1;
+        state.failure = result.as_ref().err().cloned();
+        drop(state);
+        self.health.changed.notify_all();
+        result
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), RedisError> {
+        let pong = redis::cmd("PING").exec(&mut conn.inner);
+        if pong.is_err() {
+            conn.broken = true;
+        }
+        pong
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken || !conn.inner.is_open()
+    }
+}
+
+/// How a pool is set up.
+pub(crate) struct PoolSettings {
+    pub(crate) node: NodeId,
+    pub(crate) client: redis::Client,
+    pub(crate) timeout: Duration,
+    pub(crate) size: u32,
+    pub(crate) password: Option<Secret>,
+}
+
+/// One node's pool.
+pub(crate) struct NodePool {
+    pool: r2d2::Pool<Manager>,
+    health: Arc<Health>,
+    node: NodeId,
+    password: Option<Secret>,
+}
+
+/// The shortest pause between two background connection attempts to a node
+/// that is down (r2d2 waits half its connection timeout, at most).
+const MIN_RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+
+impl NodePool {
+    /// Builds the pool without waiting for the node: one connection is
+    /// opened in the background.
+    pub(crate) fn new(settings: PoolSettings) -> Self {
+        let health = Arc::new(Health::default());
+        let manager = Manager {
+            client: settings.client,
+            timeout: settings.timeout,
+            health: Arc::clone(&health),
+        };
+        let size = settings.size.max(1);
+        // Checkouts never use r2d2's connection timeout (they pass their own
+        // deadline); it sets the pause between background reconnection
+        // attempts while the node is down.
+        let reconnect = settings.timeout.max(MIN_RECONNECT_PAUSE).saturating_mul(2);
+        let threads = Arc::new(
+            ScheduledThreadPool::builder()
+                .num_threads(1)
+                .thread_name_pattern("redlock-redis-{}")
+                .build(),
+        );
+        let pool = r2d2::Pool::builder()
+            .max_size(size)
+            .min_idle(Some(1))
+            .test_on_check_out(false)
+            .connection_timeout(reconnect)
+            .error_handler(Box::new(r2d2::NopErrorHandler))
+            .thread_pool(threads)
+            .build_unchecked(manager);
+        NodePool {
+            pool,
+            health,
+            node: settings.node,
+            password: settings.password,
+        }
+    }
+
+    /// Runs `op` on a pooled connection, all within `deadline`: the checkout
+    /// and every command the operation sends.
+    pub(crate) fn run<T>(
+        &self,
+        deadline: Instant,
+        op: impl FnOnce(&mut Session<'_>) -> Result<T, Failure>,
+    ) -> Result<T, RedisNodeError> {
+        let mut conn = self.checkout(deadline)?;
+        let mut session = Session {
+            conn: &mut conn,
+            deadline,
+        };
+        let failure = match op(&mut session) {
+            Ok(value) => return Ok(value),
+            Err(failure) => failure,
+        };
+        if failure.breaks_connection() {
+            conn.broken = true;
+        }
+        if matches!(&failure, Failure::Redis(err) if err.is_connection_dropped()) {
+            drop(conn);
+            self.discard_idle();
+        }
+        Err(match failure {
+            Failure::Redis(err) => self.error(Stage::Command, err),
+            Failure::Deadline => self.error(Stage::Command, deadline_passed()),
+            Failure::Reply { kind, detail } => {
+                RedisNodeError::new(self.node.clone(), kind, Stage::Command, detail)
+            }
+        })
+    }
+
+    /// The server closed a connection (a restart, `CLIENT KILL`): the idle
+    /// ones are most likely closed too. Discarding them now has the pool
+    /// reconnect in the background, instead of failing the next calls.
+    fn discard_idle(&self) {
+        for _ in 0..self.pool.max_size() {
+            match self.pool.try_get() {
+                Some(mut idle) => idle.broken = true,
+                None => break,
+            }
+        }
+    }
+
+    /// A pooled connection, or why there is none by `deadline`.
+    ///
+    /// An idle connection is taken at once. Otherwise, while the node is
+    /// known to be unreachable (the latest connection attempt failed and
+    /// the pool is retrying in the background), the call fails at once with
+    /// that attempt's error; else it waits for the attempt under way.
+    fn checkout(&self, deadline: Instant) -> Result<PooledConnection<Manager>, RedisNodeError> {
+        if let Some(conn) = self.pool.try_get() {
+            return Ok(conn);
+        }
+        let (seen, in_flight) = {
+            let state = self.health.state.lock();
+            if let Some(failure) = &state.failure {
+                return Err(self.error(Stage::Connect, failure.clone()));
+            }
+            (state.finished, state.in_flight)
+        };
+        let busy = self.pool.state().connections >= self.pool.max_size();
+        if !busy {
+            if in_flight == 0 {
+                // A zero-timeout get asks the pool to open a connection.
+                if let Ok(conn) = self.pool.get_timeout(Duration::ZERO) {
+                    return Ok(conn);
+                }
+            }
+            let mut state = self.health.state.lock();
+            while state.finished == seen {
+                if self
+                    .health
+                    .changed
+                    .wait_until(&mut state, deadline)
+                    .timed_out()
+                {
+                    break;
+                }
+            }
+            if let Some(failure) = &state.failure {
+                return Err(self.error(Stage::Connect, failure.clone()));
+            }
+        }
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        self.pool.get_timeout(remaining).map_err(|_| {
+            RedisNodeError::new(
+                self.node.clone(),
+                RedisErrorKind::Timeout,
+                Stage::Checkout,
+                "no connection became available within the node timeout",
+            )
+        })
+    }
+
+    fn error(&self, stage: Stage, err: RedisError) -> RedisNodeError {
+        RedisNodeError::from_redis(self.node.clone(), stage, err, self.password.as_ref())
+    }
+}
+
+/// Why an operation failed, before it is named after the node.
+pub(crate) enum Failure {
+    /// redis-rs reported an error (I/O, or an error reply).
+    Redis(RedisError),
+    /// The node timeout ran out before a command could be sent.
+    Deadline,
+    /// The reply made no sense for the command, or showed a problem of
+    /// ours (a lock key of another type).
+    Reply {
+        kind: RedisErrorKind,
+        detail: String,
+    },
+}
+
+impl Failure {
+    /// Whether the connection can no longer be trusted: anything but a
+    /// clean error reply, a deadline that ran out before sending, or a
+    /// wrong-type finding.
+    fn breaks_connection(&self) -> bool {
+        match self {
+            Failure::Redis(err) => !matches!(
+                err.kind(),
+                redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+            ),
+            Failure::Deadline => false,
+            Failure::Reply { kind, .. } => *kind != RedisErrorKind::WrongType,
+        }
+    }
+
+    /// A reply of the wrong shape for `command`.
+    pub(crate) fn unexpected(command: &str, reply: &Value) -> Self {
+        Failure::Reply {
+            kind: RedisErrorKind::UnexpectedReply,
+            detail: format!("{command} answered {}", describe(reply)),
+        }
+    }
+}
+
+impl From<RedisError> for Failure {
+    fn from(err: RedisError) -> Self {
+        Failure::Redis(err)
+    }
+}
+
+/// Names a reply's type without its content (which could hold a token).
+fn describe(reply: &Value) -> &'static str {
+    match reply {
+        Value::Nil => "nil",
+        Value::Int(_) => "an integer",
+        Value::BulkString(_) => "a bulk string",
+        Value::Array(_) => "an array",
+        Value::SimpleString(_) => "a status string",
+        Value::Okay => "OK",
+        Value::Map(_) => "a map",
+        Value::Set(_) => "a set",
+        Value::Double(_) => "a double",
+        Value::Boolean(_) => "a boolean",
+        _ => "a reply of another type",
+    }
+}
+
+/// A checked-out connection with the deadline of the current operation.
+pub(crate) struct Session<'a> {
+    conn: &'a mut Conn,
+    deadline: Instant,
+}
+
+impl Session<'_> {
+    /// Sends `cmd` and reads its reply, with the socket's read and write
+    /// timeouts set to the time left before the deadline.
+    pub(crate) fn query(&mut self, cmd: &Cmd) -> Result<Value, Failure> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Deadline);
+        }
+        let inner = &mut self.conn.inner;
+        inner.set_write_timeout(Some(left))?;
+        inner.set_read_timeout(Some(left))?;
+        Ok(cmd.query::<Value>(inner)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
+        let url = format!("redis://127.0.0.1:{port}/0");
+        let address = crate::address::parse(&url).expect("valid URL");
+        NodePool::new(PoolSettings {
+            node: address.node,
+            client: redis::Client::open(address.info).expect("client"),
+            timeout,
+            size,
+            password: None,
+        })
+    }
+
+    fn closed_port() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    }
+
+    fn ping(pool: &NodePool, timeout: Duration) -> Result<Value, RedisNodeError> {
+        pool.run(Instant::now() + timeout, |s| s.query(&redis::cmd("PING")))
+    }
+
+    #[test]
+    fn nothing_listening_is_refused_quickly() {
+        let timeout = Duration::from_millis(300);
+        let pool = pool_for(closed_port(), timeout, 2);
+        for _ in 0..5 {
+            let started = Instant::now();
+            let err = ping(&pool, timeout).expect_err("nothing listens");
+            assert_eq!(err.kind(), RedisErrorKind::ConnectionRefused, "{err}");
+            assert!(started.elapsed() < timeout, "{:?}", started.elapsed());
+        }
+    }
+
+    /// Reads one RESP command (an array of bulk strings) and returns its
+    /// first word, or `None` at end of stream.
+    fn read_command(reader: &mut BufReader<TcpStream>) -> Option<String> {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
+        let count: usize = line.trim().trim_start_matches('*').parse().ok()?;
+        let mut words = Vec::new();
+        for _ in 0..count {
+            line.clear();
+            reader.read_line(&mut line).ok()?;
+            let len: usize = line.trim().trim_start_matches('$').parse().ok()?;
+            let mut bulk = vec![0; len + 2];
+            reader.read_exact(&mut bulk).ok()?;
+            bulk.truncate(len);
+            words.push(String::from_utf8_lossy(&bulk).into_owned());
+        }
+        words.into_iter().next()
+    }
+
+    /// A fake server: answers `CLIENT` with OK; on the first connection
+    /// answers the first `PING` too late with `+LATE`, on later ones `+PONG`
+    /// at once. Returns its port and its count of accepted connections.
+    fn slow_then_fast_server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
+        std::thread::spawn(move || {
+            for (index, stream) in listener.incoming().enumerate() {
+                let Ok(stream) = stream else { return };
+                counter.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().expect("clone");
+                    let mut reader = BufReader::new(stream);
+                    let mut first_ping = index == 0;
+                    while let Some(word) = read_command(&mut reader) {
+                        let reply: &[u8] = match word.to_ascii_uppercase().as_str() {
+                            "PING" if first_ping => {
+                                first_ping = false;
+                                std::thread::sleep(delay);
+                                b"+LATE\r\n"
+                            }
+                            "PING" => b"+PONG\r\n",
+                            _ => b"+OK\r\n",
+                        };
+                        if writer.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    #[test]
+    fn a_late_reply_is_never_read_as_the_next_answer() {
+        let timeout = Duration::from_millis(100);
+        let (port, accepted) = slow_then_fast_server(timeout * 3);
+        // One connection at most, so a reused connection would be the same.
+        let pool = pool_for(port, timeout, 1);
+        let started = Instant::now();
+        let err = ping(&pool, timeout).expect_err("the first PING times out");
+        assert_eq!(err.kind(), RedisErrorKind::Timeout, "{err}");
+        assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());
+        // Wait until the late reply has surely been written.
+        std::thread::sleep(timeout * 4);
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            answers.push(ping(&pool, Duration::from_secs(2)).expect("answers"));
+        }
+        for answer in answers {
+            assert_eq!(answer, Value::SimpleString("PONG".into()));
+        }
+        // The timed-out connection was replaced, not reused.
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn the_deadline_bounds_the_whole_call() {
+        let timeout = Duration::from_millis(100);
+        let (port, _) = slow_then_fast_server(Duration::from_secs(5));
+        let pool = pool_for(port, timeout, 2);
+        let started = Instant::now();
+        let err = ping(&pool, timeout).expect_err("times out");
+        assert!(err.is_timeout(), "{err}");
+        assert!(
+            started.elapsed() < timeout + Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -1,0 +1,509 @@
+//! The behavioural conformance suite every [`LockBackend`] must pass.
+//!
+//! It runs against the in-memory mock and real Redis in this workspace, and
+//! is public so that a third-party backend can run it on its own nodes:
+//!
+//! ```
+//! use redlock_mock::MockCluster;
+//! use redlock_tests::conformance::Conformance;
+//!
+//! // `make(n)` returns handles to `n` distinct, reachable nodes. They may be
+//! // the same nodes on every call: each check uses keys of its own.
+//! let cluster = MockCluster::new(5);
+//! let nodes = cluster.backends();
+//! let suite = Conformance::new(move |n| nodes[..n].to_vec());
+//! suite.run_all()?;
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! Checks talk to single nodes through the trait (the backend contract) and
+//! to several nodes through [`Redlock`] (the behaviour users see). Each
+//! failure is reported with the check's name.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use redlock_core::{AcquireOutcome, Claim, LockBackend, LockError, Redlock, Resources, Token, Ttl};
+
+/// One named check.
+pub type Check<B> = fn(&Conformance<B>) -> Result<()>;
+
+/// Makes `n` node handles for one check.
+type Factory<B> = Box<dyn Fn(usize) -> Vec<B> + Send + Sync>;
+
+/// The suite, bound to a way of making nodes.
+pub struct Conformance<B> {
+    make: Factory<B>,
+    prefix: String,
+}
+
+impl<B> std::fmt::Debug for Conformance<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conformance")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+const TTL: Duration = Duration::from_secs(30);
+/// How long a check waits for a short TTL to pass before it fails.
+const EXPIRY_BOUND: Duration = Duration::from_secs(10);
+
+impl<B: LockBackend + 'static> Conformance<B> {
+    /// A suite over nodes from `make(n)`, which must return `n` distinct
+    /// nodes (n is at most 5). Keys are prefixed with a fresh random tag, so
+    /// runs on shared servers do not interfere.
+    pub fn new(make: impl Fn(usize) -> Vec<B> + Send + Sync + 'static) -> Self {
+        let tag = Token::random().map(|t| {
+            t.as_bytes()[..6].iter().fold(String::new(), |mut s, b| {
+                let _ = write!(s, "{b:02x}");
+                s
+            })
+        });
+        Conformance {
+            make: Box::new(make),
+            prefix: format!("conformance:{}:", tag.unwrap_or_else(|_| "fixed".into())),
+        }
+    }
+
+    /// Every check, by name.
+    #[must_use]
+    pub fn checks() -> Vec<(&'static str, Check<B>)> {
+        vec![
+            ("acquire_is_exclusive", Self::acquire_is_exclusive),
+            ("release_needs_the_token", Self::release_needs_the_token),
+            (
+                "extend_needs_the_token_and_never_creates",
+                Self::extend_needs_the_token_and_never_creates,
+            ),
+            (
+                "keys_expire_after_their_ttl",
+                Self::keys_expire_after_their_ttl,
+            ),
+            ("extend_resets_the_ttl", Self::extend_resets_the_ttl),
+            ("multi_key_is_all_or_none", Self::multi_key_is_all_or_none),
+            (
+                "multi_key_release_and_extend_need_every_key",
+                Self::multi_key_release_and_extend_need_every_key,
+            ),
+            (
+                "fencing_counters_rise_and_can_be_raised",
+                Self::fencing_counters_rise_and_can_be_raised,
+            ),
+            (
+                "node_ids_are_distinct_and_stable",
+                Self::node_ids_are_distinct_and_stable,
+            ),
+            ("manager_lock_cycle", Self::manager_lock_cycle),
+            (
+                "manager_contention_and_handover",
+                Self::manager_contention_and_handover,
+            ),
+            ("manager_extend_and_expiry", Self::manager_extend_and_expiry),
+        ]
+    }
+
+    /// Runs one check by name.
+    ///
+    /// # Errors
+    ///
+    /// The check's failure, or an unknown name.
+    pub fn run(&self, name: &str) -> Result<()> {
+        let (_, check) = Self::checks()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .with_context(|| format!("no conformance check named {name}"))?;
+        check(self).with_context(|| format!("conformance check {name} failed"))
+    }
+
+    /// Runs every check and reports all failures together.
+    ///
+    /// # Errors
+    ///
+    /// One error listing every failed check with its cause.
+    pub fn run_all(&self) -> Result<()> {
+        let failures: Vec<String> = Self::checks()
+            .into_iter()
+            .filter_map(|(name, check)| check(self).err().map(|e| format!("{name}: {e:#}")))
+            .collect();
+        ensure!(
+            failures.is_empty(),
+            "{} conformance check(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        Ok(())
+    }
+
+    fn key(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn claim(&self, keys: &[&str]) -> Result<Claim> {
+        let resources = Resources::new(keys.iter().map(|k| self.key(k)))?;
+        Ok(Claim::new(resources, Token::random()?))
+    }
+
+    fn one(&self) -> B {
+        (self.make)(1)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic_missing())
+    }
+
+    fn manager(&self, n: usize) -> Result<Redlock<B>> {
+        let nodes = (self.make)(n);
+        ensure!(
+            nodes.len() == n,
+            "the factory returned {} nodes, not {n}",
+            nodes.len()
+        );
+        Ok(Redlock::builder(nodes)
+            .node_timeout(Duration::from_secs(2))
+            .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
+            .build()?)
+    }
+
+    /// Acquires until `claim` is granted or `EXPIRY_BOUND` passes.
+    fn acquire_when_free(node: &B, claim: &Claim, ttl: Ttl) -> Result<()> {
+        let deadline = Instant::now() + EXPIRY_BOUND;
+        loop {
+            if node.acquire(claim, ttl, false)?.is_granted() {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the key never expired within {EXPIRY_BOUND:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn ttl(d: Duration) -> Result<Ttl> {
+        Ok(Ttl::new(d)?)
+    }
+
+    /// A free key is granted; while held, another token is refused.
+    pub fn acquire_is_exclusive(&self) -> Result<()> {
+        let node = self.one();
+        let (a, b) = (self.claim(&["exclusive"])?, self.claim(&["exclusive"])?);
+        let ttl = Self::ttl(TTL)?;
+        ensure!(
+            node.acquire(&a, ttl, false)? == AcquireOutcome::Granted { fence: None },
+            "a free key was not granted"
+        );
+        ensure!(
+            node.acquire(&b, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a held key was granted to another token"
+        );
+        ensure!(
+            node.acquire(&a, ttl, false)? == AcquireOutcome::HeldByOther,
+            "acquire is not re-entrant: a second acquire by the holder must be refused"
+        );
+        ensure!(node.release(&a)?, "the holder could not release");
+        Ok(())
+    }
+
+    /// Only the holder's token releases; afterwards the key is free.
+    pub fn release_needs_the_token(&self) -> Result<()> {
+        let node = self.one();
+        let (a, b) = (self.claim(&["release"])?, self.claim(&["release"])?);
+        let ttl = Self::ttl(TTL)?;
+        ensure!(
+            node.acquire(&a, ttl, false)?.is_granted(),
+            "a free key was not granted"
+        );
+        ensure!(!node.release(&b)?, "another token released the key");
+        ensure!(
+            node.acquire(&b, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a wrong-token release deleted the key"
+        );
+        ensure!(node.release(&a)?, "the holder's release reported not held");
+        ensure!(!node.release(&a)?, "a second release reported held");
+        ensure!(
+            node.acquire(&b, ttl, false)?.is_granted(),
+            "the key was not free after release"
+        );
+        node.release(&b)?;
+        Ok(())
+    }
+
+    /// Extend works only for the holder and never creates a missing key.
+    pub fn extend_needs_the_token_and_never_creates(&self) -> Result<()> {
+        let node = self.one();
+        let (a, b) = (self.claim(&["extend"])?, self.claim(&["extend"])?);
+        let ttl = Self::ttl(TTL)?;
+        ensure!(
+            !node.extend(&a, ttl)?,
+            "extend of a missing key reported held"
+        );
+        ensure!(
+            node.acquire(&b, ttl, false)?.is_granted(),
+            "extend created the key"
+        );
+        ensure!(!node.extend(&a, ttl)?, "another token extended the key");
+        ensure!(node.extend(&b, ttl)?, "the holder could not extend");
+        node.release(&b)?;
+        Ok(())
+    }
+
+    /// A key frees itself after its TTL.
+    pub fn keys_expire_after_their_ttl(&self) -> Result<()> {
+        let node = self.one();
+        let (a, b) = (self.claim(&["expire"])?, self.claim(&["expire"])?);
+        let started = Instant::now();
+        ensure!(
+            node.acquire(&a, Self::ttl(Duration::from_millis(100))?, false)?
+                .is_granted(),
+            "not granted"
+        );
+        Self::acquire_when_free(&node, &b, Self::ttl(TTL)?)?;
+        ensure!(
+            started.elapsed() >= Duration::from_millis(100),
+            "the key expired early: {:?}",
+            started.elapsed()
+        );
+        ensure!(!node.release(&a)?, "an expired holder released");
+        node.release(&b)?;
+        Ok(())
+    }
+
+    /// Extend replaces the TTL: a short lock extended to a long TTL outlives
+    /// its original expiry.
+    pub fn extend_resets_the_ttl(&self) -> Result<()> {
+        let node = self.one();
+        let (a, b) = (self.claim(&["reset"])?, self.claim(&["reset"])?);
+        ensure!(
+            node.acquire(&a, Self::ttl(Duration::from_millis(200))?, false)?
+                .is_granted(),
+            "not granted"
+        );
+        ensure!(node.extend(&a, Self::ttl(TTL)?)?, "extend failed");
+        std::thread::sleep(Duration::from_millis(400));
+        ensure!(
+            node.acquire(&b, Self::ttl(TTL)?, false)? == AcquireOutcome::HeldByOther,
+            "the extended key expired at its first TTL"
+        );
+        node.release(&a)?;
+        Ok(())
+    }
+
+    /// A multi-key acquire takes every key or none.
+    pub fn multi_key_is_all_or_none(&self) -> Result<()> {
+        let node = self.one();
+        let ttl = Self::ttl(TTL)?;
+        let b = self.claim(&["m-b"])?;
+        ensure!(node.acquire(&b, ttl, false)?.is_granted(), "not granted");
+        let abc = self.claim(&["m-a", "m-b", "m-c"])?;
+        ensure!(
+            node.acquire(&abc, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a multi-key acquire over a held key was granted"
+        );
+        let a = self.claim(&["m-a"])?;
+        let c = self.claim(&["m-c"])?;
+        ensure!(
+            node.acquire(&a, ttl, false)?.is_granted(),
+            "a refused multi-key acquire left key m-a behind"
+        );
+        ensure!(
+            node.acquire(&c, ttl, false)?.is_granted(),
+            "a refused multi-key acquire left key m-c behind"
+        );
+        for claim in [&a, &b, &c] {
+            node.release(claim)?;
+        }
+        ensure!(
+            node.acquire(&abc, ttl, false)?.is_granted(),
+            "a free multi-key set was refused"
+        );
+        ensure!(
+            node.acquire(&b, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a multi-key grant did not take every key"
+        );
+        ensure!(node.release(&abc)?, "multi-key release failed");
+        ensure!(
+            node.acquire(&b, ttl, false)?.is_granted(),
+            "multi-key release left a key"
+        );
+        node.release(&b)?;
+        Ok(())
+    }
+
+    /// Release and extend of a multi-key claim report held only when every
+    /// key still held the token; release still deletes the keys that did.
+    pub fn multi_key_release_and_extend_need_every_key(&self) -> Result<()> {
+        let node = self.one();
+        let ttl = Self::ttl(TTL)?;
+        let xy = self.claim(&["p-x", "p-y"])?;
+        ensure!(node.acquire(&xy, ttl, false)?.is_granted(), "not granted");
+        // Take key p-y away from the claim (as if it expired), using a claim on p-y alone.
+        let y_only = Claim::new(Resources::one(self.key("p-y"))?, xy.token().clone());
+        ensure!(node.release(&y_only)?, "could not drop p-y");
+        ensure!(
+            !node.extend(&xy, ttl)?,
+            "extend reported held with a key missing"
+        );
+        ensure!(
+            !node.release(&xy)?,
+            "release reported held with a key missing"
+        );
+        let x = self.claim(&["p-x"])?;
+        ensure!(
+            node.acquire(&x, ttl, false)?.is_granted(),
+            "release left the key that still held the token"
+        );
+        node.release(&x)?;
+        Ok(())
+    }
+
+    /// With fencing, each grant of a key returns a larger counter than the
+    /// last; `raise_fence` lifts it for the holder only.
+    pub fn fencing_counters_rise_and_can_be_raised(&self) -> Result<()> {
+        let node = self.one();
+        let ttl = Self::ttl(TTL)?;
+        let mut last = 0;
+        for _ in 0..3 {
+            let claim = self.claim(&["fenced"])?;
+            let AcquireOutcome::Granted { fence: Some(fence) } = node.acquire(&claim, ttl, true)?
+            else {
+                bail!("a fenced grant returned no counter");
+            };
+            ensure!(fence > last, "fence {fence} did not rise above {last}");
+            last = fence;
+            node.release(&claim)?;
+        }
+        let holder = self.claim(&["fenced"])?;
+        let other = self.claim(&["fenced"])?;
+        ensure!(
+            node.acquire(&holder, ttl, false)? == AcquireOutcome::Granted { fence: None },
+            "an unfenced grant returned a counter"
+        );
+        ensure!(
+            !node.raise_fence(&other, last + 100)?,
+            "a non-holder raised the fence"
+        );
+        ensure!(
+            node.raise_fence(&holder, last + 10)?,
+            "the holder could not raise the fence"
+        );
+        ensure!(
+            node.raise_fence(&holder, 1)?,
+            "raising to a lower value must succeed without lowering"
+        );
+        node.release(&holder)?;
+        let next = self.claim(&["fenced"])?;
+        let AcquireOutcome::Granted { fence: Some(fence) } = node.acquire(&next, ttl, true)? else {
+            bail!("a fenced grant returned no counter");
+        };
+        ensure!(
+            fence == last + 11,
+            "after raising to {}, the next grant got {fence}",
+            last + 10
+        );
+        node.release(&next)?;
+        Ok(())
+    }
+
+    /// Node ids are non-empty, distinct per node and stable per node.
+    pub fn node_ids_are_distinct_and_stable(&self) -> Result<()> {
+        let first: Vec<_> = (self.make)(3).iter().map(|n| n.node_id().clone()).collect();
+        let again: Vec<_> = (self.make)(3).iter().map(|n| n.node_id().clone()).collect();
+        ensure!(
+            first == again,
+            "node ids changed between handles: {first:?} vs {again:?}"
+        );
+        ensure!(
+            first.iter().all(|id| !id.as_str().is_empty()),
+            "an empty node id"
+        );
+        let mut sorted = first.clone();
+        sorted.sort();
+        sorted.dedup();
+        ensure!(
+            sorted.len() == first.len(),
+            "node ids are not distinct: {first:?}"
+        );
+        Ok(())
+    }
+
+    /// Lock, check validity, release; the key is free again afterwards.
+    pub fn manager_lock_cycle(&self) -> Result<()> {
+        let locks = self.manager(3)?;
+        let key = self.key("cycle");
+        for _ in 0..5 {
+            let lock = locks.try_lock(key.as_str(), TTL)?;
+            ensure!(
+                lock.is_valid() && lock.validity() <= TTL,
+                "bad validity {:?}",
+                lock.validity()
+            );
+            lock.release()?;
+        }
+        let lock = locks.try_lock([self.key("cycle-a"), self.key("cycle-b")], TTL)?;
+        drop(lock);
+        ensure!(
+            locks.flush(Duration::from_secs(5)),
+            "nodes did not catch up"
+        );
+        locks.try_lock(self.key("cycle-b"), TTL)?.release()?;
+        Ok(())
+    }
+
+    /// A held lock is refused to a second manager until released.
+    pub fn manager_contention_and_handover(&self) -> Result<()> {
+        let (first, second) = (self.manager(5)?, self.manager(5)?);
+        let key = self.key("handover");
+        let lock = first.try_lock(key.as_str(), TTL)?;
+        match second.try_lock(key.as_str(), TTL) {
+            Err(LockError::Contended(report)) => {
+                ensure!(
+                    report.refused() >= 3,
+                    "contention with only {} refusals",
+                    report.refused()
+                );
+            }
+            Err(e) => bail!("expected Contended, got {e}"),
+            Ok(_) => bail!("two managers held the same lock"),
+        }
+        lock.release()?;
+        second
+            .lock_timeout(key.as_str(), TTL, Duration::from_secs(5))?
+            .release()?;
+        Ok(())
+    }
+
+    /// Extend keeps a lock past its first TTL; once expired, extend and
+    /// release report not held.
+    pub fn manager_extend_and_expiry(&self) -> Result<()> {
+        let locks = self.manager(3)?;
+        let key = self.key("lifetime");
+        let short = Duration::from_millis(300);
+        let mut lock = locks.try_lock(key.as_str(), short)?;
+        let validity = lock.extend(TTL)?;
+        ensure!(
+            validity > short,
+            "extend did not lengthen validity: {validity:?}"
+        );
+        lock.release()?;
+        let mut lock = locks.try_lock(key.as_str(), Duration::from_millis(100))?;
+        let other = self.manager(3)?;
+        other
+            .lock_timeout(key.as_str(), TTL, EXPIRY_BOUND)?
+            .release()?;
+        match lock.extend(TTL) {
+            Err(LockError::NotHeld(_)) => {}
+            other => bail!("extend after expiry: expected NotHeld, got {other:?}"),
+        }
+        ensure!(!lock.is_valid(), "an expired lock still claims validity");
+        match lock.release() {
+            Err(LockError::NotHeld(_)) => Ok(()),
+            other => bail!("release after expiry: expected NotHeld, got {other:?}"),
+        }
+    }
+}
+
+#[allow(clippy::panic)]
+fn panic_missing() -> ! {
+    panic!("the conformance factory returned no node")
+}

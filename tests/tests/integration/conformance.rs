@@ -1,0 +1,20 @@
+//! The conformance suite on the in-memory backend.
+
+use redlock_mock::MockCluster;
+use redlock_tests::conformance::Conformance;
+
+#[test]
+fn mock_backend_conforms() {
+    let cluster = MockCluster::new(5);
+    let nodes = cluster.backends();
+    Conformance::new(move |n| nodes[..n].to_vec())
+        .run_all()
+        .expect("conformance");
+}
+
+#[test]
+fn an_unknown_check_name_is_an_error() {
+    let nodes = MockCluster::new(1).backends();
+    let suite = Conformance::new(move |n| nodes[..n].to_vec());
+    assert!(suite.run("no-such-check").is_err());
+}

@@ -1,0 +1,74 @@
+//! Shared setup for the real-Redis tests: managers over harness servers.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redlock_redis::{RedisBackend, Redlock};
+use redlock_tests::harness::{RedisCluster, RedisServer, ServerOptions};
+
+/// A per-node timeout that tolerates a loaded 2-core CI machine running
+/// several servers per test; tests about timeouts set their own.
+pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(500);
+
+pub(crate) fn cluster(n: usize) -> RedisCluster {
+    RedisCluster::start(n, &ServerOptions::new()).expect("redis-server cluster")
+}
+
+pub(crate) fn backend(server: &RedisServer, url: &str, timeout: Duration) -> RedisBackend {
+    let mut builder = RedisBackend::builder(url).node_timeout(timeout);
+    if let Some(ca) = server.ca_pem() {
+        builder = builder.tls_root_certificate(ca.as_bytes());
+    }
+    builder.build().expect("valid backend")
+}
+
+pub(crate) fn backends(cluster: &RedisCluster, timeout: Duration) -> Vec<RedisBackend> {
+    cluster
+        .iter()
+        .map(|s| backend(s, &s.url(), timeout))
+        .collect()
+}
+
+pub(crate) fn manager_over(backends: Vec<RedisBackend>, timeout: Duration) -> Redlock {
+    Redlock::builder(backends)
+        .node_timeout(timeout)
+        .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
+        .build()
+        .expect("valid manager")
+}
+
+pub(crate) fn manager(cluster: &RedisCluster, timeout: Duration) -> Redlock {
+    manager_over(backends(cluster, timeout), timeout)
+}
+
+/// Counts critical sections and flags any overlap.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Overlap {
+    inside: Arc<AtomicUsize>,
+    overlapped: Arc<AtomicBool>,
+    done: Arc<AtomicUsize>,
+}
+
+impl Overlap {
+    pub(crate) fn enter(&self) {
+        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            self.overlapped.store(true, Ordering::SeqCst);
+        }
+    }
+    pub(crate) fn leave(&self) {
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn overlapped(&self) -> bool {
+        self.overlapped.load(Ordering::SeqCst)
+    }
+    pub(crate) fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+}
+
+/// A unique key per test, so tests can share nothing and run in parallel.
+pub(crate) fn key(name: &str) -> String {
+    format!("locks:{name}")
+}

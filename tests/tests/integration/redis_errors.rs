@@ -1,0 +1,323 @@
+//! Real servers in unusual states map to typed per-node errors; TLS, ACL
+//! users and unix sockets work; the conformance suite and a hot-key soak run
+//! on Redis.
+
+use std::time::{Duration, Instant};
+
+use redlock_redis::{
+    Claim, LockBackend, LockError, NodeFailure, RedisBackend, RedisErrorKind, Resources, Token, Ttl,
+};
+use redlock_tests::conformance::Conformance;
+use redlock_tests::harness::{AclUser, RedisCluster, RedisServer, ServerOptions};
+
+use crate::redis_common::{
+    backend, backends, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
+};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn claim(key: &str) -> Claim {
+    Claim::new(
+        Resources::one(key).expect("key"),
+        Token::random().expect("entropy"),
+    )
+}
+
+fn ttl() -> Ttl {
+    Ttl::new(TTL).expect("ttl")
+}
+
+/// Runs one round over `cluster` plus `odd` (appended last) and returns the
+/// typed error reported for `odd`.
+fn error_for_odd_node(
+    cluster: &RedisCluster,
+    odd: RedisBackend,
+    name: &str,
+) -> redlock_redis::RedisNodeError {
+    let odd_id = odd.node_id().clone();
+    let mut nodes = backends(cluster, NODE_TIMEOUT);
+    nodes.push(odd);
+    let locks = manager_over(nodes, NODE_TIMEOUT);
+    // Another holder on one healthy master: with the odd node failing, the
+    // round (quorum 3 of 4) cannot be decided before the odd node answers,
+    // so its error is in the report.
+    let other = claim(name);
+    for server in cluster.iter().take(1) {
+        assert!(backend(server, &server.url(), NODE_TIMEOUT)
+            .acquire(&other, ttl(), false)
+            .expect("up")
+            .is_granted());
+    }
+    let err = locks.try_lock(name, TTL).expect_err("cannot win");
+    let report = err.report().unwrap_or_else(|| panic!("no report in {err}"));
+    let failure = report
+        .failures()
+        .iter()
+        .find(|f| *f.node() == odd_id)
+        .unwrap_or_else(|| panic!("the odd node is not named in {err}"));
+    match failure.failure() {
+        NodeFailure::Backend(e) => {
+            assert_eq!(e.node(), &odd_id);
+            assert!(err.to_string().contains(odd_id.as_str()), "{err}");
+            e.clone()
+        }
+        other => panic!("expected a backend error, got {other}"),
+    }
+}
+
+#[test]
+fn a_wrong_password_is_an_auth_error_naming_the_node() {
+    let cluster = cluster(3);
+    let guarded =
+        RedisServer::start_with(ServerOptions::new().password("right-password")).expect("server");
+    let url = guarded.url_with_credentials(None, Some("wrong-password"));
+    let odd = backend(&guarded, &url, NODE_TIMEOUT);
+    let err = error_for_odd_node(&cluster, odd, &key("wrong-password"));
+    assert_eq!(err.kind(), RedisErrorKind::Auth, "{err}");
+    assert!(
+        !format!("{err} {err:?}").contains("wrong-password"),
+        "a password leaked: {err:?}"
+    );
+    // Without any password: NOAUTH, also an auth error.
+    let odd = backend(
+        &guarded,
+        &guarded.url_with_credentials(None, None),
+        NODE_TIMEOUT,
+    );
+    let err = odd
+        .acquire(&claim(&key("no-password")), ttl(), false)
+        .expect_err("NOAUTH");
+    assert_eq!(err.kind(), RedisErrorKind::Auth, "{err}");
+}
+
+#[test]
+fn a_full_noeviction_master_is_an_oom_error_naming_the_node() {
+    let cluster = cluster(3);
+    let full = RedisServer::start_with(
+        ServerOptions::new()
+            .config("maxmemory", "1mb")
+            .config("maxmemory-policy", "noeviction"),
+    )
+    .expect("server");
+    let mut admin = full.client().expect("client");
+    // Fill it until writes are refused.
+    let filler = "x".repeat(64 * 1024);
+    let mut refused = false;
+    for i in 0..1000 {
+        if redis::cmd("SET")
+            .arg(format!("filler:{i}"))
+            .arg(&filler)
+            .exec(&mut admin)
+            .is_err()
+        {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the server never filled up");
+    let odd = backend(&full, &full.url(), NODE_TIMEOUT);
+    let err = error_for_odd_node(&cluster, odd, &key("oom"));
+    assert_eq!(err.kind(), RedisErrorKind::OutOfMemory, "{err}");
+}
+
+#[test]
+fn a_lock_key_holding_a_list_is_a_wrongtype_error_naming_the_node() {
+    let cluster = cluster(3);
+    let odd_server = RedisServer::start().expect("server");
+    let name = key("wrongtype");
+    let mut admin = odd_server.client().expect("client");
+    redis::cmd("RPUSH")
+        .arg(&name)
+        .arg("not-a-lock")
+        .exec(&mut admin)
+        .expect("RPUSH");
+    // A multi-key claim goes through the Lua path; a single key through SET NX.
+    let odd = backend(&odd_server, &odd_server.url(), NODE_TIMEOUT);
+    let multi = Claim::new(
+        Resources::new([name.clone(), key("wrongtype-2")]).expect("keys"),
+        Token::random().expect("entropy"),
+    );
+    match odd.acquire(&multi, ttl(), true) {
+        Err(e) => assert_eq!(e.kind(), RedisErrorKind::WrongType, "{e}"),
+        Ok(outcome) => assert!(
+            !outcome.is_granted(),
+            "a list key was treated as a free lock"
+        ),
+    }
+    redis::cmd("RPUSH")
+        .arg(format!("{name}-r"))
+        .arg("x")
+        .exec(&mut admin)
+        .expect("RPUSH");
+    let held = claim(&format!("{name}-r"));
+    let err = odd.release(&held).expect_err("WRONGTYPE on release");
+    assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
+    let err = error_for_odd_node(&cluster, odd, &format!("{name}-r"));
+    assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
+}
+
+#[test]
+fn tls_masters_serve_locks_over_rediss() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new().tls()).expect("TLS cluster");
+    assert!(cluster.urls().iter().all(|u| u.starts_with("rediss://")));
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let name = key("tls");
+    let mut lock = locks.try_lock(name.as_str(), TTL).expect("over TLS");
+    lock.extend(TTL).expect("extend over TLS");
+    lock.release().expect("release over TLS");
+    // Without the test CA the handshake fails: the error is a TLS error.
+    let server = cluster.node(0);
+    let untrusted = RedisBackend::builder(server.url())
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .expect("valid");
+    let err = untrusted
+        .acquire(&claim(&name), ttl(), false)
+        .expect_err("untrusted certificate");
+    assert_eq!(err.kind(), RedisErrorKind::Tls, "{err}");
+}
+
+/// The ACL rules docs/operations.md recommends for lock clients.
+const DOCUMENTED_ACL: [&str; 11] = [
+    "-@all",
+    "+set",
+    "+get",
+    "+del",
+    "+pexpire",
+    "+incr",
+    "+type",
+    "+eval",
+    "+evalsha",
+    "+script|load",
+    "+ping",
+];
+
+#[test]
+fn an_acl_user_limited_to_the_lock_prefix_can_lock_and_fence() {
+    let user = AclUser::locker().keys("~locks:*").commands(DOCUMENTED_ACL);
+    let cluster =
+        RedisCluster::start(3, &ServerOptions::new().acl_user(user)).expect("ACL cluster");
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    locks
+        .try_lock([key("acl-a"), key("acl-b")], TTL)
+        .expect("multi-key")
+        .release()
+        .expect("held");
+    let node = backend(cluster.node(0), &cluster.node(0).url(), NODE_TIMEOUT);
+    let fenced = claim(&key("acl-fenced"));
+    assert!(node
+        .acquire(&fenced, ttl(), true)
+        .expect("fenced acquire")
+        .is_granted());
+    assert!(node.raise_fence(&fenced, 100).expect("raise"));
+    assert!(node.extend(&fenced, ttl()).expect("extend"));
+    assert!(node.release(&fenced).expect("release"));
+    let outside = node
+        .acquire(&claim("elsewhere:key"), ttl(), false)
+        .expect_err("outside the prefix");
+    assert_eq!(outside.kind(), RedisErrorKind::NoPermission, "{outside}");
+}
+
+#[test]
+fn a_unix_socket_master_works() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("redis.sock");
+    let _server = RedisServer::start_with(
+        ServerOptions::new()
+            .config("unixsocket", socket.to_str().expect("utf-8"))
+            .config("unixsocketperm", "700"),
+    )
+    .expect("server");
+    let url = format!("redis+unix://{}", socket.display());
+    let node = RedisBackend::builder(&url)
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .expect("unix URL");
+    assert!(
+        node.node_id().as_str().starts_with("unix:"),
+        "{}",
+        node.node_id()
+    );
+    // One node: the TCP URL of the same server would count it twice.
+    let locks = manager_over(vec![node], NODE_TIMEOUT);
+    locks
+        .try_lock(key("unix").as_str(), TTL)
+        .expect("over the socket")
+        .release()
+        .expect("held");
+}
+
+#[test]
+fn conformance_suite_on_redis() {
+    let cluster = cluster(5);
+    let urls = cluster.urls();
+    Conformance::new(move |n| {
+        urls[..n]
+            .iter()
+            .map(|u| {
+                RedisBackend::builder(u)
+                    .node_timeout(NODE_TIMEOUT)
+                    .build()
+                    .expect("valid")
+            })
+            .collect()
+    })
+    .run_all()
+    .expect("redis conforms");
+}
+
+#[test]
+fn thirty_two_threads_on_one_hot_key_for_ten_seconds_never_overlap() {
+    let cluster = cluster(5);
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let name = key("hot");
+    let overlap = Overlap::default();
+    let until = Instant::now() + Duration::from_secs(10);
+    let failures = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..32 {
+            s.spawn(|| {
+                while Instant::now() < until {
+                    match locks.lock_timeout(name.as_str(), TTL, Duration::from_secs(1)) {
+                        Ok(lock) => {
+                            overlap.enter();
+                            std::thread::yield_now();
+                            overlap.leave();
+                            // Mix explicit release and release on drop.
+                            if overlap.done() % 2 == 0 {
+                                let _ = lock.release();
+                            }
+                        }
+                        Err(LockError::Timeout { .. }) => {}
+                        Err(e) => {
+                            failures.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            panic!("unexpected error under contention: {e}");
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert!(!overlap.overlapped(), "two holders at once");
+    assert!(overlap.done() > 0, "nobody ever acquired");
+    assert!(
+        locks.flush(Duration::from_secs(10)),
+        "nodes did not catch up"
+    );
+    // No lock key is left without a TTL (fencing counters excepted).
+    for server in cluster.iter() {
+        let mut admin = server.client().expect("client");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("locks:*")
+            .query(&mut admin)
+            .expect("KEYS");
+        for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
+            let ttl: i64 = redis::cmd("PTTL").arg(k).query(&mut admin).expect("PTTL");
+            assert!(ttl > 0, "key {k} on {} has no TTL ({ttl})", server.port());
+        }
+    }
+    eprintln!(
+        "hot key: {} critical sections in 10 s by 32 threads",
+        overlap.done()
+    );
+}
