@@ -42,8 +42,8 @@ log "using $(redis-server --version | head -n1)"
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
-log "cargo clippy (all targets, warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+log "cargo clippy (default members, all targets, warnings are errors)"
+cargo clippy --all-targets --locked -- -D warnings
 
 log "cargo test (unit, integration, doc tests)"
-cargo test --workspace --locked
+cargo test --locked

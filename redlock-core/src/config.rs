@@ -183,6 +183,7 @@ pub(crate) struct Config {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) queue_depth: usize,
+    pub(crate) fencing: bool,
 }
 
 impl fmt::Debug for Config {
@@ -193,6 +194,7 @@ impl fmt::Debug for Config {
             .field("retry", &self.retry)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("clock", &self.clock)
+            .field("fencing", &self.fencing)
             .finish_non_exhaustive()
     }
 }
@@ -246,6 +248,7 @@ pub struct Builder<B> {
     clock: Arc<dyn Clock>,
     jitter_seed: Option<u64>,
     queue_depth: usize,
+    fencing: bool,
 }
 
 impl<B: LockBackend> fmt::Debug for Builder<B> {
@@ -273,6 +276,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             clock: Arc::new(SystemClock),
             jitter_seed: None,
             queue_depth: 1024,
+            fencing: false,
         }
     }
 
@@ -352,6 +356,14 @@ impl<B: LockBackend + 'static> Builder<B> {
         self
     }
 
+    /// Gives every lock a [`FencingToken`](crate::FencingToken)
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)). Costs a second
+    /// round per acquire on more than one node. Defaults to off.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
     /// How many requests may wait for one node before further requests to it
     /// fail fast as [`NodeFailure::Overloaded`](crate::NodeFailure::Overloaded).
     /// Defaults to 1024; zero is raised to 1.
@@ -392,6 +404,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             clock: self.clock,
             jitter_seed: self.jitter_seed,
             queue_depth: self.queue_depth,
+            fencing: self.fencing,
         };
         Redlock::start(self.backends, config)
     }

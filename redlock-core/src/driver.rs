@@ -8,74 +8,13 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::config::Config;
-use crate::worker::{Answer, Job, Op, Worker};
+use crate::fanout::Shared;
+use crate::keeper::Keeper;
+use crate::worker::{Job, Op, Worker};
 use crate::{
-    judge, Builder, Claim, ConfigError, Lock, LockBackend, LockError, NodeError, NodeFailure,
-    NodeId, Resources, RoundReport, Tally, Token, Ttl, Verdict, Vote,
+    Builder, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError,
+    LostReason, NodeId, Resources, Token, Ttl, Verdict,
 };
-
-/// Anything that names the resources of a lock: a `&str` or `String` for one,
-/// an array, slice or `Vec` of names for a multi-resource lock, or a ready
-/// [`Resources`].
-///
-/// # Examples
-///
-/// ```
-/// use redlock_core::IntoResources;
-/// assert_eq!("a".into_resources()?.keys(), ["a"]);
-/// assert_eq!(["b", "a"].into_resources()?.keys(), ["a", "b"]);
-/// assert!(Vec::<String>::new().into_resources().is_err());
-/// # Ok::<(), redlock_core::ConfigError>(())
-/// ```
-pub trait IntoResources {
-    /// Validates the names.
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::EmptyKey`] or [`ConfigError::NoKeys`].
-    fn into_resources(self) -> Result<Resources, ConfigError>;
-}
-
-impl IntoResources for Resources {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Ok(self)
-    }
-}
-impl IntoResources for &Resources {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Ok(self.clone())
-    }
-}
-impl IntoResources for &str {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Resources::one(self)
-    }
-}
-impl IntoResources for String {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Resources::one(self)
-    }
-}
-impl IntoResources for &String {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Resources::one(self.as_str())
-    }
-}
-impl<S: AsRef<str>, const N: usize> IntoResources for [S; N] {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Resources::new(self.iter().map(|s| s.as_ref().to_owned()))
-    }
-}
-impl<S: AsRef<str>> IntoResources for &[S] {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        Resources::new(self.iter().map(|s| s.as_ref().to_owned()))
-    }
-}
-impl<S: AsRef<str>> IntoResources for Vec<S> {
-    fn into_resources(self) -> Result<Resources, ConfigError> {
-        self.as_slice().into_resources()
-    }
-}
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
 ///
@@ -127,15 +66,6 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
             .field("config", &self.shared.config)
             .finish()
     }
-}
-
-/// What the manager and its guards share: the workers and the settings.
-pub(crate) struct Shared<E> {
-    workers: Vec<Worker<E>>,
-    /// The (never executed) claim carried by flush barriers.
-    flush_claim: Arc<Claim>,
-    pub(crate) config: Config,
-    rng: Mutex<fastrand::Rng>,
 }
 
 impl<B: LockBackend + 'static> Redlock<B> {
@@ -220,6 +150,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 flush_claim,
                 config,
                 rng: Mutex::new(rng),
+                keeper: Keeper::new(),
             }),
         })
     }
@@ -425,184 +356,125 @@ impl<B: LockBackend + 'static> Redlock<B> {
         crate::quorum(self.shared.workers.len())
     }
 
+    /// Runs `f` while holding the lock on `resources`, kept alive by the
+    /// manager's keeper thread with the default [`KeepAlive`] bounds, and
+    /// releases it when `f` returns or panics. Acquiring waits up to the
+    /// configured acquire timeout, as [`Redlock::lock`].
+    ///
+    /// `f` gets the guard: call [`Lock::ensure_held`] before committing a
+    /// side effect. Returns `f`'s result, or the lost-lock error when the
+    /// lock was lost at any point while `f` ran (an extension failed, a bound
+    /// was reached, or the release found it gone): then `f`'s result is
+    /// dropped, because what it did was not protected throughout.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`], and [`LockError::Lost`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let total = locks.with_lock("report", Duration::from_millis(300), |lock| {
+    ///     std::thread::sleep(Duration::from_millis(500)); // longer than the TTL
+    ///     lock.ensure_held()?;
+    ///     Ok::<_, redlock_core::LockError<_>>(42)
+    /// })??;
+    /// assert_eq!(total, 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_lock<T>(
+        &self,
+        resources: impl IntoResources,
+        ttl: Duration,
+        f: impl FnOnce(&Lock<B>) -> T,
+    ) -> Result<T, LockError<B::Error>> {
+        self.with_lock_kept(resources, ttl, KeepAlive::new(), f)
+    }
+
+    /// [`Redlock::with_lock`] with other bounds on automatic extension, or a
+    /// callback on loss.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::with_lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{KeepAlive, LockError, LostReason};
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let policy = KeepAlive::new().max_extensions(0);
+    /// let result = locks.with_lock_kept("job", Duration::from_millis(60), policy, |lock| {
+    ///     while !lock.is_lost() {
+    ///         std::thread::sleep(Duration::from_millis(5));
+    ///     }
+    /// });
+    /// assert!(matches!(result, Err(LockError::Lost { reason: LostReason::ExtensionLimit, .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_lock_kept<T>(
+        &self,
+        resources: impl IntoResources,
+        ttl: Duration,
+        policy: KeepAlive,
+        f: impl FnOnce(&Lock<B>) -> T,
+    ) -> Result<T, LockError<B::Error>> {
+        let lock = self.lock(resources, ttl)?;
+        lock.keep_alive(policy)?;
+        // On a panic in `f`, unwinding drops `lock`, which releases it.
+        let value = f(&lock);
+        let lost = lock.lost_error();
+        match (lost, lock.release()) {
+            (Some(lost), _) => Err(lost),
+            (None, Err(err @ LockError::NotHeld(_))) => Err(LockError::Lost {
+                reason: LostReason::Expired,
+                cause: Some(Arc::new(err)),
+            }),
+            // A release that some nodes missed still leaves their keys to expire.
+            (None, _) => Ok(value),
+        }
+    }
+
     fn attempt(&self, resources: &Resources, ttl: Ttl) -> Result<Lock<B>, LockError<B::Error>> {
         let claim = Arc::new(Claim::new(resources.clone(), Token::random()?));
         let shared = &self.shared;
-        let round = shared.run(Op::Acquire { ttl, fence: false }, &claim);
-        match shared.judge(&round, ttl) {
-            Verdict::Held { validity } => Ok(Lock::new(
-                Arc::clone(shared),
-                claim,
+        let fencing = shared.config.fencing;
+        let round = shared.run(
+            Op::Acquire {
                 ttl,
-                round.decided_at + validity,
-            )),
+                fence: fencing,
+            },
+            &claim,
+        );
+        let mut valid_until = match shared.judge(&round, ttl) {
+            Verdict::Held { validity } => round.decided_at + validity,
             verdict => {
                 shared.abandon(&claim, &round);
-                Err(shared.failure(verdict, round, ttl, LockError::Contended))
+                return Err(shared.failure(verdict, round, ttl, LockError::Contended));
             }
-        }
-    }
-}
-
-/// The state of one round, as far as it got.
-pub(crate) struct Round<E> {
-    pub(crate) tally: Tally,
-    pub(crate) started: Instant,
-    /// Clock reading when the round was decided (or gave up waiting).
-    pub(crate) decided_at: Instant,
-    failures: Vec<(usize, NodeFailure<E>)>,
-}
-
-impl<E> Shared<E> {
-    fn node_error(&self, (node, failure): (usize, NodeFailure<E>)) -> NodeError<E> {
-        NodeError::new(self.workers[node].id.clone(), failure)
-    }
-
-    /// Sends `op` to every node at once and collects replies until the tally
-    /// decides or the per-node timeout passes; nodes silent by then are
-    /// counted as timed out.
-    pub(crate) fn run(&self, op: Op, claim: &Arc<Claim>) -> Round<E> {
-        let n = self.workers.len();
-        let clock = &self.config.clock;
-        let started = clock.now();
-        let wait_until = Instant::now() + self.config.node_timeout;
-        let mut round = Round {
-            tally: Tally::new(n),
-            started,
-            decided_at: started,
-            failures: Vec::new(),
         };
-        let (reply, replies) = crossbeam_channel::bounded(n);
-        for (node, worker) in self.workers.iter().enumerate() {
-            let job = Job {
-                op,
-                claim: Arc::clone(claim),
-                node,
-                stale_after: wait_until,
-                reply: Some(reply.clone()),
-            };
-            if let Err(failure) = worker.submit(job) {
-                round.record(node, Err(failure));
-            }
-        }
-        drop(reply);
-        while round.tally.decision() == crate::Decision::Pending {
-            match replies.recv_deadline(wait_until) {
-                Ok((node, result)) => round.record(node, result),
-                Err(_) => {
-                    for node in 0..n {
-                        round.record(node, Err(NodeFailure::TimedOut));
-                    }
+        let mut fence = None;
+        if fencing {
+            match shared.fence(&claim, &round, ttl) {
+                Ok((token, until)) => {
+                    fence = Some(token);
+                    valid_until = until.unwrap_or(valid_until);
+                }
+                Err(err) => {
+                    shared.abandon(&claim, &round);
+                    return Err(err);
                 }
             }
         }
-        round.decided_at = clock.now();
-        round
-    }
-
-    /// Sends `op` to every node without waiting for any answer.
-    pub(crate) fn send_detached(&self, op: Op, claim: &Arc<Claim>) {
-        let stale_after = Instant::now() + self.config.node_timeout;
-        for (node, worker) in self.workers.iter().enumerate() {
-            let job = Job {
-                op,
-                claim: Arc::clone(claim),
-                node,
-                stale_after,
-                reply: None,
-            };
-            // A full queue means the node is stuck; the key then expires by TTL.
-            let _ = worker.submit(job);
-        }
-    }
-
-    /// Releases a failed acquire round on every node, and waits (bounded by
-    /// one per-node timeout) for the nodes that granted or had not answered
-    /// when the round was decided, so that a failed round leaves no key on a
-    /// responsive node. A node that stays silent gets its release queued
-    /// behind the acquire, so a grant that arrives late is undone too.
-    fn abandon(&self, claim: &Arc<Claim>, round: &Round<E>) {
-        let wait_until = Instant::now() + self.config.node_timeout;
-        let (reply, replies) = crossbeam_channel::bounded(self.workers.len());
-        let mut waiting = 0usize;
-        for (node, worker) in self.workers.iter().enumerate() {
-            let may_hold = matches!(round.tally.vote(node), None | Some(Vote::Granted));
-            let job = Job {
-                op: Op::Release,
-                claim: Arc::clone(claim),
-                node,
-                stale_after: wait_until,
-                reply: may_hold.then(|| reply.clone()),
-            };
-            if worker.submit(job).is_ok() && may_hold {
-                waiting += 1;
-            }
-        }
-        drop(reply);
-        for _ in 0..waiting {
-            if replies.recv_deadline(wait_until).is_err() {
-                break;
-            }
-        }
-    }
-
-    pub(crate) fn judge(&self, round: &Round<E>, ttl: Ttl) -> Verdict {
-        let elapsed = round.decided_at.saturating_duration_since(round.started);
-        judge(
-            &round.tally,
-            ttl.as_duration(),
-            elapsed,
-            self.config.drift(ttl),
-        )
-        .unwrap_or(Verdict::NoQuorum)
-    }
-
-    /// The typed error for a failed round. `refused` builds the error for a
-    /// round lost to refusals (contention on acquire, not-held otherwise).
-    pub(crate) fn failure(
-        &self,
-        verdict: Verdict,
-        round: Round<E>,
-        ttl: Ttl,
-        refused: fn(RoundReport<E>) -> LockError<E>,
-    ) -> LockError<E> {
-        let elapsed = round.decided_at.saturating_duration_since(round.started);
-        let report = RoundReport {
-            nodes: round.tally.nodes(),
-            quorum: round.tally.quorum(),
-            granted: round.tally.granted(),
-            refused: round.tally.refused(),
-            failures: {
-                let mut failures = round.failures;
-                failures.sort_by_key(|(node, _)| *node);
-                failures.into_iter().map(|f| self.node_error(f)).collect()
-            },
-        };
-        match verdict {
-            Verdict::NoQuorum => LockError::NoQuorum(report),
-            Verdict::ValidityExhausted => LockError::ValidityExhausted {
-                elapsed,
-                ttl: ttl.as_duration(),
-            },
-            Verdict::Refused | Verdict::Held { .. } => refused(report),
-        }
-    }
-}
-
-impl<E> Round<E> {
-    fn record(&mut self, node: usize, result: Result<Answer, NodeFailure<E>>) {
-        if self.tally.has_voted(node) {
-            return;
-        }
-        let vote = match result {
-            Ok(Answer::Acquire(outcome)) if outcome.is_granted() => Vote::Granted,
-            Ok(Answer::Held(true)) => Vote::Granted,
-            Ok(_) => Vote::Refused,
-            Err(failure) => {
-                self.failures.push((node, failure));
-                Vote::Failed
-            }
-        };
-        self.tally.record(node, vote);
+        Ok(Lock::new(
+            Arc::clone(shared),
+            claim,
+            ttl,
+            valid_until,
+            fence,
+        ))
     }
 }

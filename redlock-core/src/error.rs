@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{EntropyError, NodeId};
@@ -55,6 +56,9 @@ pub enum ConfigError {
     EmptyKey,
     /// An empty list of resources.
     NoKeys,
+    /// Fencing was asked for, but the backend granted without returning
+    /// fencing counters.
+    FencingUnsupported,
     /// The operating system refused to start a node's worker thread.
     WorkerSpawn {
         /// The node whose worker could not start.
@@ -92,6 +96,9 @@ impl fmt::Display for ConfigError {
             ConfigError::NodeTimeoutZero => f.write_str("the per-node timeout must not be zero"),
             ConfigError::EmptyKey => f.write_str("a resource name must not be empty"),
             ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
+            ConfigError::FencingUnsupported => {
+                f.write_str("fencing is on, but the backend returned no fencing counters")
+            }
             ConfigError::WorkerSpawn { node, kind } => {
                 write!(
                     f,
@@ -324,6 +331,16 @@ pub enum LockError<E> {
     /// Extend or release: the lock had expired or was released, so a quorum
     /// no longer holds our token.
     NotHeld(RoundReport<E>),
+    /// The lock was lost while held: an automatic extension failed, a bound
+    /// on automatic extension was reached, or it expired. Check with
+    /// [`Lock::ensure_held`](crate::Lock::ensure_held) before committing a
+    /// side effect.
+    Lost {
+        /// Why.
+        reason: LostReason,
+        /// The failed round behind it, when there was one.
+        cause: Option<Arc<LockError<E>>>,
+    },
     /// Invalid configuration or arguments.
     Config(ConfigError),
     /// No random token could be made.
@@ -368,6 +385,9 @@ impl<E> LockError<E> {
         match self {
             LockError::Contended(r) | LockError::NoQuorum(r) | LockError::NotHeld(r) => Some(r),
             LockError::Timeout { last, .. } => last.report(),
+            LockError::Lost {
+                cause: Some(cause), ..
+            } => cause.report(),
             _ => None,
         }
     }
@@ -407,6 +427,16 @@ impl<E: fmt::Display> fmt::Display for LockError<E> {
                 )
             }
             LockError::NotHeld(r) => write!(f, "the lock is no longer held: {r}"),
+            LockError::Lost {
+                reason,
+                cause: Some(cause),
+            } => {
+                write!(f, "the lock was lost: {reason}: {cause}")
+            }
+            LockError::Lost {
+                reason,
+                cause: None,
+            } => write!(f, "the lock was lost: {reason}"),
             LockError::Config(e) => write!(f, "invalid configuration: {e}"),
             LockError::Entropy(e) => write!(f, "{e}"),
         }
@@ -420,10 +450,45 @@ impl<E: StdError + 'static> StdError for LockError<E> {
                 r.failures.first().map(|e| e as &(dyn StdError + 'static))
             }
             LockError::Timeout { last, .. } => Some(last.as_ref()),
+            LockError::Lost { cause, .. } => {
+                cause.as_deref().map(|c| c as &(dyn StdError + 'static))
+            }
             LockError::Config(e) => Some(e),
             LockError::Entropy(e) => Some(e),
             LockError::ValidityExhausted { .. } => None,
         }
+    }
+}
+
+/// Why a held lock was lost.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::LostReason;
+/// assert_eq!(LostReason::HoldLimit.to_string(), "the bound on total hold time was reached");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// An automatic extension failed (see the cause).
+    ExtendFailed,
+    /// Automatic extension stopped at the bound on total hold time.
+    HoldLimit,
+    /// Automatic extension stopped at the bound on the number of extensions.
+    ExtensionLimit,
+    /// The validity ran out, or the nodes no longer held the lock.
+    Expired,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LostReason::ExtendFailed => "an automatic extension failed",
+            LostReason::HoldLimit => "the bound on total hold time was reached",
+            LostReason::ExtensionLimit => "the bound on the number of extensions was reached",
+            LostReason::Expired => "its validity ran out",
+        })
     }
 }
 

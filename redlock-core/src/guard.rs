@@ -1,18 +1,49 @@
-//! The lock guard: validity, extend, release, and release on drop.
+//! The lock guard: validity, extend, release, the lost-lock signal, and
+//! release on drop.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::driver::Shared;
+use parking_lot::Mutex;
+
+use crate::fanout::Shared;
+use crate::keeper::KeepAlive;
 use crate::worker::Op;
-use crate::{Claim, LockBackend, LockError, Resources, Ttl, Verdict};
+use crate::{Claim, FencingToken, LockBackend, LockError, LostReason, Resources, Ttl, Verdict};
+
+/// What the guard and the keeper thread share about one held lock.
+pub(crate) struct LockState<E> {
+    pub(crate) claim: Arc<Claim>,
+    pub(crate) life: Mutex<Lifetime<E>>,
+}
+
+pub(crate) struct Lifetime<E> {
+    pub(crate) ttl: Ttl,
+    pub(crate) valid_until: Instant,
+    pub(crate) released: bool,
+    pub(crate) lost: Option<(LostReason, Option<Arc<LockError<E>>>)>,
+}
+
+impl<E> LockState<E> {
+    /// Records a loss (the first one wins) and returns whether it was new.
+    pub(crate) fn mark_lost(&self, reason: LostReason, cause: Option<LockError<E>>) -> bool {
+        let mut life = self.life.lock();
+        if life.lost.is_some() || life.released {
+            return false;
+        }
+        life.lost = Some((reason, cause.map(Arc::new)));
+        true
+    }
+}
 
 /// A held Redlock. Releases on all nodes when dropped.
 ///
 /// The lock is only safe to act on while [`Lock::is_valid`]: mutual exclusion
 /// holds for the validity measured when it was acquired (TTL minus the time
 /// the round took minus clock drift), not for as long as the guard exists.
+/// With automatic extension ([`Lock::keep_alive`], [`Redlock::with_lock`](crate::Redlock::with_lock))
+/// check [`Lock::ensure_held`] before committing a side effect.
 ///
 /// Dropping the guard queues a release on every node and returns at once
 /// (bounded, never panics); [`Lock::release`] does the same and waits for a
@@ -34,9 +65,8 @@ use crate::{Claim, LockBackend, LockError, Resources, Ttl, Verdict};
 #[must_use = "if unused the lock is released immediately"]
 pub struct Lock<B: LockBackend> {
     shared: Arc<Shared<B::Error>>,
-    claim: Arc<Claim>,
-    ttl: Ttl,
-    valid_until: Instant,
+    state: Arc<LockState<B::Error>>,
+    fence: Option<FencingToken>,
     released: bool,
 }
 
@@ -46,12 +76,22 @@ impl<B: LockBackend> Lock<B> {
         claim: Arc<Claim>,
         ttl: Ttl,
         valid_until: Instant,
+        fence: Option<FencingToken>,
     ) -> Self {
-        Lock {
-            shared,
-            claim,
+        let life = Lifetime {
             ttl,
             valid_until,
+            released: false,
+            lost: None,
+        };
+        let state = Arc::new(LockState {
+            claim,
+            life: Mutex::new(life),
+        });
+        Lock {
+            shared,
+            state,
+            fence,
             released: false,
         }
     }
@@ -69,7 +109,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn resources(&self) -> &Resources {
-        self.claim.resources()
+        self.state.claim.resources()
     }
 
     /// The TTL of the last successful acquire or extend.
@@ -85,7 +125,24 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn ttl(&self) -> Duration {
-        self.ttl.as_duration()
+        self.state.life.lock().ttl.as_duration()
+    }
+
+    /// The fencing token, when the manager was built with
+    /// [`fencing(true)`](crate::Builder::fencing).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(1).backends())?;
+    /// let lock = locks.try_lock("a", Duration::from_secs(3))?;
+    /// assert!(lock.fencing_token().is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.fence
     }
 
     /// Time left before the lock may be taken by someone else (zero once
@@ -102,8 +159,8 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn validity(&self) -> Duration {
-        self.valid_until
-            .saturating_duration_since(self.shared.config.clock.now())
+        let valid_until = self.state.life.lock().valid_until;
+        valid_until.saturating_duration_since(self.shared.config.clock.now())
     }
 
     /// Whether any validity is left.
@@ -120,6 +177,85 @@ impl<B: LockBackend> Lock<B> {
     #[must_use]
     pub fn is_valid(&self) -> bool {
         !self.validity().is_zero()
+    }
+
+    /// Whether the lock is lost: automatic extension failed or hit its bound,
+    /// or the validity ran out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let lock = locks.try_lock("a", Duration::from_secs(10))?;
+    /// assert!(!lock.is_lost());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.state.life.lock().lost.is_some() || !self.is_valid()
+    }
+
+    /// `Ok` while the lock is held and valid: call it right before committing
+    /// a side effect that the lock protects.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Lost`] with the reason (and the failed round, if any).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let lock = locks.try_lock("a", Duration::from_secs(10))?;
+    /// lock.ensure_held()?;
+    /// // ... commit ...
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ensure_held(&self) -> Result<(), LockError<B::Error>> {
+        if let Some((reason, cause)) = &self.state.life.lock().lost {
+            return Err(LockError::Lost {
+                reason: *reason,
+                cause: cause.clone(),
+            });
+        }
+        if self.is_valid() {
+            Ok(())
+        } else {
+            Err(LockError::Lost {
+                reason: LostReason::Expired,
+                cause: None,
+            })
+        }
+    }
+
+    /// Keeps the lock alive from the manager's shared keeper thread: it
+    /// extends the lock whenever about a third of its validity remains, with
+    /// the same quorum and validity rules as [`Lock::extend`], until the
+    /// guard is released or dropped, an extension fails, or a bound of
+    /// `policy` is reached; then the lock is marked lost
+    /// ([`Lock::is_lost`], [`Lock::ensure_held`], the policy's callback).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] when the keeper thread cannot be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlock_core::KeepAlive;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let lock = locks.try_lock("a", Duration::from_millis(300))?;
+    /// lock.keep_alive(KeepAlive::new().max_hold(Duration::from_secs(60)))?;
+    /// std::thread::sleep(Duration::from_millis(600)); // twice the TTL
+    /// lock.ensure_held()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keep_alive(&self, policy: KeepAlive) -> Result<(), LockError<B::Error>> {
+        let shared = &self.shared;
+        crate::keeper::register(shared, &self.state, policy).map_err(LockError::Config)
     }
 
     /// Resets the TTL to `ttl` on every node that still holds this lock, and
@@ -147,20 +283,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     pub fn extend(&mut self, ttl: Duration) -> Result<Duration, LockError<B::Error>> {
         let ttl = self.shared.config.check_ttl(ttl)?;
-        let round = self.shared.run(Op::Extend(ttl), &self.claim);
-        match self.shared.judge(&round, ttl) {
-            Verdict::Held { validity } => {
-                self.ttl = ttl;
-                self.valid_until = round.decided_at + validity;
-                Ok(validity)
-            }
-            verdict => {
-                if verdict == Verdict::Refused {
-                    self.valid_until = round.decided_at.min(self.valid_until);
-                }
-                Err(self.shared.failure(verdict, round, ttl, LockError::NotHeld))
-            }
-        }
+        extend(&self.shared, &self.state, ttl)
     }
 
     /// Releases the lock on all nodes and reports whether a quorum still held
@@ -183,12 +306,44 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         self.released = true;
-        let round = self.shared.run(Op::Release, &self.claim);
-        match self.shared.judge(&round, self.ttl) {
+        let ttl = {
+            let mut life = self.state.life.lock();
+            life.released = true;
+            life.ttl
+        };
+        let round = self.shared.run(Op::Release, &self.state.claim);
+        match self.shared.judge(&round, ttl) {
             Verdict::Held { .. } | Verdict::ValidityExhausted => Ok(()),
-            verdict => Err(self
-                .shared
-                .failure(verdict, round, self.ttl, LockError::NotHeld)),
+            verdict => Err(self.shared.failure(verdict, round, ttl, LockError::NotHeld)),
+        }
+    }
+
+    /// The loss recorded so far, as an error (used by `with_lock`).
+    pub(crate) fn lost_error(&self) -> Option<LockError<B::Error>> {
+        self.ensure_held().err()
+    }
+}
+
+/// One extend round for `state`; shared by [`Lock::extend`] and the keeper.
+pub(crate) fn extend<E>(
+    shared: &Shared<E>,
+    state: &LockState<E>,
+    ttl: Ttl,
+) -> Result<Duration, LockError<E>> {
+    let round = shared.run(Op::Extend(ttl), &state.claim);
+    match shared.judge(&round, ttl) {
+        Verdict::Held { validity } => {
+            let mut life = state.life.lock();
+            life.ttl = ttl;
+            life.valid_until = round.decided_at + validity;
+            Ok(validity)
+        }
+        verdict => {
+            if verdict == Verdict::Refused {
+                let mut life = state.life.lock();
+                life.valid_until = round.decided_at.min(life.valid_until);
+            }
+            Err(shared.failure(verdict, round, ttl, LockError::NotHeld))
         }
     }
 }
@@ -196,7 +351,8 @@ impl<B: LockBackend> Lock<B> {
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
-            self.shared.send_detached(Op::Release, &self.claim);
+            self.state.life.lock().released = true;
+            self.shared.send_detached(Op::Release, &self.state.claim);
         }
     }
 }
@@ -204,10 +360,20 @@ impl<B: LockBackend> Drop for Lock<B> {
 impl<B: LockBackend> fmt::Debug for Lock<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
-            .field("resources", self.claim.resources())
-            .field("token", self.claim.token())
-            .field("ttl", &self.ttl)
+            .field("resources", self.state.claim.resources())
+            .field("token", self.state.claim.token())
+            .field("fence", &self.fence)
             .field("validity", &self.validity())
+            .field(
+                "lost",
+                &self
+                    .state
+                    .life
+                    .lock()
+                    .lost
+                    .as_ref()
+                    .map(|(reason, _)| *reason),
+            )
             .finish_non_exhaustive()
     }
 }

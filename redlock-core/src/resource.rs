@@ -210,3 +210,66 @@ impl Claim {
         &self.token
     }
 }
+
+/// Anything that names the resources of a lock: a `&str` or `String` for one,
+/// an array, slice or `Vec` of names for a multi-resource lock, or a ready
+/// [`Resources`].
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::IntoResources;
+/// assert_eq!("a".into_resources()?.keys(), ["a"]);
+/// assert_eq!(["b", "a"].into_resources()?.keys(), ["a", "b"]);
+/// assert!(Vec::<String>::new().into_resources().is_err());
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+pub trait IntoResources {
+    /// Validates the names.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::EmptyKey`] or [`ConfigError::NoKeys`].
+    fn into_resources(self) -> Result<Resources, ConfigError>;
+}
+
+impl IntoResources for Resources {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Ok(self)
+    }
+}
+impl IntoResources for &Resources {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Ok(self.clone())
+    }
+}
+impl IntoResources for &str {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Resources::one(self)
+    }
+}
+impl IntoResources for String {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Resources::one(self)
+    }
+}
+impl IntoResources for &String {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Resources::one(self.as_str())
+    }
+}
+impl<S: AsRef<str>, const N: usize> IntoResources for [S; N] {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Resources::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+impl<S: AsRef<str>> IntoResources for &[S] {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        Resources::new(self.iter().map(|s| s.as_ref().to_owned()))
+    }
+}
+impl<S: AsRef<str>> IntoResources for Vec<S> {
+    fn into_resources(self) -> Result<Resources, ConfigError> {
+        self.as_slice().into_resources()
+    }
+}

@@ -45,6 +45,13 @@ impl Token {
         Ok(Token(bytes))
     }
 
+    /// A random `u64` from the OS CSPRNG.
+    pub(crate) fn random_u64() -> Result<u64, EntropyError> {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).map_err(|e| EntropyError(e.raw_os_error()))?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
     /// A token with the given bytes. Meant for deterministic simulations and
     /// tests; production locks use [`Token::random`].
     ///

@@ -18,6 +18,7 @@ pub(crate) enum Op {
     },
     Extend(Ttl),
     Release,
+    RaiseFence(u64),
     /// A barrier: answered without touching the backend once every earlier
     /// request to the node has run.
     Flush,
@@ -27,7 +28,7 @@ pub(crate) enum Op {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Answer {
     Acquire(AcquireOutcome),
-    /// Extend, release: whether our token was there.
+    /// Extend, release, raise-fence: whether our token was there.
     Held(bool),
 }
 
@@ -84,8 +85,11 @@ impl<E> Worker<E> {
 /// The worker loop: runs jobs in arrival order until every sender is gone.
 fn serve<B: LockBackend>(backend: &B, queue: &Receiver<Job<B::Error>>) {
     for job in queue {
-        if matches!(job.op, Op::Acquire { .. } | Op::Extend(_)) && Instant::now() > job.stale_after
-        {
+        let skippable = matches!(
+            job.op,
+            Op::Acquire { .. } | Op::Extend(_) | Op::RaiseFence(_)
+        );
+        if skippable && Instant::now() > job.stale_after {
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| execute(backend, job.op, &job.claim)));
@@ -106,6 +110,7 @@ fn execute<B: LockBackend>(backend: &B, op: Op, claim: &Claim) -> Result<Answer,
         Op::Acquire { ttl, fence } => Answer::Acquire(backend.acquire(claim, ttl, fence)?),
         Op::Extend(ttl) => Answer::Held(backend.extend(claim, ttl)?),
         Op::Release => Answer::Held(backend.release(claim)?),
+        Op::RaiseFence(value) => Answer::Held(backend.raise_fence(claim, value)?),
         Op::Flush => Answer::Held(true),
     })
 }

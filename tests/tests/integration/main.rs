@@ -3,7 +3,9 @@
 mod bad_input;
 mod conformance;
 mod harness_selftest;
+mod lifetime;
 mod manager;
 mod redis_common;
 mod redis_errors;
 mod redis_faults;
+mod redis_lifetime;

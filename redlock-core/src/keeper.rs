@@ -1,0 +1,237 @@
+//! One shared keeper thread per manager extends every kept-alive lock.
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+
+use crate::fanout::Shared;
+use crate::guard::{self, LockState};
+use crate::{ConfigError, LockError, LostReason, NodeId};
+
+/// How a lock is kept alive by automatic extension, and where that stops.
+///
+/// Extension is bounded, as the specification asks, so that a holder that
+/// hangs cannot keep a resource forever: by total hold time (default one
+/// hour) and by number of extensions (default unbounded). When a bound is
+/// reached or an extension fails, the lock is marked lost and the optional
+/// callback runs once, on the keeper thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::KeepAlive;
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// let policy = KeepAlive::new()
+///     .max_hold(Duration::from_secs(300))
+///     .max_extensions(100)
+///     .on_lost(move |reason| {
+///         let _ = tx.send(reason);
+///     });
+/// # drop((policy, rx));
+/// ```
+#[must_use]
+pub struct KeepAlive {
+    max_hold: Duration,
+    max_extensions: u32,
+    on_lost: Option<Box<dyn FnOnce(LostReason) + Send>>,
+}
+
+impl KeepAlive {
+    /// The defaults: at most one hour of total hold time, no bound on the
+    /// number of extensions, no callback.
+    pub fn new() -> Self {
+        KeepAlive {
+            max_hold: Duration::from_secs(3600),
+            max_extensions: u32::MAX,
+            on_lost: None,
+        }
+    }
+
+    /// The longest total hold time, from when the lock is kept alive: no
+    /// extension starts after it. Defaults to one hour.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = max_hold;
+        self
+    }
+
+    /// The largest number of automatic extensions. Defaults to unbounded.
+    pub fn max_extensions(mut self, max_extensions: u32) -> Self {
+        self.max_extensions = max_extensions;
+        self
+    }
+
+    /// Runs `callback` once, on the keeper thread, when the lock is lost.
+    /// Keep it short (it delays other locks' extensions); a panic in it is
+    /// contained.
+    pub fn on_lost(mut self, callback: impl FnOnce(LostReason) + Send + 'static) -> Self {
+        self.on_lost = Some(Box::new(callback));
+        self
+    }
+}
+
+impl Default for KeepAlive {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for KeepAlive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeepAlive")
+            .field("max_hold", &self.max_hold)
+            .field("max_extensions", &self.max_extensions)
+            .field("on_lost", &self.on_lost.is_some())
+            .finish()
+    }
+}
+
+/// One kept-alive lock.
+pub(crate) struct Entry<E> {
+    state: Weak<LockState<E>>,
+    policy: KeepAlive,
+    hold_until: Instant,
+    extensions: u32,
+    due: Instant,
+}
+
+/// The manager's handle on its keeper thread, started on first use.
+pub(crate) struct Keeper<E> {
+    sender: Mutex<Option<Sender<Entry<E>>>>,
+}
+
+impl<E> Keeper<E> {
+    pub(crate) fn new() -> Self {
+        Keeper {
+            sender: Mutex::new(None),
+        }
+    }
+}
+
+/// When to extend a lock valid until `valid_until`: once about a third of
+/// its validity is left.
+fn due(now: Instant, valid_until: Instant) -> Instant {
+    now + valid_until.saturating_duration_since(now) * 2 / 3
+}
+
+/// Hands `state` to the keeper thread of `shared`, starting it if needed.
+pub(crate) fn register<E: Send + Sync + 'static>(
+    shared: &Arc<Shared<E>>,
+    state: &Arc<LockState<E>>,
+    policy: KeepAlive,
+) -> Result<(), ConfigError> {
+    let now = shared.config.clock.now();
+    let valid_until = state.life.lock().valid_until;
+    let entry = Entry {
+        state: Arc::downgrade(state),
+        hold_until: now
+            .checked_add(policy.max_hold)
+            .unwrap_or(now + crate::Ttl::MAX),
+        policy,
+        extensions: 0,
+        due: due(now, valid_until),
+    };
+    let mut sender = shared.keeper.sender.lock();
+    if sender.is_none() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let weak = Arc::downgrade(shared);
+        std::thread::Builder::new()
+            .name("redlock-keeper".into())
+            .spawn(move || run(&weak, &rx))
+            .map_err(|e| ConfigError::WorkerSpawn {
+                node: NodeId::new("keeper"),
+                kind: e.kind(),
+            })?;
+        *sender = Some(tx);
+    }
+    if let Some(tx) = sender.as_ref() {
+        // The keeper only stops when the manager is gone, which `shared` is not.
+        let _ = tx.send(entry);
+    }
+    Ok(())
+}
+
+/// The keeper loop: sleeps until the earliest due lock or a new one, extends
+/// what is due, and ends when the manager is dropped.
+fn run<E>(shared: &Weak<Shared<E>>, queue: &Receiver<Entry<E>>) {
+    let mut entries: Vec<Entry<E>> = Vec::new();
+    loop {
+        let next_due = entries.iter().map(|e| e.due).min();
+        let received = match next_due {
+            None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(due) => {
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                let wait = due.saturating_duration_since(shared.config.clock.now());
+                drop(shared);
+                queue.recv_timeout(wait)
+            }
+        };
+        match received {
+            Ok(entry) => {
+                entries.push(entry);
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let now = shared.config.clock.now();
+        entries.retain_mut(|entry| entry.due > now || tend(&shared, entry));
+    }
+}
+
+/// Extends one due lock; returns whether to keep tending it.
+fn tend<E>(shared: &Shared<E>, entry: &mut Entry<E>) -> bool {
+    let Some(state) = entry.state.upgrade() else {
+        return false;
+    };
+    let ttl = {
+        let life = state.life.lock();
+        if life.released || life.lost.is_some() {
+            return false;
+        }
+        life.ttl
+    };
+    let clock = &shared.config.clock;
+    if clock.now() >= entry.hold_until {
+        lose(&state, entry, LostReason::HoldLimit, None);
+        return false;
+    }
+    if entry.extensions >= entry.policy.max_extensions {
+        lose(&state, entry, LostReason::ExtensionLimit, None);
+        return false;
+    }
+    match guard::extend(shared, &state, ttl) {
+        Ok(_) => {
+            entry.extensions += 1;
+            let now = clock.now();
+            entry.due = due(now, state.life.lock().valid_until);
+            true
+        }
+        Err(e) => {
+            lose(&state, entry, LostReason::ExtendFailed, Some(e));
+            false
+        }
+    }
+}
+
+fn lose<E>(
+    state: &LockState<E>,
+    entry: &mut Entry<E>,
+    reason: LostReason,
+    cause: Option<LockError<E>>,
+) {
+    if state.mark_lost(reason, cause) {
+        if let Some(callback) = entry.policy.on_lost.take() {
+            let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
+        }
+    }
+}

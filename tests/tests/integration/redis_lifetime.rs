@@ -1,0 +1,239 @@
+//! Lock lifetime against real redis-server masters: automatic extension and
+//! its lost-lock signal under SIGSTOP, the hold bound, panics, multi-resource
+//! exclusion and fencing tokens.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redlock_redis::{KeepAlive, LockError, LostReason, Redlock};
+use redlock_tests::harness::RedisServer;
+
+use crate::redis_common::{backends, cluster, key, manager, NODE_TIMEOUT};
+
+/// EVALSHA calls so far on `server` (every extend is one).
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    let mut admin = server.client().expect("client");
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut admin)
+        .expect("INFO");
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |calls| calls.parse().expect("a count"))
+}
+
+#[test]
+fn with_lock_running_three_ttls_keeps_the_lock() {
+    let cluster = cluster(5);
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let other = manager(&cluster, NODE_TIMEOUT);
+    let name = key("scoped");
+    let ttl = Duration::from_millis(600);
+    let value = locks
+        .with_lock(name.as_str(), ttl, |lock| {
+            let until = Instant::now() + ttl * 3;
+            while Instant::now() < until {
+                match other.try_lock(name.as_str(), ttl) {
+                    Err(LockError::Contended(_)) => {}
+                    other => panic!("another client got past a kept lock: {other:?}"),
+                }
+                lock.ensure_held().expect("kept alive");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            "done"
+        })
+        .expect("held throughout");
+    assert_eq!(value, "done");
+    other
+        .try_lock(name.as_str(), ttl)
+        .expect("released after the closure")
+        .release()
+        .expect("held");
+}
+
+#[test]
+fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
+    let cluster = cluster(5);
+    let timeout = Duration::from_millis(200);
+    let locks = manager(&cluster, timeout);
+    let ttl = Duration::from_millis(900);
+    let healthy = cluster.node(4);
+    let result = locks.with_lock(key("sigstop-kept").as_str(), ttl, |lock| {
+        lock.ensure_held().expect("fresh");
+        let before = evalsha_calls(healthy);
+        for i in 0..3 {
+            cluster.node(i).pause().expect("SIGSTOP");
+        }
+        let stopped = Instant::now();
+        while lock.ensure_held().is_ok() {
+            assert!(stopped.elapsed() < ttl * 10, "the loss was never noticed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // One extension period at most: the first extend after the stop was
+        // the one that failed (the healthy master saw exactly one).
+        assert_eq!(
+            evalsha_calls(healthy),
+            before + 1,
+            "the loss was not noticed at the first extension"
+        );
+        let err = lock.ensure_held().expect_err("lost");
+        assert!(
+            matches!(
+                err,
+                LockError::Lost {
+                    reason: LostReason::ExtendFailed,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        for i in 0..3 {
+            cluster.node(i).resume().expect("SIGCONT");
+        }
+    });
+    assert!(matches!(result, Err(LockError::Lost { .. })), "{result:?}");
+}
+
+#[test]
+fn the_hold_bound_ends_extension_and_marks_the_lock_lost() {
+    let cluster = cluster(3);
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let ttl = Duration::from_millis(300);
+    let policy = KeepAlive::new().max_hold(Duration::from_millis(500));
+    let started = Instant::now();
+    let result = locks.with_lock_kept(key("hold-bound").as_str(), ttl, policy, |lock| {
+        while !lock.is_lost() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never lost");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            started.elapsed() >= Duration::from_millis(500),
+            "lost before the bound"
+        );
+    });
+    assert!(
+        matches!(
+            result,
+            Err(LockError::Lost {
+                reason: LostReason::HoldLimit,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn a_panic_in_the_closure_releases_the_lock() {
+    let cluster = cluster(3);
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let name = key("panic");
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        locks.with_lock(name.as_str(), Duration::from_secs(60), |_| {
+            panic!("the closure failed")
+        })
+    }));
+    assert!(outcome.is_err());
+    // The TTL is a minute: only the release can have freed it.
+    locks
+        .try_lock(name.as_str(), Duration::from_secs(60))
+        .expect("released by unwinding")
+        .release()
+        .expect("held");
+}
+
+#[test]
+fn overlapping_multi_resource_locks_never_both_succeed_and_leave_no_partial_keys() {
+    let cluster = cluster(5);
+    let locks = manager(&cluster, NODE_TIMEOUT);
+    let held = Mutex::new(HashSet::new());
+    let sets: Vec<Vec<String>> = ["ab", "bc", "cd", "da"]
+        .iter()
+        .map(|pair| pair.chars().map(|c| key(&format!("multi-{c}"))).collect())
+        .collect();
+    std::thread::scope(|s| {
+        for set in &sets {
+            let (locks, held) = (&locks, &held);
+            s.spawn(move || {
+                for _ in 0..50 {
+                    let lock = locks
+                        .lock_timeout(
+                            set.as_slice(),
+                            Duration::from_secs(10),
+                            Duration::from_secs(30),
+                        )
+                        .expect("acquire");
+                    for k in set {
+                        assert!(
+                            held.lock().expect("no poison").insert(k.clone()),
+                            "{k} held twice"
+                        );
+                    }
+                    std::thread::yield_now();
+                    for k in set {
+                        held.lock().expect("no poison").remove(k);
+                    }
+                    lock.release().expect("held");
+                }
+            });
+        }
+    });
+    assert!(locks.flush(Duration::from_secs(10)));
+    for server in cluster.iter() {
+        let mut admin = server.client().expect("client");
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg("locks:multi-*")
+            .query(&mut admin)
+            .expect("KEYS");
+        assert!(left.is_empty(), "keys left on {}: {left:?}", server.port());
+    }
+}
+
+fn strictly_increasing_tokens(nodes: usize, name: &str) {
+    let cluster = cluster(nodes);
+    let locks = Redlock::builder(backends(&cluster, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .retry_delay(Duration::ZERO, Duration::from_millis(3))
+        .fencing(true)
+        .build()
+        .expect("config");
+    let seen = Arc::new(Mutex::new(Vec::with_capacity(8000)));
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            let (locks, seen) = (&locks, &seen);
+            s.spawn(move || {
+                for _ in 0..1000 {
+                    let lock = locks
+                        .lock_timeout(name, Duration::from_secs(10), Duration::from_secs(60))
+                        .expect("acquire");
+                    seen.lock()
+                        .expect("no poison")
+                        .push(lock.fencing_token().expect("fencing on"));
+                    lock.release().expect("held");
+                }
+            });
+        }
+    });
+    let seen = seen.lock().expect("no poison");
+    assert_eq!(seen.len(), 8000);
+    for pair in seen.windows(2) {
+        assert!(
+            pair[1].value() > pair[0].value(),
+            "token {} after {}",
+            pair[1],
+            pair[0]
+        );
+    }
+}
+
+#[test]
+fn eight_threads_taking_one_lock_a_thousand_times_each_get_rising_tokens_on_five_masters() {
+    strictly_increasing_tokens(5, &key("fenced-five"));
+}
+
+#[test]
+fn eight_threads_taking_one_lock_a_thousand_times_each_get_rising_tokens_on_one_master() {
+    strictly_increasing_tokens(1, &key("fenced-one"));
+}
