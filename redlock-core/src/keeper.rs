@@ -112,10 +112,15 @@ impl<E> Keeper<E> {
     }
 }
 
-/// When to extend a lock valid until `valid_until`: once about a third of
-/// its validity is left.
-fn due(now: Instant, valid_until: Instant) -> Instant {
-    now + valid_until.saturating_duration_since(now) * 2 / 3
+/// When to extend a lock valid until `valid_until`: when about a third of its
+/// validity is left, or earlier when a failing round (up to one per-node
+/// timeout) would otherwise end after the validity, so that a loss is
+/// reported as such while the lock is still valid; never before two thirds
+/// of the validity are left, so short TTLs do not make the keeper spin.
+fn due(now: Instant, valid_until: Instant, node_timeout: Duration) -> Instant {
+    let remaining = valid_until.saturating_duration_since(now);
+    let margin_point = remaining.saturating_sub(node_timeout * 2);
+    now + margin_point.clamp(remaining / 3, remaining * 2 / 3)
 }
 
 /// Hands `state` to the keeper thread of `shared`, starting it if needed.
@@ -133,7 +138,7 @@ pub(crate) fn register<E: Send + Sync + 'static>(
             .unwrap_or(now + crate::Ttl::MAX),
         policy,
         extensions: 0,
-        due: due(now, valid_until),
+        due: due(now, valid_until, shared.config.node_timeout),
     };
     let mut sender = shared.keeper.sender.lock();
     if sender.is_none() {
@@ -213,7 +218,8 @@ fn tend<E>(shared: &Shared<E>, entry: &mut Entry<E>) -> bool {
         Ok(_) => {
             entry.extensions += 1;
             let now = clock.now();
-            entry.due = due(now, state.life.lock().valid_until);
+            let valid_until = state.life.lock().valid_until;
+            entry.due = due(now, valid_until, shared.config.node_timeout);
             true
         }
         Err(e) => {
@@ -233,5 +239,24 @@ fn lose<E>(
         if let Some(callback) = entry.policy.on_lost.take() {
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_are_due_between_a_third_and_two_thirds_of_the_validity() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // A long TTL against the node timeout: a third left.
+        assert_eq!(due(now, now + ms(30_000), ms(50)), now + ms(20_000));
+        // The failing round must end before the validity does.
+        assert_eq!(due(now, now + ms(300), ms(100)), now + ms(100));
+        assert_eq!(due(now, now + ms(900), ms(200)), now + ms(500));
+        // Never spinning, whatever the node timeout.
+        assert_eq!(due(now, now + ms(300), ms(10_000)), now + ms(100));
+        assert_eq!(due(now, now, ms(50)), now);
     }
 }

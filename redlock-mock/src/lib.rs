@@ -35,3 +35,5 @@ mod node;
 pub use clock::ManualClock;
 pub use cluster::MockCluster;
 pub use node::{MockError, MockNode, MockStats};
+
+pub mod sim;

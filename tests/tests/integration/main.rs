@@ -9,3 +9,4 @@ mod redis_common;
 mod redis_errors;
 mod redis_faults;
 mod redis_lifetime;
+mod sim;

@@ -60,24 +60,22 @@ fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
     let locks = manager(&cluster, timeout);
     let ttl = Duration::from_millis(900);
     let healthy = cluster.node(4);
-    let result = locks.with_lock(key("sigstop-kept").as_str(), ttl, |lock| {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let policy = KeepAlive::new().on_lost(move |reason| {
+        let _ = tx.send(reason);
+    });
+    let result = locks.with_lock_kept(key("sigstop-kept").as_str(), ttl, policy, |lock| {
         lock.ensure_held().expect("fresh");
         let before = evalsha_calls(healthy);
         for i in 0..3 {
             cluster.node(i).pause().expect("SIGSTOP");
         }
-        let stopped = Instant::now();
-        while lock.ensure_held().is_ok() {
-            assert!(stopped.elapsed() < ttl * 10, "the loss was never noticed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // One extension period at most: the first extend after the stop was
-        // the one that failed (the healthy master saw exactly one).
-        assert_eq!(
-            evalsha_calls(healthy),
-            before + 1,
-            "the loss was not noticed at the first extension"
-        );
+        // The keeper reports the failed extension while the lock is still
+        // within its validity; ten times the TTL is the hang bound.
+        let reason = rx
+            .recv_timeout(ttl * 10)
+            .expect("the loss was never noticed");
+        assert_eq!(reason, LostReason::ExtendFailed);
         let err = lock.ensure_held().expect_err("lost");
         assert!(
             matches!(
@@ -88,6 +86,13 @@ fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
                 }
             ),
             "{err}"
+        );
+        // One extension period at most: the first extend after the stop was
+        // the one that failed (the healthy master saw exactly one).
+        assert_eq!(
+            evalsha_calls(healthy),
+            before + 1,
+            "the loss was not noticed at the first extension"
         );
         for i in 0..3 {
             cluster.node(i).resume().expect("SIGCONT");

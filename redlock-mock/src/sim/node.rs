@@ -1,0 +1,260 @@
+//! A simulated lock node: the same semantics as [`MockNode`](crate::MockNode)
+//! (SET-if-absent with expiry, compare-and-expire, compare-and-delete,
+//! multi-key all-or-none, fencing counters that never expire), on its own
+//! clock, with persistence modes, crashes and an asynchronous replica.
+
+use std::collections::VecDeque;
+
+use redlock_core::TOKEN_LEN;
+
+use super::clock::NodeClock;
+use super::rng::SimRng;
+use super::scenario::{Persistence, MAX_KEYS};
+
+/// One live key: the token, the lock that set it (for the checker only),
+/// and its expiry on the node's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) token: [u8; TOKEN_LEN],
+    pub(crate) lock: u32,
+    pub(crate) expires: i64,
+}
+
+/// A node's data set: lock keys and fencing counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Store {
+    pub(crate) keys: [Option<Slot>; MAX_KEYS],
+    pub(crate) fences: [u64; MAX_KEYS],
+}
+
+fn keys_of(mask: u8) -> impl Iterator<Item = usize> {
+    (0..MAX_KEYS).filter(move |k| mask & (1 << k) != 0)
+}
+
+impl Store {
+    /// Drops the keys whose expiry the node's clock (`now`) has reached.
+    pub(crate) fn purge(&mut self, now: i64) {
+        for slot in &mut self.keys {
+            if slot.is_some_and(|s| s.expires <= now) {
+                *slot = None;
+            }
+        }
+    }
+
+    fn holds(&self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
+        keys_of(mask).all(|k| self.keys[k].is_some_and(|s| &s.token == token))
+    }
+
+    /// `SET key token NX PX ttl` on every key, all or none. `Some(fence)`
+    /// when granted (the largest counter after incrementing, 0 without
+    /// fencing), `None` when a key is held.
+    pub(crate) fn acquire(
+        &mut self,
+        mask: u8,
+        token: &[u8; TOKEN_LEN],
+        lock: u32,
+        expires: i64,
+        fence: bool,
+    ) -> Option<u64> {
+        if keys_of(mask).any(|k| self.keys[k].is_some()) {
+            return None;
+        }
+        let mut top = 0;
+        for k in keys_of(mask) {
+            self.keys[k] = Some(Slot {
+                token: *token,
+                lock,
+                expires,
+            });
+            if fence {
+                self.fences[k] += 1;
+                top = top.max(self.fences[k]);
+            }
+        }
+        Some(top)
+    }
+
+    /// Resets the expiry of every key, only if every key holds `token`.
+    pub(crate) fn extend(&mut self, mask: u8, token: &[u8; TOKEN_LEN], expires: i64) -> bool {
+        if !self.holds(mask, token) {
+            return false;
+        }
+        for k in keys_of(mask) {
+            if let Some(slot) = &mut self.keys[k] {
+                slot.expires = expires;
+            }
+        }
+        true
+    }
+
+    /// Deletes the keys that hold `token`; whether all of them did.
+    pub(crate) fn release(&mut self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
+        let held = self.holds(mask, token);
+        for k in keys_of(mask) {
+            if self.keys[k].is_some_and(|s| &s.token == token) {
+                self.keys[k] = None;
+            }
+        }
+        held
+    }
+
+    /// Whether every key of `mask` is live (at node time `now`) and was set
+    /// by lock `lock`: the checker's view, by lock identity, not token bytes.
+    pub(crate) fn has_lock(&self, mask: u8, lock: u32, now: i64) -> bool {
+        keys_of(mask).all(|k| self.keys[k].is_some_and(|s| s.lock == lock && s.expires > now))
+    }
+}
+
+/// The asynchronous replica of a node: the replication stream arrives
+/// after a lag, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Replica {
+    applied: Store,
+    stream: VecDeque<(u64, Store)>,
+    last_arrival: u64,
+}
+
+impl Replica {
+    /// The replica's data set at real time `t`.
+    fn catch_up(&mut self, t: u64) -> Store {
+        while let Some(&(arrival, store)) = self.stream.front() {
+            if arrival > t {
+                break;
+            }
+            self.applied = store;
+            self.stream.pop_front();
+        }
+        self.applied
+    }
+}
+
+/// One simulated node.
+#[derive(Debug, Clone)]
+pub(crate) struct SimNode {
+    pub(crate) clock: NodeClock,
+    pub(crate) store: Store,
+    pub(crate) persistence: Persistence,
+    /// The last fsync (every-second persistence).
+    pub(crate) disk: Store,
+    pub(crate) up: bool,
+    /// Bumped on each crash or failover; a restart event carries the epoch
+    /// it belongs to.
+    pub(crate) epoch: u32,
+    /// Connections were reset at this time: requests sent earlier are lost.
+    pub(crate) reset_at: u64,
+    /// What the node held when it went down (the checker counts a down
+    /// node with these keys).
+    pub(crate) at_crash: Store,
+    pub(crate) replica: Option<Replica>,
+    pub(crate) forward_jumped: bool,
+    pub(crate) rng: SimRng,
+}
+
+impl SimNode {
+    pub(crate) fn new(
+        clock: NodeClock,
+        persistence: Persistence,
+        replica: bool,
+        rng: SimRng,
+    ) -> Self {
+        SimNode {
+            clock,
+            store: Store::default(),
+            persistence,
+            disk: Store::default(),
+            up: true,
+            epoch: 0,
+            reset_at: 0,
+            at_crash: Store::default(),
+            replica: replica.then(Replica::default),
+            forward_jumped: false,
+            rng,
+        }
+    }
+
+    /// Ships the current data set to the replica after a lag of `lag`.
+    pub(crate) fn replicate(&mut self, now: u64, lag: u64) {
+        if let Some(replica) = &mut self.replica {
+            let arrival = (now + lag).max(replica.last_arrival);
+            replica.last_arrival = arrival;
+            replica.stream.push_back((arrival, self.store));
+        }
+    }
+
+    /// A crash: the node goes down and will come back with what its
+    /// persistence kept.
+    pub(crate) fn crash(&mut self) {
+        self.up = false;
+        self.epoch += 1;
+        self.at_crash = self.store;
+        self.store = match self.persistence {
+            Persistence::Always => self.store,
+            Persistence::EverySecond => self.disk,
+            Persistence::None => Store::default(),
+        };
+        if let Some(replica) = &mut self.replica {
+            // The replica resyncs in full from the restarted master.
+            replica.stream.clear();
+        }
+    }
+
+    /// A failover at real time `now`: the master is gone and its replica,
+    /// with whatever replication had delivered, takes over (after a short
+    /// unavailability handled by the caller). A fresh replica follows.
+    pub(crate) fn failover(&mut self, now: u64) {
+        self.up = false;
+        self.epoch += 1;
+        self.at_crash = self.store;
+        if let Some(replica) = &mut self.replica {
+            self.store = replica.catch_up(now);
+            *replica = Replica::default();
+        }
+    }
+
+    /// The node comes back up at `now`.
+    pub(crate) fn restart(&mut self, now: u64) {
+        self.up = true;
+        self.reset_at = now;
+        if let Some(replica) = &mut self.replica {
+            replica.applied = self.store;
+            replica.last_arrival = now;
+        }
+    }
+
+    /// Whether lock `lock` counts as present here at real time `t`: its keys
+    /// are live, or the node is down and held them when it went down.
+    pub(crate) fn counts_for(&self, mask: u8, lock: u32, t: u64) -> bool {
+        let now = self.clock.local(t);
+        if self.up {
+            self.store.has_lock(mask, lock, now)
+        } else {
+            self.at_crash.has_lock(mask, lock, now)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_semantics_match_the_mock() {
+        let (a, b) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN]);
+        let mut s = Store::default();
+        assert_eq!(s.acquire(0b01, &a, 0, 100, true), Some(1));
+        // All or none: key 0 is held, so key 1 is not set either.
+        assert_eq!(s.acquire(0b11, &b, 1, 100, true), None);
+        assert!(s.keys[1].is_none());
+        // Extend only where our token is, never creating a key.
+        assert!(!s.extend(0b11, &a, 200));
+        assert!(s.keys[1].is_none());
+        assert!(s.extend(0b01, &a, 200));
+        assert!(!s.release(0b01, &b));
+        assert!(s.release(0b01, &a));
+        // Fencing counters survive the key.
+        assert_eq!(s.acquire(0b01, &b, 1, 100, true), Some(2));
+        s.purge(100);
+        assert!(s.keys[0].is_none());
+        assert_eq!(s.fences[0], 2);
+    }
+}

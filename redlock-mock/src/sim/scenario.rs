@@ -1,0 +1,686 @@
+//! What a simulation runs: the cluster, the workload and the faults.
+
+use std::time::Duration;
+
+/// The most resources a scenario may use (keys are a bit mask per lock).
+pub const MAX_KEYS: usize = 4;
+/// The most nodes a scenario may use.
+pub const MAX_NODES: usize = 31;
+/// The most clients a scenario may use.
+pub const MAX_CLIENTS: usize = 63;
+
+const fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+/// How a node keeps its keys across a crash (Redis `appendfsync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Persistence {
+    /// No persistence: a restarted node comes back empty (keys and fencing
+    /// counters lost).
+    None,
+    /// `appendfsync everysec`: a restart comes back with the state of the
+    /// last fsync, taken once a second.
+    EverySecond,
+    /// `appendfsync always`: a restart loses nothing. Keys keep expiring by
+    /// the node's clock while it is down, as Redis does.
+    Always,
+}
+
+/// Which directions of a link a scripted partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cut {
+    /// Requests and replies.
+    Both,
+    /// Requests only (the node never hears).
+    Requests,
+    /// Replies only (the node applies, the client never learns).
+    Replies,
+}
+
+/// A scripted fault, applied at a fixed simulated time (see
+/// [`Scenario::script`]): the verbs of turmoil-style tests, for spelling out
+/// one exact story on top of (or instead of) the random faults.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_mock::sim::{run, Fault, Scenario};
+/// let ms = Duration::from_millis;
+/// // Two of three nodes restart at once, empty, while a lock is held.
+/// let story = Scenario {
+///     nodes: 3,
+///     script: vec![
+///         (ms(30), Fault::Crash { node: 0, restart_after: ms(1) }),
+///         (ms(30), Fault::Crash { node: 1, restart_after: ms(1) }),
+///     ],
+///     ..Scenario::quiet()
+/// };
+/// assert!(run(&story, 0).stats.node_crashes == 2);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The node crashes (losing what its persistence does not keep) and
+    /// restarts after `restart_after`.
+    Crash {
+        /// The node.
+        node: usize,
+        /// Its restart delay.
+        restart_after: Duration,
+    },
+    /// The node fails over to its asynchronous replica.
+    Failover {
+        /// The node.
+        node: usize,
+    },
+    /// Cuts the link between a client (`None`: every client) and a node.
+    Partition {
+        /// The client, or all.
+        client: Option<usize>,
+        /// The node.
+        node: usize,
+        /// Which directions.
+        cut: Cut,
+        /// How long until it heals.
+        length: Duration,
+    },
+    /// Steps the node's clock.
+    ClockStep {
+        /// The node.
+        node: usize,
+        /// Forward (keys expire early) or backward.
+        forward: bool,
+        /// By how much.
+        by: Duration,
+    },
+    /// Evicts (or FLUSHes) every lock key on the node.
+    Flush {
+        /// The node.
+        node: usize,
+    },
+    /// The client crashes without releasing.
+    ClientCrash {
+        /// The client.
+        client: usize,
+    },
+    /// The client's process stops for `length` (GC, SIGSTOP) wherever it is.
+    Pause {
+        /// The client.
+        client: usize,
+        /// How long.
+        length: Duration,
+    },
+}
+
+/// Network faults, per message and per link (one link per client and node,
+/// each direction FIFO like a TCP connection).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetFaults {
+    /// Smallest one-way delay.
+    pub delay_min: Duration,
+    /// Largest ordinary one-way delay (uniform between min and max).
+    pub delay_max: Duration,
+    /// Chance that a message instead takes a heavy-tailed delay.
+    pub tail_chance: f64,
+    /// Scale of the heavy tail (Pareto, shape 1): exceeds `k * scale` with
+    /// probability `1/k`.
+    pub tail_scale: Duration,
+    /// Cap of the heavy tail.
+    pub tail_max: Duration,
+    /// Chance that a request is lost before it reaches the node.
+    pub loss: f64,
+    /// Chance that a reply is lost after the node applied the command (the
+    /// client never learns the result).
+    pub reply_loss: f64,
+    /// Partitions per second of simulated time, over the whole cluster.
+    pub partition_rate: f64,
+    /// Shortest partition.
+    pub partition_min: Duration,
+    /// Longest partition.
+    pub partition_max: Duration,
+    /// Chance that a partition cuts one direction only.
+    pub one_way: f64,
+    /// Chance that a partition cuts a node from every client rather than
+    /// from one.
+    pub isolate: f64,
+}
+
+/// Clock faults: rate errors, offsets and steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockFaults {
+    /// Largest rate error of a node's clock, parts per million either way.
+    pub node_ppm: i64,
+    /// Largest rate error of a client's (monotonic) clock, ppm either way.
+    pub client_ppm: i64,
+    /// Chance that a clock's rate error is at the extreme (`+max` or
+    /// `-max`) rather than uniform in between.
+    pub extreme_chance: f64,
+    /// Clock steps per node per second.
+    pub jump_rate: f64,
+    /// Chance that a step goes forward (keys expire early) rather than back.
+    pub forward_chance: f64,
+    /// Smallest forward step.
+    pub forward_min: Duration,
+    /// Largest forward step.
+    pub forward_max: Duration,
+    /// At most one forward step per node and run (so that steps cannot add
+    /// up past the drift budget).
+    pub forward_once: bool,
+    /// Largest backward step (keys live longer: costs liveness only).
+    pub backward_max: Duration,
+}
+
+/// Node faults: crashes, restarts, failovers and key loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFaults {
+    /// Crashes per node per second.
+    pub crash_rate: f64,
+    /// Each node's persistence is drawn from these (uniformly).
+    pub persistence: Vec<Persistence>,
+    /// Shortest restart delay.
+    pub restart_min: Duration,
+    /// Longest restart delay.
+    pub restart_max: Duration,
+    /// Nodes without [`Persistence::Always`] stay down at least this long
+    /// (the specification's delayed restart).
+    pub restart_floor: Option<Duration>,
+    /// Failovers to the node's asynchronous replica per node per second.
+    pub failover_rate: f64,
+    /// Smallest replication lag.
+    pub replica_lag_min: Duration,
+    /// Largest replication lag.
+    pub replica_lag_max: Duration,
+    /// Evictions (or FLUSH) of every lock key on a node, per node per second.
+    pub flush_rate: f64,
+}
+
+/// Client faults: crashes and process pauses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientFaults {
+    /// Client crashes (without releasing) per client per second.
+    pub crash_rate: f64,
+    /// A crashed client restarts as a fresh process (new locks, no memory
+    /// of the old ones) after up to this long; `None`: it stays down.
+    pub restart_max: Option<Duration>,
+    /// Chance of a pause at each step: before sending a round, between
+    /// replies, mid critical section, before release.
+    pub pause_chance: f64,
+    /// Longest such pause (heavy-tailed).
+    pub pause_max: Duration,
+    /// Chance of a pause between the validity check and the write.
+    pub check_pause_chance: f64,
+    /// Whether that pause may outlast the validity (out of model: the
+    /// holder then writes after its lock expired).
+    pub check_pause_past_validity: bool,
+}
+
+/// One simulation setup. Build one from a named preset with
+/// [`Scenario::by_name`] and adjust fields with struct update syntax.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_mock::sim::{run, Scenario};
+/// let scenario = Scenario { clients: 2, ..Scenario::in_model() };
+/// let outcome = run(&scenario, 7);
+/// assert!(outcome.violations.is_empty());
+/// assert_eq!(run(&scenario, 7).trace_hash, outcome.trace_hash);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The name printed in reports.
+    pub name: String,
+    /// Whether safety violations are expected (the setup breaks an
+    /// assumption of the algorithm).
+    pub out_of_model: bool,
+    /// Number of lock nodes, `1..=31`.
+    pub nodes: usize,
+    /// Number of clients, `1..=63`.
+    pub clients: usize,
+    /// Lock cycles per client (acquire, critical section, release).
+    pub cycles: u32,
+    /// Number of resources, `1..=4`; a cycle locks resource 0 or another.
+    pub keys: usize,
+    /// Chance that a cycle locks two resources at once (multi-key lock).
+    pub multi_key: f64,
+    /// The lock TTL.
+    pub ttl: Duration,
+    /// The drift factor given to the core's `drift`.
+    pub drift_factor: f64,
+    /// The per-node timeout of a round.
+    pub node_timeout: Duration,
+    /// Smallest retry pause.
+    pub retry_min: Duration,
+    /// Largest retry pause.
+    pub retry_max: Duration,
+    /// How long one acquire keeps retrying.
+    pub acquire_timeout: Duration,
+    /// Shortest critical section (read, gap, write).
+    pub work_min: Duration,
+    /// Longest critical section.
+    pub work_max: Duration,
+    /// Chance that a holder, after its write, keeps the lock until its
+    /// validity runs out before releasing (a lease held to the end).
+    pub linger: f64,
+    /// Largest pause between cycles.
+    pub think_max: Duration,
+    /// Extend once mid critical section when less than half the TTL is left.
+    pub extend: bool,
+    /// Acquire with fencing counters and hand each grant's per-node counters
+    /// to the [`GrantObserver`](super::GrantObserver).
+    pub fencing: bool,
+    /// Fresh random token per attempt. `false` reuses one token per cycle
+    /// number across clients (out of model).
+    pub unique_tokens: bool,
+    /// The nodes each client is configured with (node indices); empty means
+    /// every client uses every node. Different lists are a broken setup.
+    pub views: Vec<Vec<usize>>,
+    /// Faults are scheduled within this much simulated time.
+    pub horizon: Duration,
+    /// Faults at fixed times, in addition to the random ones.
+    pub script: Vec<(Duration, Fault)>,
+    /// Liveness mode: faults stop at this time and some contender must
+    /// acquire within [`Scenario::liveness_bound`] after it.
+    pub liveness: Option<Duration>,
+    /// Network faults.
+    pub net: NetFaults,
+    /// Clock faults.
+    pub clocks: ClockFaults,
+    /// Node faults.
+    pub node_faults: NodeFaults,
+    /// Client faults.
+    pub client_faults: ClientFaults,
+}
+
+impl Scenario {
+    /// The named scenarios, as accepted by [`Scenario::by_name`].
+    pub const NAMES: [&'static str; 8] = [
+        "in-model",
+        "delayed-restart",
+        "restart-without-persistence",
+        "lagging-replica-failover",
+        "clock-jump",
+        "client-pause",
+        "single-instance",
+        "liveness",
+    ];
+
+    /// The scenario called `name`, if there is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::Scenario;
+    /// assert!(Scenario::by_name("clock-jump").is_some_and(|s| s.out_of_model));
+    /// assert!(Scenario::by_name("nope").is_none());
+    /// ```
+    #[must_use]
+    pub fn by_name(name: &str) -> Option<Scenario> {
+        Some(match name {
+            "in-model" => Self::in_model(),
+            "delayed-restart" => Self::delayed_restart(),
+            "restart-without-persistence" => Self::restart_without_persistence(),
+            "lagging-replica-failover" => Self::lagging_replica_failover(),
+            "clock-jump" => Self::clock_jump(),
+            "client-pause" => Self::client_pause(),
+            "single-instance" => Self::single_instance(),
+            "liveness" => Self::liveness_mode(),
+            _ => return None,
+        })
+    }
+
+    /// Every fault within the algorithm's model, at once: five nodes, three
+    /// clients; crashes that restart with fsync=always or no sooner than the
+    /// TTL, partitions, loss, heavy-tailed delays, drift within the drift
+    /// budget, backward clock steps, client crashes, and pauses that end
+    /// inside validity. Expect zero violations.
+    #[must_use]
+    pub fn in_model() -> Scenario {
+        Scenario {
+            name: "in-model".into(),
+            out_of_model: false,
+            nodes: 5,
+            clients: 3,
+            cycles: 3,
+            keys: 2,
+            multi_key: 0.25,
+            ttl: ms(100),
+            drift_factor: 0.01,
+            node_timeout: ms(10),
+            retry_min: ms(1),
+            retry_max: ms(20),
+            acquire_timeout: ms(300),
+            work_min: ms(5),
+            work_max: ms(60),
+            linger: 0.3,
+            think_max: ms(20),
+            extend: true,
+            fencing: false,
+            unique_tokens: true,
+            views: Vec::new(),
+            horizon: ms(600),
+            script: Vec::new(),
+            liveness: None,
+            net: NetFaults {
+                delay_min: Duration::from_micros(100),
+                delay_max: ms(1),
+                tail_chance: 0.03,
+                tail_scale: ms(1),
+                tail_max: ms(150),
+                loss: 0.01,
+                reply_loss: 0.01,
+                partition_rate: 4.0,
+                partition_min: ms(5),
+                partition_max: ms(200),
+                one_way: 0.5,
+                isolate: 0.3,
+            },
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                extreme_chance: 0.5,
+                jump_rate: 1.0,
+                forward_chance: 0.5,
+                forward_min: Duration::ZERO,
+                forward_max: ms(1),
+                forward_once: true,
+                backward_max: ms(200),
+            },
+            node_faults: NodeFaults {
+                crash_rate: 0.5,
+                persistence: vec![
+                    Persistence::Always,
+                    Persistence::None,
+                    Persistence::EverySecond,
+                ],
+                restart_min: Duration::ZERO,
+                restart_max: ms(150),
+                restart_floor: Some(ms(105)),
+                failover_rate: 0.0,
+                replica_lag_min: Duration::ZERO,
+                replica_lag_max: Duration::ZERO,
+                flush_rate: 0.0,
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.5,
+                restart_max: Some(ms(50)),
+                pause_chance: 0.03,
+                pause_max: ms(250),
+                check_pause_chance: 0.1,
+                check_pause_past_validity: false,
+            },
+        }
+    }
+
+    /// The in-model workload (five nodes, three clients) with no faults at
+    /// all: no loss, no tail delays, exact clocks, no crashes or pauses. A
+    /// base for [`Scenario::script`]ed stories.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{run, Scenario};
+    /// let outcome = run(&Scenario::quiet(), 0);
+    /// assert!(outcome.is_clean() && outcome.stats.lost_messages == 0);
+    /// ```
+    #[must_use]
+    pub fn quiet() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "quiet".into(),
+            net: NetFaults {
+                tail_chance: 0.0,
+                loss: 0.0,
+                reply_loss: 0.0,
+                partition_rate: 0.0,
+                ..base.net.clone()
+            },
+            clocks: ClockFaults {
+                node_ppm: 0,
+                client_ppm: 0,
+                jump_rate: 0.0,
+                ..base.clocks.clone()
+            },
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                persistence: vec![Persistence::None],
+                ..base.node_faults.clone()
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.0,
+                pause_chance: 0.0,
+                check_pause_chance: 0.0,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// No persistence at all, frequent crashes, every restart delayed past
+    /// the TTL (the specification's "delayed restarts"). Expect zero
+    /// violations.
+    #[must_use]
+    pub fn delayed_restart() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "delayed-restart".into(),
+            node_faults: NodeFaults {
+                crash_rate: 2.0,
+                persistence: vec![Persistence::None],
+                restart_min: ms(105),
+                restart_max: ms(250),
+                restart_floor: Some(ms(105)),
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// No persistence and immediate restarts: a node forgets the keys of a
+    /// live lock and grants them again. Out of model.
+    #[must_use]
+    pub fn restart_without_persistence() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "restart-without-persistence".into(),
+            out_of_model: true,
+            node_faults: NodeFaults {
+                crash_rate: 3.0,
+                persistence: vec![Persistence::None],
+                restart_min: Duration::ZERO,
+                restart_max: ms(5),
+                restart_floor: None,
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// The specification's race: one master with an asynchronous replica; the
+    /// master fails over to the replica before a grant was replicated.
+    /// Out of model.
+    #[must_use]
+    pub fn lagging_replica_failover() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "lagging-replica-failover".into(),
+            out_of_model: true,
+            nodes: 1,
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                failover_rate: 4.0,
+                replica_lag_min: ms(1),
+                replica_lag_max: ms(40),
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Node clocks step forward by more than the drift budget, so keys
+    /// expire early. Out of model.
+    #[must_use]
+    pub fn clock_jump() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "clock-jump".into(),
+            out_of_model: true,
+            clocks: ClockFaults {
+                jump_rate: 4.0,
+                forward_chance: 1.0,
+                forward_min: ms(20),
+                forward_max: ms(100),
+                forward_once: false,
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// A holder checks its validity, pauses past it (GC, swap, SIGSTOP),
+    /// then writes. Lost updates, which fencing tokens exist to stop.
+    /// Out of model.
+    #[must_use]
+    pub fn client_pause() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "client-pause".into(),
+            out_of_model: true,
+            client_faults: ClientFaults {
+                check_pause_chance: 0.3,
+                check_pause_past_validity: true,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// One node (N = 1), the in-model faults other than crashes. Expect zero
+    /// violations.
+    #[must_use]
+    pub fn single_instance() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "single-instance".into(),
+            nodes: 1,
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// In-model faults until 400 ms, then none (all nodes back, links
+    /// healed, no loss, tail delays or pauses): some contender must acquire
+    /// within [`Scenario::liveness_bound`]. Client 0 never crashes, so a
+    /// contender remains; clients keep cycling until the bound has passed.
+    /// No extends, so a legitimate holder keeps a lock at most one TTL.
+    #[must_use]
+    pub fn liveness_mode() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "liveness".into(),
+            extend: false,
+            liveness: Some(ms(400)),
+            horizon: ms(400),
+            clocks: ClockFaults {
+                backward_max: ms(20),
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// In liveness mode, how long after the faults stop some contender must
+    /// have acquired: the longest a stale key can live (a delayed request,
+    /// the TTL on a slow clock stepped back), plus the longest restart
+    /// delay, plus a retry budget of three rounds (retry pause, round and
+    /// release).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let s = redlock_mock::sim::Scenario::liveness_mode();
+    /// assert!(s.liveness_bound() > s.ttl);
+    /// ```
+    #[must_use]
+    pub fn liveness_bound(&self) -> Duration {
+        let slow = 1.0 + 2.0 * self.clocks.node_ppm as f64 / 1e6;
+        let key_life = self.net.tail_max + self.ttl.mul_f64(slow) + self.clocks.backward_max;
+        let restart = self
+            .node_faults
+            .restart_max
+            .max(self.node_faults.restart_floor.unwrap_or_default());
+        let round = self.retry_max + 3 * self.node_timeout + 2 * self.net.delay_max;
+        key_life + restart + 3 * round
+    }
+
+    /// Checks the sizes the simulator supports.
+    ///
+    /// # Errors
+    ///
+    /// A description of the first bad field.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::Scenario;
+    /// assert!(Scenario::in_model().validate().is_ok());
+    /// assert!(Scenario { nodes: 0, ..Scenario::in_model() }.validate().is_err());
+    /// ```
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_NODES).contains(&self.nodes) {
+            return Err(format!("nodes must be 1..={MAX_NODES}"));
+        }
+        if !(1..=MAX_CLIENTS).contains(&self.clients) {
+            return Err(format!("clients must be 1..={MAX_CLIENTS}"));
+        }
+        if !(1..=MAX_KEYS).contains(&self.keys) {
+            return Err(format!("keys must be 1..={MAX_KEYS}"));
+        }
+        if redlock_core::Ttl::new(self.ttl).is_err() {
+            return Err("ttl must be at least 1 ms".into());
+        }
+        if self.retry_min > self.retry_max {
+            return Err("retry_min exceeds retry_max".into());
+        }
+        if !self.views.is_empty() && self.views.len() != self.clients {
+            return Err("views needs one node list per client".into());
+        }
+        for view in &self.views {
+            let mut sorted = view.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if view.is_empty()
+                || sorted.len() != view.len()
+                || view.iter().any(|&n| n >= self.nodes)
+            {
+                return Err("a view lists no node, a node twice or an unknown node".into());
+            }
+        }
+        if self.script.len() > usize::from(u16::MAX) {
+            return Err("the script has too many faults".into());
+        }
+        for (_, fault) in &self.script {
+            let (node, client) = match *fault {
+                Fault::Crash { node, .. }
+                | Fault::Failover { node }
+                | Fault::ClockStep { node, .. }
+                | Fault::Flush { node } => (Some(node), None),
+                Fault::Partition { client, node, .. } => (Some(node), client),
+                Fault::ClientCrash { client } | Fault::Pause { client, .. } => (None, Some(client)),
+            };
+            if node.is_some_and(|n| n >= self.nodes) || client.is_some_and(|c| c >= self.clients) {
+                return Err(format!(
+                    "the script names an unknown node or client: {fault:?}"
+                ));
+            }
+        }
+        if self.node_faults.persistence.is_empty() {
+            return Err("node_faults.persistence lists no mode".into());
+        }
+        Ok(())
+    }
+}
