@@ -161,12 +161,30 @@ impl RetryDelay {
     }
 
     /// The smallest delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let delay = redlock_core::RetryDelay::new(Duration::from_millis(1), Duration::from_millis(9))?;
+    /// assert_eq!(delay.min(), Duration::from_millis(1));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn min(&self) -> Duration {
         self.min
     }
 
     /// The largest delay.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let delay = redlock_core::RetryDelay::new(Duration::from_millis(1), Duration::from_millis(9))?;
+    /// assert_eq!(delay.max(), Duration::from_millis(9));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn max(&self) -> Duration {
         self.max
@@ -317,6 +335,17 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// How long one round waits for each node's reply. Defaults to 50 ms.
     /// Keep it small against the TTL (the specification suggests 5–50 ms
     /// for a 10 s TTL): a dead or frozen node costs at most this much.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .node_timeout(Duration::from_millis(25))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
         self
@@ -324,6 +353,17 @@ impl<B: LockBackend + 'static> Builder<B> {
 
     /// The clock-drift factor: drift is `ttl * factor + 2 ms`. Must lie in
     /// `[0, 0.5)`. Defaults to 0.01.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .drift_factor(0.02)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn drift_factor(mut self, factor: f64) -> Self {
         self.drift_factor = factor;
         self
@@ -331,6 +371,17 @@ impl<B: LockBackend + 'static> Builder<B> {
 
     /// The range of the random pause between acquire rounds. Defaults to
     /// 10 ms to 200 ms; `min` must not exceed `max`, both may be zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .retry_delay(Duration::ZERO, Duration::from_millis(50))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
         self.retry_min = min;
         self.retry_max = max;
@@ -338,6 +389,17 @@ impl<B: LockBackend + 'static> Builder<B> {
     }
 
     /// How long [`Redlock::lock`] keeps retrying. Defaults to 10 s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .acquire_timeout(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
         self
@@ -345,12 +407,34 @@ impl<B: LockBackend + 'static> Builder<B> {
 
     /// The clock for elapsed time, validity and retry pauses. Defaults to
     /// [`SystemClock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .clock(std::sync::Arc::new(redlock_core::SystemClock))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
     }
 
     /// Seeds the retry jitter for reproducible runs. Defaults to a random seed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .jitter_seed(42)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
         self
@@ -359,6 +443,17 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// Gives every lock a [`FencingToken`](crate::FencingToken)
     /// ([`Lock::fencing_token`](crate::Lock::fencing_token)). Costs a second
     /// round per acquire on more than one node. Defaults to off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .fencing(true)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
@@ -367,6 +462,17 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// How many requests may wait for one node before further requests to it
     /// fail fast as [`NodeFailure::Overloaded`](crate::NodeFailure::Overloaded).
     /// Defaults to 1024; zero is raised to 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .queue_depth(64)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn queue_depth(mut self, depth: usize) -> Self {
         self.queue_depth = depth.max(1);
         self
@@ -380,6 +486,17 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// [`ConfigError::DriftFactor`], [`ConfigError::JitterRange`],
     /// [`ConfigError::NodeTimeoutZero`], or [`ConfigError::WorkerSpawn`]
     /// when the operating system refuses a thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .node_timeout(Duration::from_millis(50))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn build(self) -> Result<Redlock<B>, ConfigError> {
         if self.backends.is_empty() {
             return Err(ConfigError::NoNodes);

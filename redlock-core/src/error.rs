@@ -244,32 +244,110 @@ pub struct RoundReport<E> {
 
 impl<E> RoundReport<E> {
     /// How many nodes the round was sent to.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert_eq!(report.nodes(), 3);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn nodes(&self) -> usize {
         self.nodes
     }
     /// How many grants a quorum needs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert_eq!(report.quorum(), 2);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn quorum(&self) -> usize {
         self.quorum
     }
     /// Nodes that granted (before the round was decided).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert!(report.granted() <= 1);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn granted(&self) -> usize {
         self.granted
     }
     /// Nodes that refused: the key was held by another holder (acquire), or
     /// did not hold our token (extend, release).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert_eq!(report.refused(), 0);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn refused(&self) -> usize {
         self.refused
     }
     /// Each failed node with its error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert_eq!(report.failures().len(), 2);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     #[must_use]
     pub fn failures(&self) -> &[NodeError<E>] {
         &self.failures
     }
     /// The ids of the failed nodes, in node order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{LockError, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::new(cluster.backends())?;
+    /// cluster.node(0).go_down();
+    /// cluster.node(1).go_down();
+    /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
+    /// assert_eq!(report.failed_nodes().map(|n| n.as_str()).collect::<Vec<_>>(), ["mock-0", "mock-1"]);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
     pub fn failed_nodes(&self) -> impl Iterator<Item = &NodeId> {
         self.failures.iter().map(NodeError::node)
     }

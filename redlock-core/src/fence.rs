@@ -88,6 +88,16 @@ impl FencingToken {
     }
 
     /// The rising number.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(1).backends()).fencing(true).build()?;
+    /// let token = locks.try_lock("k", Duration::from_secs(1))?.fencing_token().expect("fencing is on");
+    /// assert_eq!(token.value(), 1); // the first grant of the one node's counter
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn value(&self) -> u64 {
         self.value
@@ -95,6 +105,16 @@ impl FencingToken {
 
     /// A random number chosen by this holder, to keep tokens unique even
     /// when the timing assumptions fail.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(1).backends()).fencing(true).build()?;
+    /// let token = locks.try_lock("k", Duration::from_secs(1))?.fencing_token().expect("fencing is on");
+    /// let _random = token.holder();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[must_use]
     pub fn holder(&self) -> u64 {
         self.holder

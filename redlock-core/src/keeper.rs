@@ -44,6 +44,12 @@ pub struct KeepAlive {
 impl KeepAlive {
     /// The defaults: at most one hour of total hold time, no bound on the
     /// number of extensions, no callback.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = redlock_core::KeepAlive::new();
+    /// ```
     pub fn new() -> Self {
         KeepAlive {
             max_hold: Duration::from_secs(3600),
@@ -54,12 +60,25 @@ impl KeepAlive {
 
     /// The longest total hold time, from when the lock is kept alive: no
     /// extension starts after it. Defaults to one hour.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let policy = redlock_core::KeepAlive::new().max_hold(Duration::from_secs(600));
+    /// ```
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = max_hold;
         self
     }
 
     /// The largest number of automatic extensions. Defaults to unbounded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = redlock_core::KeepAlive::new().max_extensions(10);
+    /// ```
     pub fn max_extensions(mut self, max_extensions: u32) -> Self {
         self.max_extensions = max_extensions;
         self
@@ -68,6 +87,12 @@ impl KeepAlive {
     /// Runs `callback` once, on the keeper thread, when the lock is lost.
     /// Keep it short (it delays other locks' extensions); a panic in it is
     /// contained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let policy = redlock_core::KeepAlive::new().on_lost(|reason| eprintln!("lock lost: {reason}"));
+    /// ```
     pub fn on_lost(mut self, callback: impl FnOnce(LostReason) + Send + 'static) -> Self {
         self.on_lost = Some(Box::new(callback));
         self

@@ -106,12 +106,24 @@ impl MockCluster {
     }
 
     /// The number of nodes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockCluster::new(5).len(), 5);
+    /// ```
     #[must_use]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
     /// Whether there are no nodes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!redlock_mock::MockCluster::new(1).is_empty());
+    /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()

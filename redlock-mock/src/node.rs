@@ -196,11 +196,26 @@ impl MockNode {
     }
 
     /// Ends [`MockNode::go_down`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.go_down();
+    /// node.come_up();
+    /// assert!(!node.is_down());
+    /// ```
     pub fn come_up(&self) {
         self.state().down = false;
     }
 
     /// Whether the node is down.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!redlock_mock::MockNode::new("n0").is_down());
+    /// ```
     #[must_use]
     pub fn is_down(&self) -> bool {
         self.state().down
@@ -221,6 +236,14 @@ impl MockNode {
     }
 
     /// Ends [`MockNode::freeze`]; blocked requests proceed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.freeze();
+    /// node.thaw(); // blocked requests proceed
+    /// ```
     pub fn thaw(&self) {
         self.state().frozen = false;
         self.inner.changed.notify_all();
