@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace, installing what the tests need.
 #
-#   scripts/test.sh            fmt + clippy + all tests (unit, integration, doc)
+#   scripts/test.sh            fmt + clippy + all tests (unit, integration, property,
+#                              simulation, real-Redis, doc) + the in-memory examples
 #
 # Needs: a Rust toolchain (cargo, rustfmt, clippy). Installs redis-server from
 # Debian's packages when it is missing (the Redis backend's tests start their
@@ -47,3 +48,16 @@ cargo clippy --all-targets --locked -- -D warnings
 
 log "cargo test (unit, integration, doc tests)"
 cargo test --locked
+
+log "examples on in-memory nodes (the README's main command and the others)"
+for example in quickstart scoped multi_resource fencing; do
+  cargo run -q --locked --example "$example" >/dev/null
+done
+echo "examples: 4 passed, 0 failed"
+
+# No test may leave a server behind.
+if pgrep -x redis-server >/dev/null 2>&1; then
+  echo "error: redis-server processes were left running:" >&2
+  pgrep -a -x redis-server >&2 || true
+  exit 1
+fi

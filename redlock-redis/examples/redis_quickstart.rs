@@ -1,7 +1,7 @@
 //! Takes and releases a lock on the Redis masters given as arguments.
 //!
 //! ```text
-//! cargo run -p redlock-redis --example quickstart -- redis://127.0.0.1:6379 redis://127.0.0.1:6380 redis://127.0.0.1:6381
+//! cargo run -p redlock-redis --example redis_quickstart -- redis://127.0.0.1:6379 redis://127.0.0.1:6380 redis://127.0.0.1:6381
 //! ```
 #![allow(clippy::print_stdout)]
 
