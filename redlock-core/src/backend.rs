@@ -191,8 +191,9 @@ pub trait LockBackend: Send + Sync {
 
     /// Stores `claim`'s token under every key with a time-to-live of `ttl`,
     /// only if none of the keys exists (all or none). With `fence`, also
-    /// increments each key's durable fencing counter and returns the largest
-    /// value in [`AcquireOutcome::Granted::fence`].
+    /// increments each key's durable fencing counter, raises every key's
+    /// counter to the largest of them (so a later lock on any one key gets a
+    /// larger value) and returns it in [`AcquireOutcome::Granted::fence`].
     ///
     /// # Errors
     ///

@@ -86,8 +86,13 @@ fn main() -> anyhow::Result<()> {
         .filter(|k| report.runs_with(**k) > 0)
         .map(|k| format!("{}={}", k.name(), report.runs_with(*k)))
         .collect();
+    let fenced = if args.scenario.fenced_resource {
+        format!("; stale accesses fenced off: {}", report.fenced_off)
+    } else {
+        String::new()
+    };
     println!(
-        "# {} seeds {}..{} in {:.2?} on {} threads; acquires: {}; violating runs by kind: [{}]",
+        "# {} seeds {}..{} in {:.2?} on {} threads; acquires: {}{fenced}; violating runs by kind: [{}]",
         args.scenario.name,
         report.first_seed,
         report.first_seed + report.runs,

@@ -470,6 +470,13 @@ impl LockBackend for MockNode {
                     top = top.max(Some(*counter));
                 }
             }
+            // Every key's counter ends at the largest, so that a later lock
+            // on any one of them gets a larger value.
+            if let Some(top) = top {
+                for key in claim.keys() {
+                    state.fences.insert(key.clone(), top);
+                }
+            }
             state.stats.granted += 1;
             AcquireOutcome::Granted { fence: top }
         })

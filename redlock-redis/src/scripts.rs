@@ -40,6 +40,11 @@ for i = n + 1, #KEYS do
     top = c
   end
 end
+for i = n + 1, #KEYS do
+  if tonumber(redis.call('GET', KEYS[i])) < top then
+    redis.call('SET', KEYS[i], top)
+  end
+end
 return top
 ";
 

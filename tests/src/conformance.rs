@@ -92,6 +92,10 @@ impl<B: LockBackend + 'static> Conformance<B> {
                 Self::fencing_counters_rise_and_can_be_raised,
             ),
             (
+                "multi_key_fencing_leaves_every_counter_at_the_top",
+                Self::multi_key_fencing_leaves_every_counter_at_the_top,
+            ),
+            (
                 "node_ids_are_distinct_and_stable",
                 Self::node_ids_are_distinct_and_stable,
             ),
@@ -402,6 +406,36 @@ impl<B: LockBackend + 'static> Conformance<B> {
             last + 10
         );
         node.release(&next)?;
+        Ok(())
+    }
+
+    /// A fenced multi-key grant leaves every key's counter at the value it
+    /// returns, so a later lock on any one of the keys gets a larger value.
+    pub fn multi_key_fencing_leaves_every_counter_at_the_top(&self) -> Result<()> {
+        let node = self.one();
+        let ttl = Self::ttl(TTL)?;
+        let fenced = |keys: &[&str]| -> Result<u64> {
+            let claim = self.claim(keys)?;
+            let AcquireOutcome::Granted { fence: Some(fence) } = node.acquire(&claim, ttl, true)?
+            else {
+                bail!("a fenced grant of {keys:?} returned no counter");
+            };
+            ensure!(node.release(&claim)?, "release of {keys:?} failed");
+            Ok(fence)
+        };
+        for _ in 0..3 {
+            fenced(&["mf-b"])?;
+        }
+        let both = fenced(&["mf-a", "mf-b"])?;
+        ensure!(
+            both == 4,
+            "the multi-key grant returned {both}, not the largest counter 4"
+        );
+        let a = fenced(&["mf-a"])?;
+        ensure!(
+            a > both,
+            "a later lock on mf-a got {a}, not above the multi-key token {both}"
+        );
         Ok(())
     }
 

@@ -1,9 +1,10 @@
-//! The safety and liveness checker, the protected resource, and the grant
-//! hook for fencing checks.
+//! The safety and liveness checker, the protected resource (fenced or
+//! not), and the grant hook.
 
 use std::fmt;
 use std::time::Duration;
 
+use super::fence::FenceRises;
 use super::scenario::MAX_KEYS;
 
 /// What went wrong in a run.
@@ -23,6 +24,10 @@ pub enum ViolationKind {
     /// An extend won although the lock's keys had vanished from a quorum
     /// when the extend started.
     ExtendResurrected,
+    /// With [`Scenario::fencing`](super::Scenario::fencing): a holder of a
+    /// resource got a fencing token not above the previous holder's (in the
+    /// order the locks were acquired, in real time).
+    FencingToken,
     /// Liveness mode: no contender acquired within the bound after the
     /// faults stopped.
     NoProgress,
@@ -36,11 +41,12 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 7] = [
+    pub const ALL: [ViolationKind; 8] = [
         ViolationKind::MutualExclusion,
         ViolationKind::LostUpdate,
         ViolationKind::QuorumLost,
         ViolationKind::ExtendResurrected,
+        ViolationKind::FencingToken,
         ViolationKind::NoProgress,
         ViolationKind::Observer,
         ViolationKind::InvalidScenario,
@@ -60,6 +66,7 @@ impl ViolationKind {
             ViolationKind::LostUpdate => "lost-update",
             ViolationKind::QuorumLost => "quorum-lost",
             ViolationKind::ExtendResurrected => "extend-resurrected",
+            ViolationKind::FencingToken => "fencing-token",
             ViolationKind::NoProgress => "no-progress",
             ViolationKind::Observer => "observer",
             ViolationKind::InvalidScenario => "invalid-scenario",
@@ -105,30 +112,34 @@ pub struct Grant<'a> {
     pub client: usize,
     /// The lock (one per acquire attempt, numbered in the order created).
     pub lock: u32,
-    /// When the round was decided (simulated real time).
+    /// When the lock was acquired (simulated real time): the decision of
+    /// its acquire round, or of its fence-raising round.
     pub at: Duration,
     /// When the client's validity runs out (simulated real time).
     pub valid_until: Duration,
     /// The locked resources, as a bit mask (bit `k` for resource `k`).
     pub keys: u8,
     /// With [`Scenario::fencing`](super::Scenario::fencing): each granting
-    /// node and the fencing counter it returned (the largest over the
-    /// keys). Empty otherwise.
+    /// node of the acquire round and the fencing counter it returned (the
+    /// largest over the keys). Empty otherwise.
     pub fences: &'a [(usize, u64)],
+    /// With [`Scenario::fencing`](super::Scenario::fencing): the lock's
+    /// fencing token (by [`Scenario::fence_scheme`](super::Scenario::fence_scheme)).
+    pub token: Option<u64>,
 }
 
-/// A hook called on every successful acquire, for checks the built-in
-/// checker does not make (fencing tokens). An `Err` becomes a
+/// A hook called on every successful acquire (in the order of acquisition),
+/// for checks the built-in checker does not make. An `Err` becomes a
 /// [`ViolationKind::Observer`] violation.
 ///
 /// # Examples
 ///
 /// ```
 /// use redlock_mock::sim::{run_observed, FenceRises, Scenario};
-/// let scenario = Scenario { fencing: true, ..Scenario::in_model() };
+/// // The built-in token check, run a second time as an observer.
 /// let mut check = FenceRises::default();
-/// let outcome = run_observed(&scenario, 3, &mut check);
-/// assert!(outcome.stats.acquired > 0);
+/// let outcome = run_observed(&Scenario::fencing(), 3, &mut check);
+/// assert!(outcome.is_clean() && outcome.stats.acquired > 0);
 /// ```
 pub trait GrantObserver {
     /// Called when `grant` is decided.
@@ -137,49 +148,6 @@ pub trait GrantObserver {
     ///
     /// A description of what is wrong with the grant.
     fn on_grant(&mut self, grant: &Grant<'_>) -> Result<(), String>;
-}
-
-/// A [`GrantObserver`] that requires each resource's fencing token (the
-/// largest counter any granting node returned) to rise strictly from grant
-/// to grant. Without the fence-raising step of the lock-lifetime work, node
-/// restarts that lose counters make this fail: that is what it is for.
-///
-/// # Examples
-///
-/// ```
-/// use redlock_mock::sim::{FenceRises, Grant, GrantObserver};
-/// let mut check = FenceRises::default();
-/// let fences = [(0, 1), (2, 1)];
-/// let grant = Grant {
-///     client: 0, lock: 0, at: Default::default(), valid_until: Default::default(),
-///     keys: 0b1, fences: &fences,
-/// };
-/// assert!(check.on_grant(&grant).is_ok());
-/// // The same fence again for resource 0: not a rise.
-/// assert!(check.on_grant(&grant).is_err());
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct FenceRises {
-    last: [u64; MAX_KEYS],
-}
-
-impl GrantObserver for FenceRises {
-    fn on_grant(&mut self, grant: &Grant<'_>) -> Result<(), String> {
-        let fence = grant.fences.iter().map(|&(_, f)| f).max().unwrap_or(0);
-        for key in 0..MAX_KEYS {
-            if grant.keys & (1 << key) == 0 {
-                continue;
-            }
-            if fence <= self.last[key] {
-                return Err(format!(
-                    "L{} got fence {fence} on r{key}, not above {}",
-                    grant.lock, self.last[key]
-                ));
-            }
-            self.last[key] = fence;
-        }
-        Ok(())
-    }
 }
 
 /// A belief, held by one lock, that it holds one resource from `start`
@@ -194,12 +162,16 @@ struct Hold {
 }
 
 /// The protected resource (one register per key): each write must be based
-/// on the latest version, as Jepsen's lock-guarded set.
+/// on the latest version, as Jepsen's lock-guarded set. A fenced register
+/// also keeps the highest fencing token any access carried, and by which
+/// lock.
 #[derive(Debug, Clone, Copy, Default)]
 struct Register {
     version: u64,
     writer: u32,
     written_at: u64,
+    token: u64,
+    token_lock: u32,
 }
 
 /// Collects violations; the world calls it at each event that matters.
@@ -207,6 +179,10 @@ struct Register {
 pub(crate) struct Checker {
     holds: Vec<Hold>,
     registers: [Register; MAX_KEYS],
+    /// The resource rejects lower fencing tokens.
+    fenced: bool,
+    /// Tokens must rise from holder to holder.
+    pub(crate) tokens: FenceRises,
     pub(crate) violations: Vec<Violation>,
     pub(crate) total: u64,
     pub(crate) progress_after: Option<u64>,
@@ -216,10 +192,12 @@ pub(crate) struct Checker {
 const KEEP: usize = 16;
 
 impl Checker {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(fenced: bool) -> Self {
         Checker {
             holds: Vec::with_capacity(8),
             registers: [Register::default(); MAX_KEYS],
+            fenced,
+            tokens: FenceRises::default(),
             violations: Vec::new(),
             total: 0,
             progress_after: None,
@@ -293,24 +271,61 @@ impl Checker {
         }
     }
 
-    /// Reads the current version of every resource in `mask`.
-    pub(crate) fn read(&self, mask: u8, seen: &mut [u64; MAX_KEYS]) {
+    /// The fenced resource's gate for an access to `mask` with `token`:
+    /// rejected (a description) when some register has seen a higher token;
+    /// otherwise every register of `mask` records the token. Unfenced
+    /// resources and accesses without a token always pass.
+    fn admit(&mut self, lock: u32, mask: u8, token: Option<u64>) -> Result<(), String> {
+        let Some(token) = token.filter(|_| self.fenced) else {
+            return Ok(());
+        };
+        let keys = (0..MAX_KEYS).filter(|k| mask & (1 << k) != 0);
+        if let Some(key) = keys.clone().find(|&k| self.registers[k].token > token) {
+            let reg = self.registers[key];
+            return Err(format!(
+                "r{key} rejects L{lock}'s token {token}: it has seen {} from L{}",
+                reg.token, reg.token_lock
+            ));
+        }
+        for key in keys {
+            let reg = &mut self.registers[key];
+            if token > reg.token {
+                reg.token = token;
+                reg.token_lock = lock;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the current version of every resource in `mask` into `seen`,
+    /// unless the fenced resource rejects `token`.
+    pub(crate) fn read(
+        &mut self,
+        lock: u32,
+        mask: u8,
+        token: Option<u64>,
+        seen: &mut [u64; MAX_KEYS],
+    ) -> Result<(), String> {
+        self.admit(lock, mask, token)?;
         for (key, slot) in seen.iter_mut().enumerate() {
             if mask & (1 << key) != 0 {
                 *slot = self.registers[key].version;
             }
         }
+        Ok(())
     }
 
-    /// Writes every resource in `mask`, based on the versions read earlier.
+    /// Writes every resource in `mask`, based on the versions read earlier,
+    /// unless the fenced resource rejects `token` (nothing is written then).
     pub(crate) fn write(
         &mut self,
-        lock: u32,
-        client: u8,
+        (lock, client): (u32, u8),
         mask: u8,
+        token: Option<u64>,
         seen: &[u64; MAX_KEYS],
         now: u64,
-    ) {
+    ) -> Result<(), String> {
+        self.admit(lock, mask, token)?;
         for (key, &based_on) in seen.iter().enumerate() {
             if mask & (1 << key) == 0 {
                 continue;
@@ -326,11 +341,11 @@ impl Checker {
                     )
                 });
             }
-            self.registers[key] = Register {
-                version: reg.version.max(based_on) + 1,
-                writer: lock,
-                written_at: now,
-            };
+            let reg = &mut self.registers[key];
+            reg.version = reg.version.max(based_on) + 1;
+            reg.writer = lock;
+            reg.written_at = now;
         }
+        Ok(())
     }
 }

@@ -6,67 +6,79 @@
 //! elapsed time and the drift. Held: valid until `decided + validity`.
 //! Otherwise release on every node and wait (bounded) for the nodes that may
 //! hold the key, then sleep `RetryDelay::pick` and retry until the deadline.
-//! Extend: the same rule, validity from the extend's own start.
+//! Extend: the same rule, validity from the extend's own start. Fenced
+//! acquires: `fence.rs` (a raise round between the won acquire round and
+//! the lock); the critical section: `work.rs`.
 
 use std::time::Duration;
 
 use redlock_core::{judge, quorum, Decision, Tally, Token, Verdict, Vote, TOKEN_LEN};
 
-use super::checker::{duration_ns, Grant, ViolationKind};
+use super::checker::{duration_ns, Grant, GrantObserver, ViolationKind};
 use super::clock::ClientClock;
+use super::fence::Raise;
 use super::rng::SimRng;
 use super::scenario::{MAX_KEYS, MAX_NODES};
 use super::world::{Answer, Ev, LockRec, Op, Step, World};
 
 /// What a round is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     Acquire,
     /// The release of a failed acquire: waits for the nodes that may hold.
     Abandon,
     Extend,
     Release,
+    /// A fenced acquire's second step: raise the counters to the token.
+    Raise,
 }
 
 #[derive(Debug)]
-struct Round {
+pub(super) struct Round {
     id: u32,
     kind: Kind,
-    tally: Tally,
+    pub(super) tally: Tally,
     started: i64,
     /// Abandon: view positions still to answer.
     waiting: u32,
     /// Extend: the keys had vanished from a quorum when it started.
-    vanished: bool,
-    fences: Vec<(usize, u64)>,
+    pub(super) vanished: bool,
+    /// Acquire: each granting node and the counter it returned.
+    pub(super) fences: Vec<(usize, u64)>,
+    /// Raise: what it raises, for which acquire.
+    pub(super) raise: Option<Raise>,
 }
 
 /// One client process.
 #[derive(Debug)]
 pub(crate) struct Client {
     pub(crate) rng: SimRng,
-    clock: ClientClock,
+    pub(super) clock: ClientClock,
     /// The nodes this client is configured with.
     pub(crate) view: Vec<u8>,
     pos: [u8; MAX_NODES],
-    quorum: usize,
+    pub(super) quorum: usize,
     pub(crate) crashed: bool,
     pub(crate) done: bool,
     pub(crate) paused_until: u64,
     /// Incarnation: bumped by a restart after a crash.
     pub(crate) life: u16,
     cycle: u32,
-    mask: u8,
-    lock: u32,
+    pub(super) mask: u8,
+    pub(super) lock: u32,
     deadline: i64,
     started: i64,
     round_seq: u32,
-    round: Option<Round>,
+    pub(super) round: Option<Round>,
     holding: bool,
-    valid_until: i64,
-    seen: [u64; MAX_KEYS],
-    extended: bool,
-    gap2: u64,
+    pub(super) valid_until: i64,
+    /// The held lock's fencing token.
+    pub(super) fence: Option<u64>,
+    /// A won fenced acquire waiting to start its raise round.
+    pub(super) raising: Option<Raise>,
+    pub(super) seen: [u64; MAX_KEYS],
+    pub(super) extended: bool,
+    pub(super) gap2: u64,
 }
 
 impl Client {
@@ -94,6 +106,8 @@ impl Client {
             round: None,
             holding: false,
             valid_until: 0,
+            fence: None,
+            raising: None,
             seen: [0; MAX_KEYS],
             extended: false,
             gap2: 0,
@@ -106,8 +120,17 @@ impl Client {
     /// lock it believed it held, if any.
     pub(crate) fn forget(&mut self) -> Option<u32> {
         self.round = None;
+        self.raising = None;
         std::mem::take(&mut self.holding).then_some(self.lock)
     }
+}
+
+/// The view positions that granted or had not answered in `tally`: where a
+/// failed acquire may have left its key.
+pub(super) fn abandon_set(tally: &Tally) -> u32 {
+    (0..tally.nodes())
+        .filter(|&pos| matches!(tally.vote(pos), None | Some(Vote::Granted)))
+        .fold(0u32, |acc, pos| acc | (1 << pos))
 }
 
 fn local_ns(d: Duration) -> i64 {
@@ -115,16 +138,16 @@ fn local_ns(d: Duration) -> i64 {
 }
 
 impl World<'_, '_> {
-    fn local(&self, c: u8) -> i64 {
+    pub(super) fn local(&self, c: u8) -> i64 {
         self.clients[c as usize].clock.local(self.now)
     }
 
     /// Real time when a local duration `d` from now ends on `c`'s clock.
-    fn after(&self, c: u8, d: u64) -> u64 {
+    pub(super) fn after(&self, c: u8, d: u64) -> u64 {
         self.clients[c as usize].clock.after(self.now, d)
     }
 
-    fn valid(&self, c: u8) -> bool {
+    pub(super) fn valid(&self, c: u8) -> bool {
         let cl = &self.clients[c as usize];
         cl.holding && cl.clock.local(self.now) < cl.valid_until
     }
@@ -152,7 +175,7 @@ impl World<'_, '_> {
         until > self.now
     }
 
-    fn check_quorum(&mut self, c: u8, what: &'static str) {
+    pub(super) fn check_quorum(&mut self, c: u8, what: &'static str) {
         let cl = &self.clients[c as usize];
         let (lock, mask, need) = (cl.lock, cl.mask, cl.quorum);
         let have = self.presence(c, lock, mask);
@@ -163,8 +186,11 @@ impl World<'_, '_> {
         }
     }
 
-    fn start_round(&mut self, c: u8, kind: Kind, op: Op) {
-        let started = if kind == Kind::Acquire {
+    /// Starts a round of `kind` on every node of `c`'s view. Acquire and
+    /// raise rounds count from the acquire's start reading, the others from
+    /// now.
+    pub(super) fn start_round(&mut self, c: u8, kind: Kind, op: Op) {
+        let started = if matches!(kind, Kind::Acquire | Kind::Raise) {
             self.clients[c as usize].started
         } else {
             self.local(c)
@@ -180,6 +206,7 @@ impl World<'_, '_> {
             waiting: 0,
             vanished: false,
             fences: Vec::new(),
+            raise: None,
         });
         self.stats.rounds += 1;
         for i in 0..len {
@@ -214,7 +241,7 @@ impl World<'_, '_> {
     pub(crate) fn on_step(&mut self, c: u8, step: Step, resumed: bool) {
         let pausable = matches!(
             step,
-            Step::Send | Step::Read | Step::MidWork | Step::Release
+            Step::Send | Step::Raise | Step::Read | Step::MidWork | Step::Release
         );
         if pausable && !resumed && self.maybe_pause(c) {
             let at = self.clients[c as usize].paused_until;
@@ -224,6 +251,7 @@ impl World<'_, '_> {
         match step {
             Step::Begin => self.begin(c),
             Step::Send => self.start_round(c, Kind::Acquire, Op::Acquire),
+            Step::Raise => self.start_raise(c),
             Step::AfterSleep => {
                 if self.local(c) >= self.clients[c as usize].deadline {
                     self.give_up(c);
@@ -383,8 +411,14 @@ impl World<'_, '_> {
             format!("c{c} {:?} L{lock}: {verdict:?} after {elapsed:?}", r.kind)
         });
         match (r.kind, verdict) {
-            (Kind::Acquire, Verdict::Held { validity }) => self.acquired(c, &r, local, validity),
-            (Kind::Acquire, _) => self.abandon(c, &r),
+            (Kind::Acquire, Verdict::Held { validity }) if self.sc.fencing => {
+                self.fence(c, r, local, validity);
+            }
+            (Kind::Acquire, Verdict::Held { validity }) => {
+                self.acquired(c, &r.fences, local, validity, None);
+            }
+            (Kind::Acquire, _) => self.abandon(c, abandon_set(&r.tally)),
+            (Kind::Raise, verdict) => self.raised(c, r, local, verdict),
             (Kind::Extend, verdict) => {
                 match verdict {
                     Verdict::Held { validity } => {
@@ -416,11 +450,22 @@ impl World<'_, '_> {
         }
     }
 
-    fn acquired(&mut self, c: u8, r: &Round, local: i64, validity: Duration) {
+    /// The lock is acquired (decided at `local` on `c`'s clock, valid for
+    /// `validity` from then) with the acquire's per-node counters and its
+    /// fencing token.
+    pub(super) fn acquired(
+        &mut self,
+        c: u8,
+        fences: &[(usize, u64)],
+        local: i64,
+        validity: Duration,
+        token: Option<u64>,
+    ) {
         let now = self.now;
         let cl = &mut self.clients[c as usize];
         cl.holding = true;
         cl.extended = false;
+        cl.fence = token;
         cl.valid_until = local + local_ns(validity);
         let (lock, mask) = (cl.lock, cl.mask);
         let end = cl.clock.real_at(cl.valid_until, now);
@@ -431,15 +476,20 @@ impl World<'_, '_> {
         self.checker.held(lock, c, mask, now, end);
         self.check_quorum(c, "on acquire");
         self.watch_validity(c, lock, end);
+        let grant = Grant {
+            client: c as usize,
+            lock,
+            at: Duration::from_nanos(now),
+            valid_until: Duration::from_nanos(end),
+            keys: mask,
+            fences,
+            token,
+        };
+        if let Err(problem) = self.checker.tokens.on_grant(&grant) {
+            self.checker
+                .violation(ViolationKind::FencingToken, now, || problem);
+        }
         if let Some(observer) = self.observer.as_deref_mut() {
-            let grant = Grant {
-                client: c as usize,
-                lock,
-                at: Duration::from_nanos(now),
-                valid_until: Duration::from_nanos(end),
-                keys: mask,
-                fences: &r.fences,
-            };
             if let Err(problem) = observer.on_grant(&grant) {
                 self.checker
                     .violation(ViolationKind::Observer, now, || problem);
@@ -449,11 +499,9 @@ impl World<'_, '_> {
     }
 
     /// A failed acquire: release on every node, wait for those that granted
-    /// or had not answered (bounded by the per-node timeout).
-    fn abandon(&mut self, c: u8, failed: &Round) {
-        let waiting = (0..failed.tally.nodes())
-            .filter(|&pos| matches!(failed.tally.vote(pos), None | Some(Vote::Granted)))
-            .fold(0u32, |acc, pos| acc | (1 << pos));
+    /// or had not answered in the acquire round (`waiting`, from
+    /// [`abandon_set`]; bounded by the per-node timeout).
+    pub(super) fn abandon(&mut self, c: u8, waiting: u32) {
         self.start_round(c, Kind::Abandon, Op::Release);
         match self.clients[c as usize].round.as_mut() {
             Some(r) if waiting != 0 => r.waiting = waiting,
@@ -481,93 +529,6 @@ impl World<'_, '_> {
         self.stats.gave_up += 1;
         self.trace.line(self.now, || format!("c{c} gives up"));
         self.think(c);
-    }
-
-    fn read(&mut self, c: u8) {
-        if !self.valid(c) {
-            self.stats.skipped_writes += 1;
-            self.on_step(c, Step::Release, true);
-            return;
-        }
-        self.check_quorum(c, "on read");
-        let sc = self.sc;
-        let cl = &mut self.clients[c as usize];
-        self.checker.read(cl.mask, &mut cl.seen);
-        let work = cl
-            .rng
-            .range(duration_ns(sc.work_min), duration_ns(sc.work_max));
-        let gap1 = cl.rng.range(0, work);
-        cl.gap2 = work - gap1;
-        let at = self.after(c, gap1);
-        self.step_at(at, c, Step::MidWork, false);
-    }
-
-    fn mid_work(&mut self, c: u8) {
-        let local = self.local(c);
-        let half = self.ttl_ns / 2;
-        let cl = &self.clients[c as usize];
-        let low = cl.valid_until - local < half;
-        if self.sc.extend && !cl.extended && self.valid(c) && low {
-            let (lock, mask, need) = (cl.lock, cl.mask, cl.quorum);
-            self.clients[c as usize].extended = true;
-            let vanished = self.presence(c, lock, mask) < need;
-            self.start_round(c, Kind::Extend, Op::Extend);
-            if let Some(r) = self.clients[c as usize].round.as_mut() {
-                r.vanished = vanished;
-            }
-            return;
-        }
-        let at = self.after(c, cl.gap2);
-        self.step_at(at, c, Step::Write, false);
-    }
-
-    /// The validity check before the write; a pause may follow it.
-    fn write(&mut self, c: u8) {
-        if !self.valid(c) {
-            self.stats.skipped_writes += 1;
-            self.on_step(c, Step::Release, false);
-            return;
-        }
-        self.check_quorum(c, "before write");
-        let faults = &self.sc.client_faults;
-        let local = self.local(c);
-        let cl = &mut self.clients[c as usize];
-        if !self.calm && cl.rng.chance(faults.check_pause_chance) {
-            let left = u64::try_from(cl.valid_until - local).unwrap_or(0);
-            let len = if faults.check_pause_past_validity {
-                cl.rng.range(left, left + duration_ns(faults.pause_max))
-            } else {
-                cl.rng.range(0, left.saturating_sub(1))
-            };
-            let until = cl.clock.after(self.now, len);
-            cl.paused_until = until;
-            self.stats.pauses += 1;
-            self.trace.line(self.now, || {
-                format!(
-                    "c{c} pauses after its validity check until {}",
-                    super::trace::fmt_time(until)
-                )
-            });
-            self.step_at(until, c, Step::DoWrite, true);
-        } else {
-            self.do_write(c);
-        }
-    }
-
-    fn do_write(&mut self, c: u8) {
-        let now = self.now;
-        let cl = &self.clients[c as usize];
-        let (lock, mask, seen) = (cl.lock, cl.mask, cl.seen);
-        self.checker.write(lock, c, mask, &seen, now);
-        self.stats.writes += 1;
-        self.trace.line(now, || format!("c{c} L{lock} writes"));
-        let cl = &mut self.clients[c as usize];
-        if cl.rng.chance(self.sc.linger) {
-            let at = cl.clock.real_at(cl.valid_until, now);
-            self.step_at(at, c, Step::Release, false);
-        } else {
-            self.on_step(c, Step::Release, false);
-        }
     }
 
     /// Schedules a quorum check at the last instant of the validity that

@@ -15,7 +15,12 @@
 //! [`redlock_core::Ttl`] — in the order the blocking manager follows: start
 //! time read before sending, every node at once, decision at the first
 //! decisive vote, release on every node after a failed round, random retry
-//! pauses until a deadline, extend by the same rule.
+//! pauses until a deadline, extend by the same rule. Fenced acquires
+//! ([`Scenario::fencing`]) follow the core's [`redlock_core::fence_step`]:
+//! on several nodes a raise round judged from the acquire's start, whose
+//! failure abandons the acquire; the checker requires tokens to rise from
+//! holder to holder, and [`Scenario::fenced_resource`] makes the protected
+//! resource reject lower tokens.
 //!
 //! The nodes have the semantics of [`MockNode`](crate::MockNode) on their
 //! own clocks (expiry follows each node's clock, as Redis does), with
@@ -42,26 +47,35 @@
 //! let seed = broken.first_violation_seed.expect("a violation");
 //! let (outcome, trace) = run_traced(&Scenario::restart_without_persistence(), seed);
 //! assert!(!outcome.is_clean() && !trace.is_empty());
+//!
+//! // Fencing: tokens rise; a fencing resource turns paused holders away.
+//! assert_eq!(sweep(&Scenario::fencing(), 0..50, 2).violations, 0);
+//! let fenced = sweep(&Scenario::fenced_resource(), 0..50, 2);
+//! assert!(fenced.violations == 0 && fenced.fenced_off > 0);
 //! ```
 
 mod checker;
 mod client;
 mod clock;
 mod faults;
+mod fence;
 mod net;
 mod node;
+mod presets;
 mod rng;
 mod run;
 mod scenario;
 mod sweep;
 mod trace;
+mod work;
 mod world;
 
-pub use checker::{FenceRises, Grant, GrantObserver, Violation, ViolationKind};
+pub use checker::{Grant, GrantObserver, Violation, ViolationKind};
+pub use fence::FenceRises;
 pub use rng::SimRng;
 pub use run::{run, run_observed, run_traced, Outcome, Stats};
 pub use scenario::{
-    ClientFaults, ClockFaults, Cut, Fault, NetFaults, NodeFaults, Persistence, Scenario,
-    MAX_CLIENTS, MAX_KEYS, MAX_NODES,
+    ClientFaults, ClockFaults, Cut, Fault, FenceScheme, NetFaults, NodeFaults, Persistence,
+    Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES,
 };
 pub use sweep::{sweep, SeedPlan, SweepReport};

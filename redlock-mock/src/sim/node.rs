@@ -71,6 +71,12 @@ impl Store {
                 top = top.max(self.fences[k]);
             }
         }
+        if fence {
+            // As the backends do: every key's counter ends at the largest.
+            for k in keys_of(mask) {
+                self.fences[k] = top;
+            }
+        }
         Some(top)
     }
 
@@ -96,6 +102,18 @@ impl Store {
             }
         }
         held
+    }
+
+    /// Raises the fencing counter of every key to at least `at_least`, only
+    /// if every key holds `token` (the backends' `raise_fence`).
+    pub(crate) fn raise_fence(&mut self, mask: u8, token: &[u8; TOKEN_LEN], at_least: u64) -> bool {
+        if !self.holds(mask, token) {
+            return false;
+        }
+        for k in keys_of(mask) {
+            self.fences[k] = self.fences[k].max(at_least);
+        }
+        true
     }
 
     /// Whether every key of `mask` is live (at node time `now`) and was set
@@ -256,5 +274,12 @@ mod tests {
         s.purge(100);
         assert!(s.keys[0].is_none());
         assert_eq!(s.fences[0], 2);
+        // Raise only where every key holds the token; never lowers.
+        assert!(!s.raise_fence(0b01, &a, 9));
+        assert!(s.acquire(0b01, &a, 2, 300, true).is_some());
+        assert!(!s.raise_fence(0b11, &a, 9));
+        assert!(s.raise_fence(0b01, &a, 9));
+        assert!(s.raise_fence(0b01, &a, 5));
+        assert_eq!(s.fences, [9, 0, 0, 0]);
     }
 }

@@ -24,6 +24,13 @@ pub struct Stats {
     pub writes: u64,
     /// Writes skipped because the validity had run out.
     pub skipped_writes: u64,
+    /// Fence-raising rounds started (fenced acquires on several nodes).
+    pub raises: u64,
+    /// Fence-raising rounds that failed (the acquire was then abandoned).
+    pub raise_failed: u64,
+    /// Accesses (reads or writes) the fenced resource rejected for carrying
+    /// a lower fencing token than one it had seen.
+    pub fenced_off: u64,
     /// Node crashes.
     pub node_crashes: u64,
     /// Failovers to a replica.

@@ -9,10 +9,6 @@ pub const MAX_NODES: usize = 31;
 /// The most clients a scenario may use.
 pub const MAX_CLIENTS: usize = 63;
 
-const fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
 /// How a node keeps its keys across a crash (Redis `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Persistence {
@@ -25,6 +21,18 @@ pub enum Persistence {
     /// `appendfsync always`: a restart loses nothing. Keys keep expiring by
     /// the node's clock while it is down, as Redis does.
     Always,
+}
+
+/// How a fenced acquire turns the grants' per-node counters into a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FenceScheme {
+    /// The library's scheme ([`redlock_core::fence_step`]): the counter
+    /// itself on one node; otherwise `t = max + 1`, raised on a quorum within
+    /// the validity before the lock counts as acquired.
+    Raise,
+    /// The naive scheme: the largest counter the granting nodes returned, no
+    /// raise. Not monotonic (a demonstration of why the raise exists).
+    MaxOnly,
 }
 
 /// Which directions of a link a scripted partition cuts.
@@ -267,9 +275,20 @@ pub struct Scenario {
     pub think_max: Duration,
     /// Extend once mid critical section when less than half the TTL is left.
     pub extend: bool,
-    /// Acquire with fencing counters and hand each grant's per-node counters
-    /// to the [`GrantObserver`](super::GrantObserver).
+    /// Acquire with fencing counters and compute each lock's fencing token
+    /// by [`Scenario::fence_scheme`]; the checker then requires tokens to
+    /// rise strictly from holder to holder of each resource
+    /// ([`ViolationKind::FencingToken`](super::ViolationKind::FencingToken)),
+    /// and each grant's token and per-node counters go to the
+    /// [`GrantObserver`](super::GrantObserver).
     pub fencing: bool,
+    /// How tokens are computed (with [`Scenario::fencing`]).
+    pub fence_scheme: FenceScheme,
+    /// The protected resource fences (needs [`Scenario::fencing`]): it
+    /// remembers the highest token seen per resource on every read and
+    /// write and rejects an access with a lower one (the access then does
+    /// not happen; counted in [`Stats::fenced_off`](super::Stats::fenced_off)).
+    pub fenced_resource: bool,
     /// Fresh random token per attempt. `false` reuses one token per cycle
     /// number across clients (out of model).
     pub unique_tokens: bool,
@@ -294,305 +313,6 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 8] = [
-        "in-model",
-        "delayed-restart",
-        "restart-without-persistence",
-        "lagging-replica-failover",
-        "clock-jump",
-        "client-pause",
-        "single-instance",
-        "liveness",
-    ];
-
-    /// The scenario called `name`, if there is one.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use redlock_mock::sim::Scenario;
-    /// assert!(Scenario::by_name("clock-jump").is_some_and(|s| s.out_of_model));
-    /// assert!(Scenario::by_name("nope").is_none());
-    /// ```
-    #[must_use]
-    pub fn by_name(name: &str) -> Option<Scenario> {
-        Some(match name {
-            "in-model" => Self::in_model(),
-            "delayed-restart" => Self::delayed_restart(),
-            "restart-without-persistence" => Self::restart_without_persistence(),
-            "lagging-replica-failover" => Self::lagging_replica_failover(),
-            "clock-jump" => Self::clock_jump(),
-            "client-pause" => Self::client_pause(),
-            "single-instance" => Self::single_instance(),
-            "liveness" => Self::liveness_mode(),
-            _ => return None,
-        })
-    }
-
-    /// Every fault within the algorithm's model, at once: five nodes, three
-    /// clients; crashes that restart with fsync=always or no sooner than the
-    /// TTL, partitions, loss, heavy-tailed delays, drift within the drift
-    /// budget, backward clock steps, client crashes, and pauses that end
-    /// inside validity. Expect zero violations.
-    #[must_use]
-    pub fn in_model() -> Scenario {
-        Scenario {
-            name: "in-model".into(),
-            out_of_model: false,
-            nodes: 5,
-            clients: 3,
-            cycles: 3,
-            keys: 2,
-            multi_key: 0.25,
-            ttl: ms(100),
-            drift_factor: 0.01,
-            node_timeout: ms(10),
-            retry_min: ms(1),
-            retry_max: ms(20),
-            acquire_timeout: ms(300),
-            work_min: ms(5),
-            work_max: ms(60),
-            linger: 0.3,
-            think_max: ms(20),
-            extend: true,
-            fencing: false,
-            unique_tokens: true,
-            views: Vec::new(),
-            horizon: ms(600),
-            script: Vec::new(),
-            liveness: None,
-            net: NetFaults {
-                delay_min: Duration::from_micros(100),
-                delay_max: ms(1),
-                tail_chance: 0.03,
-                tail_scale: ms(1),
-                tail_max: ms(150),
-                loss: 0.01,
-                reply_loss: 0.01,
-                partition_rate: 4.0,
-                partition_min: ms(5),
-                partition_max: ms(200),
-                one_way: 0.5,
-                isolate: 0.3,
-            },
-            clocks: ClockFaults {
-                node_ppm: 4_000,
-                client_ppm: 4_000,
-                extreme_chance: 0.5,
-                jump_rate: 1.0,
-                forward_chance: 0.5,
-                forward_min: Duration::ZERO,
-                forward_max: ms(1),
-                forward_once: true,
-                backward_max: ms(200),
-            },
-            node_faults: NodeFaults {
-                crash_rate: 0.5,
-                persistence: vec![
-                    Persistence::Always,
-                    Persistence::None,
-                    Persistence::EverySecond,
-                ],
-                restart_min: Duration::ZERO,
-                restart_max: ms(150),
-                restart_floor: Some(ms(105)),
-                failover_rate: 0.0,
-                replica_lag_min: Duration::ZERO,
-                replica_lag_max: Duration::ZERO,
-                flush_rate: 0.0,
-            },
-            client_faults: ClientFaults {
-                crash_rate: 0.5,
-                restart_max: Some(ms(50)),
-                pause_chance: 0.03,
-                pause_max: ms(250),
-                check_pause_chance: 0.1,
-                check_pause_past_validity: false,
-            },
-        }
-    }
-
-    /// The in-model workload (five nodes, three clients) with no faults at
-    /// all: no loss, no tail delays, exact clocks, no crashes or pauses. A
-    /// base for [`Scenario::script`]ed stories.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use redlock_mock::sim::{run, Scenario};
-    /// let outcome = run(&Scenario::quiet(), 0);
-    /// assert!(outcome.is_clean() && outcome.stats.lost_messages == 0);
-    /// ```
-    #[must_use]
-    pub fn quiet() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "quiet".into(),
-            net: NetFaults {
-                tail_chance: 0.0,
-                loss: 0.0,
-                reply_loss: 0.0,
-                partition_rate: 0.0,
-                ..base.net.clone()
-            },
-            clocks: ClockFaults {
-                node_ppm: 0,
-                client_ppm: 0,
-                jump_rate: 0.0,
-                ..base.clocks.clone()
-            },
-            node_faults: NodeFaults {
-                crash_rate: 0.0,
-                persistence: vec![Persistence::None],
-                ..base.node_faults.clone()
-            },
-            client_faults: ClientFaults {
-                crash_rate: 0.0,
-                pause_chance: 0.0,
-                check_pause_chance: 0.0,
-                ..base.client_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// No persistence at all, frequent crashes, every restart delayed past
-    /// the TTL (the specification's "delayed restarts"). Expect zero
-    /// violations.
-    #[must_use]
-    pub fn delayed_restart() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "delayed-restart".into(),
-            node_faults: NodeFaults {
-                crash_rate: 2.0,
-                persistence: vec![Persistence::None],
-                restart_min: ms(105),
-                restart_max: ms(250),
-                restart_floor: Some(ms(105)),
-                ..base.node_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// No persistence and immediate restarts: a node forgets the keys of a
-    /// live lock and grants them again. Out of model.
-    #[must_use]
-    pub fn restart_without_persistence() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "restart-without-persistence".into(),
-            out_of_model: true,
-            node_faults: NodeFaults {
-                crash_rate: 3.0,
-                persistence: vec![Persistence::None],
-                restart_min: Duration::ZERO,
-                restart_max: ms(5),
-                restart_floor: None,
-                ..base.node_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// The specification's race: one master with an asynchronous replica; the
-    /// master fails over to the replica before a grant was replicated.
-    /// Out of model.
-    #[must_use]
-    pub fn lagging_replica_failover() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "lagging-replica-failover".into(),
-            out_of_model: true,
-            nodes: 1,
-            node_faults: NodeFaults {
-                crash_rate: 0.0,
-                failover_rate: 4.0,
-                replica_lag_min: ms(1),
-                replica_lag_max: ms(40),
-                ..base.node_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// Node clocks step forward by more than the drift budget, so keys
-    /// expire early. Out of model.
-    #[must_use]
-    pub fn clock_jump() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "clock-jump".into(),
-            out_of_model: true,
-            clocks: ClockFaults {
-                jump_rate: 4.0,
-                forward_chance: 1.0,
-                forward_min: ms(20),
-                forward_max: ms(100),
-                forward_once: false,
-                ..base.clocks.clone()
-            },
-            ..base
-        }
-    }
-
-    /// A holder checks its validity, pauses past it (GC, swap, SIGSTOP),
-    /// then writes. Lost updates, which fencing tokens exist to stop.
-    /// Out of model.
-    #[must_use]
-    pub fn client_pause() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "client-pause".into(),
-            out_of_model: true,
-            client_faults: ClientFaults {
-                check_pause_chance: 0.3,
-                check_pause_past_validity: true,
-                ..base.client_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// One node (N = 1), the in-model faults other than crashes. Expect zero
-    /// violations.
-    #[must_use]
-    pub fn single_instance() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "single-instance".into(),
-            nodes: 1,
-            node_faults: NodeFaults {
-                crash_rate: 0.0,
-                ..base.node_faults.clone()
-            },
-            ..base
-        }
-    }
-
-    /// In-model faults until 400 ms, then none (all nodes back, links
-    /// healed, no loss, tail delays or pauses): some contender must acquire
-    /// within [`Scenario::liveness_bound`]. Client 0 never crashes, so a
-    /// contender remains; clients keep cycling until the bound has passed.
-    /// No extends, so a legitimate holder keeps a lock at most one TTL.
-    #[must_use]
-    pub fn liveness_mode() -> Scenario {
-        let base = Self::in_model();
-        Scenario {
-            name: "liveness".into(),
-            extend: false,
-            liveness: Some(ms(400)),
-            horizon: ms(400),
-            clocks: ClockFaults {
-                backward_max: ms(20),
-                ..base.clocks.clone()
-            },
-            ..base
-        }
-    }
-
     /// In liveness mode, how long after the faults stop some contender must
     /// have acquired: the longest a stale key can live (a delayed request,
     /// the TTL on a slow clock stepped back), plus the longest restart
@@ -677,6 +397,9 @@ impl Scenario {
                     "the script names an unknown node or client: {fault:?}"
                 ));
             }
+        }
+        if self.fenced_resource && !self.fencing {
+            return Err("fenced_resource needs fencing".into());
         }
         if self.node_faults.persistence.is_empty() {
             return Err("node_faults.persistence lists no mode".into());

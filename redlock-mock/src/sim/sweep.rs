@@ -28,6 +28,9 @@ pub struct SweepReport {
     pub by_kind: [u64; ViolationKind::ALL.len()],
     /// Successful acquires over all runs (shows the sweep did something).
     pub acquired: u64,
+    /// Accesses the fenced resource rejected over all runs
+    /// ([`Stats::fenced_off`](super::Stats::fenced_off)).
+    pub fenced_off: u64,
 }
 
 impl SweepReport {
@@ -48,6 +51,7 @@ impl SweepReport {
     fn add(&mut self, outcome: &Outcome) {
         self.runs += 1;
         self.acquired += outcome.stats.acquired;
+        self.fenced_off += outcome.stats.fenced_off;
         if !outcome.is_clean() {
             self.violations += 1;
             self.first_violation_seed = Some(match self.first_violation_seed {
@@ -66,6 +70,7 @@ impl SweepReport {
         self.runs += other.runs;
         self.violations += other.violations;
         self.acquired += other.acquired;
+        self.fenced_off += other.fenced_off;
         self.first_violation_seed = match (self.first_violation_seed, other.first_violation_seed) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -117,6 +122,7 @@ pub fn sweep(scenario: &Scenario, seeds: Range<u64>, threads: usize) -> SweepRep
         trace_hash: 0,
         by_kind: [0; ViolationKind::ALL.len()],
         acquired: 0,
+        fenced_off: 0,
     };
     let part = |k: u64| {
         let mut report = empty.clone();

@@ -23,6 +23,21 @@ pub(crate) enum Op {
     Acquire,
     Extend,
     Release,
+    /// Raise the fencing counters to at least this, if the keys still hold
+    /// the lock's token.
+    RaiseFence(u64),
+}
+
+impl Op {
+    /// A number for the trace hash.
+    fn code(self) -> u64 {
+        match self {
+            Op::Acquire => 0,
+            Op::Extend => 1,
+            Op::Release => 2,
+            Op::RaiseFence(t) => 3 | (t << 2),
+        }
+    }
 }
 
 /// A node's answer.
@@ -46,6 +61,8 @@ pub(crate) enum Step {
     Write,
     DoWrite,
     Release,
+    /// A fenced acquire's raise round.
+    Raise,
 }
 
 /// Which direction(s) of a link a partition cuts.
@@ -127,7 +144,7 @@ impl Ev {
             } => [
                 pack(1, client, u64::from(node)),
                 (u64::from(round) << 32) | u64::from(lock),
-                sent ^ op as u64,
+                sent ^ op.code(),
             ],
             Ev::Reply {
                 client,
@@ -300,7 +317,7 @@ impl<'s, 'o> World<'s, 'o> {
             req: link(0),
             rep: link(1),
             locks: Vec::with_capacity(64),
-            checker: Checker::new(),
+            checker: Checker::new(sc.fenced_resource),
             trace: Trace::new(text),
             observer,
             ttl,
@@ -489,6 +506,12 @@ impl<'s, 'o> World<'s, 'o> {
                     true => Answer::Granted(0),
                     false => Answer::Refused,
                 },
+                Op::RaiseFence(at_least) => {
+                    match node.store.raise_fence(rec.mask, &rec.token, at_least) {
+                        true => Answer::Granted(0),
+                        false => Answer::Refused,
+                    }
+                }
             };
             if node.replica.is_some() {
                 let nf = &self.sc.node_faults;

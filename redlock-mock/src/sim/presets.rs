@@ -1,0 +1,375 @@
+//! The named presets: the in-model baseline and the scenarios that keep
+//! or break one assumption each (`docs/safety.md`).
+
+use std::time::Duration;
+
+use super::scenario::{
+    ClientFaults, ClockFaults, FenceScheme, NetFaults, NodeFaults, Persistence, Scenario,
+};
+
+const fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+impl Scenario {
+    /// The named scenarios, as accepted by [`Scenario::by_name`].
+    pub const NAMES: [&'static str; 11] = [
+        "in-model",
+        "delayed-restart",
+        "restart-without-persistence",
+        "lagging-replica-failover",
+        "clock-jump",
+        "client-pause",
+        "single-instance",
+        "liveness",
+        "fencing",
+        "fenced-resource",
+        "fencing-max-only",
+    ];
+
+    /// The scenario called `name`, if there is one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::Scenario;
+    /// assert!(Scenario::by_name("clock-jump").is_some_and(|s| s.out_of_model));
+    /// assert!(Scenario::by_name("nope").is_none());
+    /// ```
+    #[must_use]
+    pub fn by_name(name: &str) -> Option<Scenario> {
+        Some(match name {
+            "in-model" => Self::in_model(),
+            "delayed-restart" => Self::delayed_restart(),
+            "restart-without-persistence" => Self::restart_without_persistence(),
+            "lagging-replica-failover" => Self::lagging_replica_failover(),
+            "clock-jump" => Self::clock_jump(),
+            "client-pause" => Self::client_pause(),
+            "single-instance" => Self::single_instance(),
+            "liveness" => Self::liveness_mode(),
+            "fencing" => Self::fencing(),
+            "fenced-resource" => Self::fenced_resource(),
+            "fencing-max-only" => Self::fencing_max_only(),
+            _ => return None,
+        })
+    }
+
+    /// Every fault within the algorithm's model, at once: five nodes, three
+    /// clients; crashes that restart with fsync=always or no sooner than the
+    /// TTL, partitions, loss, heavy-tailed delays, drift within the drift
+    /// budget, backward clock steps, client crashes, and pauses that end
+    /// inside validity. Expect zero violations.
+    #[must_use]
+    pub fn in_model() -> Scenario {
+        Scenario {
+            name: "in-model".into(),
+            out_of_model: false,
+            nodes: 5,
+            clients: 3,
+            cycles: 3,
+            keys: 2,
+            multi_key: 0.25,
+            ttl: ms(100),
+            drift_factor: 0.01,
+            node_timeout: ms(10),
+            retry_min: ms(1),
+            retry_max: ms(20),
+            acquire_timeout: ms(300),
+            work_min: ms(5),
+            work_max: ms(60),
+            linger: 0.3,
+            think_max: ms(20),
+            extend: true,
+            fencing: false,
+            fence_scheme: FenceScheme::Raise,
+            fenced_resource: false,
+            unique_tokens: true,
+            views: Vec::new(),
+            horizon: ms(600),
+            script: Vec::new(),
+            liveness: None,
+            net: NetFaults {
+                delay_min: Duration::from_micros(100),
+                delay_max: ms(1),
+                tail_chance: 0.03,
+                tail_scale: ms(1),
+                tail_max: ms(150),
+                loss: 0.01,
+                reply_loss: 0.01,
+                partition_rate: 4.0,
+                partition_min: ms(5),
+                partition_max: ms(200),
+                one_way: 0.5,
+                isolate: 0.3,
+            },
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                extreme_chance: 0.5,
+                jump_rate: 1.0,
+                forward_chance: 0.5,
+                forward_min: Duration::ZERO,
+                forward_max: ms(1),
+                forward_once: true,
+                backward_max: ms(200),
+            },
+            node_faults: NodeFaults {
+                crash_rate: 0.5,
+                persistence: vec![
+                    Persistence::Always,
+                    Persistence::None,
+                    Persistence::EverySecond,
+                ],
+                restart_min: Duration::ZERO,
+                restart_max: ms(150),
+                restart_floor: Some(ms(105)),
+                failover_rate: 0.0,
+                replica_lag_min: Duration::ZERO,
+                replica_lag_max: Duration::ZERO,
+                flush_rate: 0.0,
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.5,
+                restart_max: Some(ms(50)),
+                pause_chance: 0.03,
+                pause_max: ms(250),
+                check_pause_chance: 0.1,
+                check_pause_past_validity: false,
+            },
+        }
+    }
+
+    /// The in-model workload (five nodes, three clients) with no faults at
+    /// all: no loss, no tail delays, exact clocks, no crashes or pauses. A
+    /// base for [`Scenario::script`]ed stories.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{run, Scenario};
+    /// let outcome = run(&Scenario::quiet(), 0);
+    /// assert!(outcome.is_clean() && outcome.stats.lost_messages == 0);
+    /// ```
+    #[must_use]
+    pub fn quiet() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "quiet".into(),
+            net: NetFaults {
+                tail_chance: 0.0,
+                loss: 0.0,
+                reply_loss: 0.0,
+                partition_rate: 0.0,
+                ..base.net.clone()
+            },
+            clocks: ClockFaults {
+                node_ppm: 0,
+                client_ppm: 0,
+                jump_rate: 0.0,
+                ..base.clocks.clone()
+            },
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                persistence: vec![Persistence::None],
+                ..base.node_faults.clone()
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.0,
+                pause_chance: 0.0,
+                check_pause_chance: 0.0,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// No persistence at all, frequent crashes, every restart delayed past
+    /// the TTL (the specification's "delayed restarts"). Expect zero
+    /// violations.
+    #[must_use]
+    pub fn delayed_restart() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "delayed-restart".into(),
+            node_faults: NodeFaults {
+                crash_rate: 2.0,
+                persistence: vec![Persistence::None],
+                restart_min: ms(105),
+                restart_max: ms(250),
+                restart_floor: Some(ms(105)),
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// No persistence and immediate restarts: a node forgets the keys of a
+    /// live lock and grants them again. Out of model.
+    #[must_use]
+    pub fn restart_without_persistence() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "restart-without-persistence".into(),
+            out_of_model: true,
+            node_faults: NodeFaults {
+                crash_rate: 3.0,
+                persistence: vec![Persistence::None],
+                restart_min: Duration::ZERO,
+                restart_max: ms(5),
+                restart_floor: None,
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// The specification's race: one master with an asynchronous replica; the
+    /// master fails over to the replica before a grant was replicated.
+    /// Out of model.
+    #[must_use]
+    pub fn lagging_replica_failover() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "lagging-replica-failover".into(),
+            out_of_model: true,
+            nodes: 1,
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                failover_rate: 4.0,
+                replica_lag_min: ms(1),
+                replica_lag_max: ms(40),
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Node clocks step forward by more than the drift budget, so keys
+    /// expire early. Out of model.
+    #[must_use]
+    pub fn clock_jump() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "clock-jump".into(),
+            out_of_model: true,
+            clocks: ClockFaults {
+                jump_rate: 4.0,
+                forward_chance: 1.0,
+                forward_min: ms(20),
+                forward_max: ms(100),
+                forward_once: false,
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// A holder checks its validity, pauses past it (GC, swap, SIGSTOP),
+    /// then writes. Lost updates, which fencing tokens exist to stop.
+    /// Out of model.
+    #[must_use]
+    pub fn client_pause() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "client-pause".into(),
+            out_of_model: true,
+            client_faults: ClientFaults {
+                check_pause_chance: 0.3,
+                check_pause_past_validity: true,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// One node (N = 1), the in-model faults other than crashes. Expect zero
+    /// violations.
+    #[must_use]
+    pub fn single_instance() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "single-instance".into(),
+            nodes: 1,
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// In-model faults until 400 ms, then none (all nodes back, links
+    /// healed, no loss, tail delays or pauses): some contender must acquire
+    /// within [`Scenario::liveness_bound`]. Client 0 never crashes, so a
+    /// contender remains; clients keep cycling until the bound has passed.
+    /// No extends, so a legitimate holder keeps a lock at most one TTL.
+    #[must_use]
+    pub fn liveness_mode() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "liveness".into(),
+            extend: false,
+            liveness: Some(ms(400)),
+            horizon: ms(400),
+            clocks: ClockFaults {
+                backward_max: ms(20),
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Fencing tokens by the library's scheme under the in-model faults,
+    /// with node crashes only under `appendfsync always` (durable counters,
+    /// the scheme's assumption: a restart without persistence, however
+    /// delayed, forgets the counters). Expect zero violations: tokens rise
+    /// strictly from holder to holder of each resource.
+    #[must_use]
+    pub fn fencing() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "fencing".into(),
+            fencing: true,
+            node_faults: NodeFaults {
+                persistence: vec![Persistence::Always],
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// [`Scenario::client_pause`]'s faults (holders that pause past their
+    /// validity, then write) against a resource that fences: it rejects
+    /// accesses with a lower token than it has seen. Durable counters, as
+    /// in [`Scenario::fencing`]. Expect zero violations, lost updates
+    /// included.
+    #[must_use]
+    pub fn fenced_resource() -> Scenario {
+        let base = Self::client_pause();
+        Scenario {
+            name: "fenced-resource".into(),
+            out_of_model: false,
+            fencing: true,
+            fenced_resource: true,
+            node_faults: Self::fencing().node_faults,
+            ..base
+        }
+    }
+
+    /// [`Scenario::fencing`] with the naive token (the largest granted
+    /// counter, no raise): attempts that fail with grants on a minority
+    /// still increment counters there, so a later holder whose quorum
+    /// misses those nodes gets a token no larger than an earlier one.
+    /// Out of model (for the token, not for the lock).
+    #[must_use]
+    pub fn fencing_max_only() -> Scenario {
+        let base = Self::fencing();
+        Scenario {
+            name: "fencing-max-only".into(),
+            out_of_model: true,
+            fence_scheme: FenceScheme::MaxOnly,
+            multi_key: 0.0,
+            ..base
+        }
+    }
+}
