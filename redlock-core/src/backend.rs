@@ -95,6 +95,107 @@ impl AcquireOutcome {
     }
 }
 
+/// One request to a node, as [`LockBackend::run_batch`] receives it.
+///
+/// New kinds of request may be added; a backend's `run_batch` should send
+/// the kinds it knows together and run any other with [`Request::run_on`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{Claim, LockBackend, Request, Resources, Response, Token, Ttl};
+/// let node = redlock_mock::MockNode::new("n0");
+/// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+/// let ttl = Ttl::new(Duration::from_secs(5))?;
+/// let batch = [Request::Acquire { claim: &claim, ttl, fence: false }, Request::Release { claim: &claim }];
+/// let mut out = Vec::new();
+/// node.run_batch(&batch, &mut out);
+/// assert!(matches!(out[1], Ok(Response::Held(true))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Request<'a> {
+    /// [`LockBackend::acquire`].
+    Acquire {
+        /// The lock.
+        claim: &'a Claim,
+        /// Its time-to-live.
+        ttl: Ttl,
+        /// Whether to bump and return the fencing counters.
+        fence: bool,
+    },
+    /// [`LockBackend::extend`].
+    Extend {
+        /// The lock.
+        claim: &'a Claim,
+        /// The new time-to-live.
+        ttl: Ttl,
+    },
+    /// [`LockBackend::release`].
+    Release {
+        /// The lock.
+        claim: &'a Claim,
+    },
+    /// [`LockBackend::raise_fence`].
+    RaiseFence {
+        /// The lock.
+        claim: &'a Claim,
+        /// The value to raise the counters to.
+        at_least: u64,
+    },
+}
+
+impl Request<'_> {
+    /// Runs this request alone on `backend`.
+    ///
+    /// # Errors
+    ///
+    /// The backend's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlock_core::{Claim, Request, Resources, Response, Token};
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+    /// assert_eq!(Request::Release { claim: &claim }.run_on(&node)?, Response::Held(false));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn run_on<B: LockBackend + ?Sized>(self, backend: &B) -> Result<Response, B::Error> {
+        Ok(match self {
+            Request::Acquire { claim, ttl, fence } => {
+                Response::Acquire(backend.acquire(claim, ttl, fence)?)
+            }
+            Request::Extend { claim, ttl } => Response::Held(backend.extend(claim, ttl)?),
+            Request::Release { claim } => Response::Held(backend.release(claim)?),
+            Request::RaiseFence { claim, at_least } => {
+                Response::Held(backend.raise_fence(claim, at_least)?)
+            }
+        })
+    }
+}
+
+/// A node's answer to one [`Request`].
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{AcquireOutcome, Response};
+/// let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
+/// assert_ne!(granted, Response::Held(true));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Response {
+    /// The answer to an acquire.
+    Acquire(AcquireOutcome),
+    /// The answer to an extend, release or raise-fence: whether the lock
+    /// was held there.
+    Held(bool),
+}
+
 /// One lock node (one Redis master, one in-memory mock node, ...).
 ///
 /// # Contract
@@ -224,6 +325,18 @@ pub trait LockBackend: Send + Sync {
     ///
     /// Any failure to get a definite answer from the node.
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, Self::Error>;
+
+    /// Runs `requests` in order, as if one after the other, and appends one
+    /// result per request to `out`. The manager hands a node every request
+    /// queued for it at once, so a backend that can send them together (a
+    /// Redis pipeline: one write, then the replies) serves many callers per
+    /// round trip. The default runs them one at a time.
+    ///
+    /// The whole batch should finish within the per-node timeout; requests
+    /// the batch did not answer are reported as failed.
+    fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, Self::Error>>) {
+        out.extend(requests.iter().map(|request| request.run_on(self)));
+    }
 }
 
 macro_rules! forward_backend {
@@ -244,6 +357,9 @@ macro_rules! forward_backend {
             }
             fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, B::Error> {
                 (**self).raise_fence(claim, at_least)
+            }
+            fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, B::Error>>) {
+                (**self).run_batch(requests, out)
             }
         }
     )*};

@@ -132,6 +132,9 @@ pub enum NodeFailure<E> {
     Overloaded,
     /// The backend panicked; the panic was contained.
     Panicked,
+    /// The backend's [`run_batch`](crate::LockBackend::run_batch) returned
+    /// no answer for this request (a backend bug).
+    Unanswered,
 }
 
 impl<E: fmt::Display> fmt::Display for NodeFailure<E> {
@@ -141,6 +144,9 @@ impl<E: fmt::Display> fmt::Display for NodeFailure<E> {
             NodeFailure::TimedOut => f.write_str("no reply within the per-node timeout"),
             NodeFailure::Overloaded => f.write_str("the node's request queue is full"),
             NodeFailure::Panicked => f.write_str("the backend panicked"),
+            NodeFailure::Unanswered => {
+                f.write_str("the backend's batch left the request unanswered")
+            }
         }
     }
 }

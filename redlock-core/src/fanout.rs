@@ -8,10 +8,10 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::keeper::Keeper;
-use crate::worker::{Answer, Job, Op, Worker};
+use crate::worker::{Job, Op, Worker};
 use crate::{
     fence_step, judge, AcquireOutcome, Claim, ConfigError, FenceStep, FencingToken, LockError,
-    NodeError, NodeFailure, RoundReport, Tally, Token, Ttl, Verdict, Vote,
+    NodeError, NodeFailure, Response, RoundReport, Tally, Token, Ttl, Verdict, Vote,
 };
 
 /// What the manager and its guards share: the workers and the settings.
@@ -202,16 +202,16 @@ impl<E> Shared<E> {
 }
 
 impl<E> Round<E> {
-    pub(crate) fn record(&mut self, node: usize, result: Result<Answer, NodeFailure<E>>) {
+    pub(crate) fn record(&mut self, node: usize, result: Result<Response, NodeFailure<E>>) {
         if self.tally.has_voted(node) {
             return;
         }
         let vote = match result {
-            Ok(Answer::Acquire(AcquireOutcome::Granted { fence })) => {
+            Ok(Response::Acquire(AcquireOutcome::Granted { fence })) => {
                 self.fences.extend(fence);
                 Vote::Granted
             }
-            Ok(Answer::Held(true)) => Vote::Granted,
+            Ok(Response::Held(true)) => Vote::Granted,
             Ok(_) => Vote::Refused,
             Err(failure) => {
                 self.failures.push((node, failure));

@@ -72,7 +72,7 @@ mod tally;
 mod token;
 mod worker;
 
-pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId};
+pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId, Request, Response};
 pub use clock::{Clock, SystemClock};
 pub use config::{Builder, RetryDelay, Ttl};
 pub use driver::Redlock;

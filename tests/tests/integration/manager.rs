@@ -438,3 +438,79 @@ fn a_panicking_backend_is_contained_and_named() {
             .all(|f| matches!(f.failure(), NodeFailure::Panicked)));
     }
 }
+
+/// A mock node that records the batches the manager hands it.
+#[derive(Debug, Clone)]
+struct Batching {
+    node: MockNode,
+    largest: Arc<AtomicUsize>,
+}
+
+impl LockBackend for Batching {
+    type Error = MockError;
+    fn node_id(&self) -> &NodeId {
+        self.node.node_id()
+    }
+    fn acquire(&self, c: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
+        self.node.acquire(c, ttl, fence)
+    }
+    fn extend(&self, c: &Claim, ttl: Ttl) -> Result<bool, MockError> {
+        self.node.extend(c, ttl)
+    }
+    fn release(&self, c: &Claim) -> Result<bool, MockError> {
+        self.node.release(c)
+    }
+    fn raise_fence(&self, c: &Claim, at_least: u64) -> Result<bool, MockError> {
+        self.node.raise_fence(c, at_least)
+    }
+    fn run_batch(
+        &self,
+        requests: &[redlock_core::Request<'_>],
+        out: &mut Vec<Result<redlock_core::Response, MockError>>,
+    ) {
+        self.largest.fetch_max(requests.len(), Ordering::SeqCst);
+        out.extend(requests.iter().map(|r| r.run_on(&self.node)));
+    }
+}
+
+#[test]
+fn requests_queued_for_a_node_are_handed_over_as_one_batch() {
+    let cluster = MockCluster::new(3);
+    let largest = Arc::new(AtomicUsize::new(0));
+    let nodes = cluster.backends().into_iter().map(|node| {
+        node.set_latency(Duration::from_millis(2));
+        Batching {
+            node,
+            largest: largest.clone(),
+        }
+    });
+    let locks = Redlock::builder(nodes)
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    std::thread::scope(|s| {
+        for t in 0..16 {
+            let locks = &locks;
+            s.spawn(move || {
+                for i in 0..10 {
+                    let key = format!("batch-{t}-{i}");
+                    let lock = locks
+                        .try_lock(key.as_str(), TTL)
+                        .expect("distinct keys are free");
+                    assert_eq!(
+                        lock.resources().keys(),
+                        [key.as_str()],
+                        "answers went to the wrong caller"
+                    );
+                    lock.release().expect("held");
+                }
+            });
+        }
+    });
+    assert!(
+        largest.load(Ordering::SeqCst) > 1,
+        "the worker never batched"
+    );
+    assert!(locks.flush(Duration::from_secs(10)));
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
