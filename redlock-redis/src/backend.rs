@@ -3,8 +3,9 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use redis::Cmd;
 use redis::Value;
-use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Ttl};
+use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
 use crate::pool::{Failure, NodePool, Session};
 use crate::scripts::{ACQUIRE, EXTEND, RAISE_FENCE, RELEASE};
@@ -198,30 +199,124 @@ fn acquire_one(
     token: &[u8],
     ttl: Ttl,
 ) -> Result<AcquireOutcome, Failure> {
+    match session.query(&set_nx(key, token, ttl))? {
+        Value::Okay => Ok(AcquireOutcome::Granted { fence: None }),
+        Value::Nil => refused(session, key),
+        other => Err(Failure::unexpected("SET NX PX", &other)),
+    }
+}
+
+fn set_nx(key: &str, token: &[u8], ttl: Ttl) -> Cmd {
     let mut set = redis::cmd("SET");
     set.arg(key)
         .arg(token)
         .arg("NX")
         .arg("PX")
         .arg(ttl.as_millis());
-    match session.query(&set)? {
-        Value::Okay => Ok(AcquireOutcome::Granted { fence: None }),
-        Value::Nil => {
-            let mut kind = redis::cmd("TYPE");
-            kind.arg(key);
-            match session.query(&kind)? {
-                Value::SimpleString(t) if t == "string" || t == "none" => {
-                    Ok(AcquireOutcome::HeldByOther)
-                }
-                Value::SimpleString(t) => Err(Failure::Reply {
-                    kind: RedisErrorKind::WrongType,
-                    detail: format!("key {key:?} holds a {t}, not a lock"),
-                }),
-                other => Err(Failure::unexpected("TYPE", &other)),
+    set
+}
+
+/// After a refused `SET NX`: `TYPE key` tells a held lock from a key of
+/// another type, which would otherwise look like contention forever.
+fn refused(session: &mut Session<'_>, key: &str) -> Result<AcquireOutcome, Failure> {
+    let mut kind = redis::cmd("TYPE");
+    kind.arg(key);
+    match session.query(&kind)? {
+        Value::SimpleString(t) if t == "string" || t == "none" => Ok(AcquireOutcome::HeldByOther),
+        Value::SimpleString(t) => Err(Failure::Reply {
+            kind: RedisErrorKind::WrongType,
+            detail: format!("key {key:?} holds a {t}, not a lock"),
+        }),
+        other => Err(Failure::unexpected("TYPE", &other)),
+    }
+}
+
+/// How to read the reply to one pipelined request.
+enum Reading<'a> {
+    SetNx(&'a str),
+    Acquire { fence: bool },
+    Held(&'static str),
+}
+
+/// A pipelined request's reply, read.
+enum Read<'a> {
+    Done(Response),
+    /// `SET NX` refused: `TYPE` follows, after the pipeline.
+    Refused(&'a str),
+    /// The server's error reply to this request alone.
+    Error(redis::RedisError),
+}
+
+/// The command that carries `request` in a pipeline (scripts by `EVAL`, see
+/// [`LuaScript::eval`](crate::scripts)), or `None` for a kind of request this
+/// backend does not know.
+fn plan<'a>(request: &Request<'a>) -> Option<(Cmd, Reading<'a>)> {
+    Some(match *request {
+        Request::Acquire { claim, ttl, fence } => {
+            let token = claim.token().as_bytes();
+            if let ([key], false) = (claim.keys(), fence) {
+                (set_nx(key, token, ttl), Reading::SetNx(key))
+            } else {
+                let counters = if fence { fence_keys(claim) } else { Vec::new() };
+                let mut keys = lock_keys(claim);
+                keys.extend(counters.iter().map(String::as_str));
+                let ttl = ttl.as_millis().to_string();
+                let count = claim.keys().len().to_string();
+                let args = [token.as_slice(), ttl.as_bytes(), count.as_bytes()];
+                (ACQUIRE.eval(&keys, &args), Reading::Acquire { fence })
             }
         }
-        other => Err(Failure::unexpected("SET NX PX", &other)),
+        Request::Extend { claim, ttl } => {
+            let ttl = ttl.as_millis().to_string();
+            let args = [claim.token().as_bytes().as_slice(), ttl.as_bytes()];
+            (
+                EXTEND.eval(&lock_keys(claim), &args),
+                Reading::Held("the extend script"),
+            )
+        }
+        Request::Release { claim } => {
+            let args = [claim.token().as_bytes().as_slice()];
+            (
+                RELEASE.eval(&lock_keys(claim), &args),
+                Reading::Held("the release script"),
+            )
+        }
+        Request::RaiseFence { claim, at_least } => {
+            let at_least = at_least.min(i64::MAX.unsigned_abs()).to_string();
+            let counters = fence_keys(claim);
+            let mut keys = lock_keys(claim);
+            keys.extend(counters.iter().map(String::as_str));
+            let args = [claim.token().as_bytes().as_slice(), at_least.as_bytes()];
+            (
+                RAISE_FENCE.eval(&keys, &args),
+                Reading::Held("the fencing script"),
+            )
+        }
+        _ => return None,
+    })
+}
+
+/// Reads one reply. A reply of the wrong shape fails the whole pipeline (and
+/// discards the connection): the replies may be out of step.
+fn read<'a>(reading: &Reading<'a>, reply: Value) -> Result<Read<'a>, Failure> {
+    if let Value::ServerError(err) = reply {
+        return Ok(Read::Error(err.into()));
     }
+    Ok(match *reading {
+        Reading::SetNx(key) => match reply {
+            Value::Okay => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
+            Value::Nil => Read::Refused(key),
+            other => return Err(Failure::unexpected("SET NX PX", &other)),
+        },
+        Reading::Acquire { fence } => match reply {
+            Value::Int(-1) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
+            Value::Int(top) if top >= 0 => Read::Done(Response::Acquire(AcquireOutcome::Granted {
+                fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
+            })),
+            other => return Err(Failure::unexpected("the acquire script", &other)),
+        },
+        Reading::Held(script) => Read::Done(Response::Held(held(reply, script)?)),
+    })
 }
 
 /// A script's 1 / 0 answer.
@@ -294,6 +389,53 @@ impl LockBackend for RedisBackend {
             let reply = RELEASE.run(session, &lock_keys(claim), &[token])?;
             held(reply, "the release script")
         })
+    }
+
+    /// Sends the whole batch in one write and reads the replies: many callers
+    /// per round trip. Each request still gets its own answer: an error reply
+    /// fails that request alone; a connection failure or timeout fails them
+    /// all. Scripts go by `EVAL` here, so no `NOSCRIPT` can make a request
+    /// run after the ones behind it.
+    fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, RedisNodeError>>) {
+        if let [request] = requests {
+            out.push(request.run_on(self));
+            return;
+        }
+        let mut packed = Vec::new();
+        let mut readings = Vec::with_capacity(requests.len());
+        for request in requests {
+            let Some((cmd, reading)) = plan(request) else {
+                out.extend(requests.iter().map(|r| r.run_on(self)));
+                return;
+            };
+            cmd.write_packed_command(&mut packed);
+            readings.push(reading);
+        }
+        let reads: Result<Vec<Read<'_>>, RedisNodeError> =
+            self.pool.run(self.deadline(), |session| {
+                let replies = session.pipeline(&packed, readings.len())?;
+                if replies.len() != readings.len() {
+                    return Err(Failure::unexpected("a pipeline", &Value::Nil));
+                }
+                readings
+                    .iter()
+                    .zip(replies)
+                    .map(|(reading, reply)| read(reading, reply))
+                    .collect()
+            });
+        match reads {
+            Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
+            Ok(reads) => out.extend(reads.into_iter().map(|read| {
+                match read {
+                    Read::Done(response) => Ok(response),
+                    Read::Error(err) => Err(self.pool.command_error(err)),
+                    Read::Refused(key) => self
+                        .pool
+                        .run(self.deadline(), |session| refused(session, key))
+                        .map(Response::Acquire),
+                }
+            })),
+        }
     }
 
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.

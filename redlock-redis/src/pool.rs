@@ -244,6 +244,11 @@ impl NodePool {
         })
     }
 
+    /// The typed error for a server's error reply to one command.
+    pub(crate) fn command_error(&self, err: RedisError) -> RedisNodeError {
+        self.error(Stage::Command, err)
+    }
+
     fn error(&self, stage: Stage, err: RedisError) -> RedisNodeError {
         RedisNodeError::from_redis(self.node.clone(), stage, err, self.password.as_ref())
     }
@@ -328,6 +333,20 @@ impl Session<'_> {
         inner.set_write_timeout(Some(left))?;
         inner.set_read_timeout(Some(left))?;
         Ok(cmd.query::<Value>(inner)?)
+    }
+
+    /// Sends `packed` (`count` commands) in one write and reads the `count`
+    /// replies. An error reply to one command is returned as its
+    /// `Value::ServerError`; only connection-level failures are errors.
+    pub(crate) fn pipeline(&mut self, packed: &[u8], count: usize) -> Result<Vec<Value>, Failure> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::Deadline);
+        }
+        let inner = &mut self.conn.inner;
+        inner.set_write_timeout(Some(left))?;
+        inner.set_read_timeout(Some(left))?;
+        Ok(inner.req_packed_commands(packed, 0, count)?)
     }
 }
 

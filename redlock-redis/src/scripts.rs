@@ -143,6 +143,13 @@ impl LuaScript {
         }
     }
 
+    /// The script as one `EVAL` command with its whole body: for pipelines,
+    /// where an `EVALSHA` answered `NOSCRIPT` could only be retried after
+    /// the requests behind it had run, out of order.
+    pub(crate) fn eval(&self, keys: &[&str], args: &[&[u8]]) -> Cmd {
+        self.command("EVAL", self.code, keys, args)
+    }
+
     fn command(&self, verb: &str, body: &str, keys: &[&str], args: &[&[u8]]) -> Cmd {
         let mut cmd = redis::cmd(verb);
         cmd.arg(body).arg(keys.len()).arg(keys);

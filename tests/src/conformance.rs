@@ -24,7 +24,10 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use redlock_core::{AcquireOutcome, Claim, LockBackend, LockError, Redlock, Resources, Token, Ttl};
+use redlock_core::{
+    AcquireOutcome, Claim, LockBackend, LockError, Redlock, Request, Resources, Response, Token,
+    Ttl,
+};
 
 /// One named check.
 pub type Check<B> = fn(&Conformance<B>) -> Result<()>;
@@ -90,6 +93,10 @@ impl<B: LockBackend + 'static> Conformance<B> {
             (
                 "fencing_counters_rise_and_can_be_raised",
                 Self::fencing_counters_rise_and_can_be_raised,
+            ),
+            (
+                "a_batch_answers_as_one_request_at_a_time",
+                Self::a_batch_answers_as_one_request_at_a_time,
             ),
             (
                 "multi_key_fencing_leaves_every_counter_at_the_top",
@@ -404,6 +411,105 @@ impl<B: LockBackend + 'static> Conformance<B> {
             fence == last + 11,
             "after raising to {}, the next grant got {fence}",
             last + 10
+        );
+        node.release(&next)?;
+        Ok(())
+    }
+
+    /// `run_batch` answers each request as if the requests had run one after
+    /// the other, in order (later requests see what earlier ones did).
+    pub fn a_batch_answers_as_one_request_at_a_time(&self) -> Result<()> {
+        let node = self.one();
+        let ttl = Self::ttl(TTL)?;
+        let (a, other_a) = (self.claim(&["batch-a"])?, self.claim(&["batch-a"])?);
+        let bc = self.claim(&["batch-b", "batch-c"])?;
+        let batch = [
+            Request::Acquire {
+                claim: &a,
+                ttl,
+                fence: false,
+            },
+            Request::Acquire {
+                claim: &other_a,
+                ttl,
+                fence: false,
+            },
+            Request::Acquire {
+                claim: &bc,
+                ttl,
+                fence: true,
+            },
+            Request::Extend { claim: &a, ttl },
+            Request::Extend {
+                claim: &other_a,
+                ttl,
+            },
+            Request::RaiseFence {
+                claim: &bc,
+                at_least: 50,
+            },
+            Request::Release { claim: &a },
+            Request::Release { claim: &a },
+            Request::Acquire {
+                claim: &other_a,
+                ttl,
+                fence: false,
+            },
+            Request::Release { claim: &other_a },
+            Request::Release { claim: &bc },
+        ];
+        let mut out = Vec::new();
+        node.run_batch(&batch, &mut out);
+        ensure!(
+            out.len() == batch.len(),
+            "{} answers to {} requests",
+            out.len(),
+            batch.len()
+        );
+        let answers = out
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.with_context(|| format!("request {i} failed")))
+            .collect::<Result<Vec<_>>>()?;
+        let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
+        let held_by_other = Response::Acquire(AcquireOutcome::HeldByOther);
+        let expected_head = [granted, held_by_other];
+        ensure!(
+            answers[..2] == expected_head,
+            "first acquires: {:?}",
+            &answers[..2]
+        );
+        ensure!(
+            matches!(
+                answers[2],
+                Response::Acquire(AcquireOutcome::Granted { fence: Some(_) })
+            ),
+            "fenced multi-key acquire: {:?}",
+            answers[2]
+        );
+        let expected_tail = [
+            Response::Held(true),
+            Response::Held(false),
+            Response::Held(true),
+            Response::Held(true),
+            Response::Held(false),
+            granted,
+            Response::Held(true),
+            Response::Held(true),
+        ];
+        ensure!(
+            answers[3..] == expected_tail,
+            "answers in order: {:?}",
+            &answers[3..]
+        );
+        // The raise inside the batch took effect.
+        let next = self.claim(&["batch-b"])?;
+        let AcquireOutcome::Granted { fence: Some(fence) } = node.acquire(&next, ttl, true)? else {
+            bail!("a fenced grant returned no counter");
+        };
+        ensure!(
+            fence == 51,
+            "after the batch raised the counter to 50, the next grant got {fence}"
         );
         node.release(&next)?;
         Ok(())

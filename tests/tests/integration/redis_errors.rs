@@ -321,3 +321,73 @@ fn thirty_two_threads_on_one_hot_key_for_ten_seconds_never_overlap() {
         overlap.done()
     );
 }
+
+#[test]
+fn a_pipelined_batch_fails_only_the_request_that_failed_even_after_script_flush() {
+    let server = RedisServer::start().expect("server");
+    let node = backend(&server, &server.url(), NODE_TIMEOUT);
+    let mut admin = server.client().expect("client");
+    let list = key("batch-list");
+    redis::cmd("RPUSH")
+        .arg(&list)
+        .arg("x")
+        .exec(&mut admin)
+        .expect("RPUSH");
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .exec(&mut admin)
+        .expect("SCRIPT FLUSH");
+    let (on_list, fine, multi) = (
+        claim(&list),
+        claim(&key("batch-fine")),
+        claim(&key("batch-multi")),
+    );
+    let multi = Claim::new(
+        Resources::new([key("batch-multi"), key("batch-multi-2")]).expect("keys"),
+        multi.token().clone(),
+    );
+    let batch = [
+        redlock_redis::Request::Acquire {
+            claim: &on_list,
+            ttl: ttl(),
+            fence: false,
+        },
+        redlock_redis::Request::Acquire {
+            claim: &fine,
+            ttl: ttl(),
+            fence: false,
+        },
+        redlock_redis::Request::Acquire {
+            claim: &multi,
+            ttl: ttl(),
+            fence: true,
+        },
+        redlock_redis::Request::Release { claim: &fine },
+        redlock_redis::Request::Release { claim: &multi },
+    ];
+    let mut out = Vec::new();
+    node.run_batch(&batch, &mut out);
+    assert_eq!(out.len(), 5);
+    let err = out[0].as_ref().expect_err("a list is not a lock");
+    assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
+    assert!(matches!(
+        out[1],
+        Ok(redlock_redis::Response::Acquire(
+            redlock_redis::AcquireOutcome::Granted { .. }
+        ))
+    ));
+    assert!(
+        matches!(
+            out[2],
+            Ok(redlock_redis::Response::Acquire(
+                redlock_redis::AcquireOutcome::Granted { fence: Some(1) }
+            ))
+        ),
+        "{:?}",
+        out[2]
+    );
+    assert!(matches!(out[3], Ok(redlock_redis::Response::Held(true))));
+    assert!(matches!(out[4], Ok(redlock_redis::Response::Held(true))));
+    // The connection is still good for the next request.
+    assert!(node.acquire(&fine, ttl(), false).expect("up").is_granted());
+}
