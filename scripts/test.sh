@@ -12,33 +12,9 @@ cd "$(dirname "$0")/.."
 
 log() { printf '==> %s\n' "$*"; }
 
-install_redis() {
-  command -v redis-server >/dev/null 2>&1 && return 0
-  log "redis-server not found: installing Debian's package"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null 2>&1 || { echo "redis-server is missing and there is no root or sudo to install it" >&2; return 1; }
-    sudo="sudo"
-  fi
-  # Keep the package's service from starting a server on the default port:
-  # the tests start their own.
-  local policy=/usr/sbin/policy-rc.d restore=""
-  if [ -e "$policy" ]; then restore=$(mktemp); $sudo cp -p "$policy" "$restore"; fi
-  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
-  $sudo chmod +x "$policy"
-  local rc=0
-  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends redis-server >/dev/null; } || rc=$?
-  if [ -n "$restore" ]; then $sudo mv "$restore" "$policy"; else $sudo rm -f "$policy"; fi
-  # Should a service have started anyway, stop it: no server may be left behind.
-  $sudo pkill -x redis-server 2>/dev/null || true
-  return $rc
-}
-
-if ! install_redis || ! command -v redis-server >/dev/null 2>&1; then
-  echo "error: redis-server is required by the tests and could not be installed" >&2
-  exit 1
-fi
-log "using $(redis-server --version | head -n1)"
+# shellcheck source=scripts/install-redis.sh
+source scripts/install-redis.sh
+require_redis "by the tests"
 
 # Servers running before the tests (not ours) are left alone by the check at the end.
 before=$(pgrep -x redis-server 2>/dev/null | sort || true)

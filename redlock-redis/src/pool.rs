@@ -322,9 +322,9 @@ pub(crate) struct Session<'a> {
 }
 
 impl Session<'_> {
-    /// Sends `cmd` and reads its reply, with the socket's read and write
-    /// timeouts set to the time left before the deadline.
-    pub(crate) fn query(&mut self, cmd: &Cmd) -> Result<Value, Failure> {
+    /// The connection, with its read and write timeouts set to the time left
+    /// before the deadline.
+    fn armed(&mut self) -> Result<&mut redis::Connection, Failure> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(Failure::Deadline);
@@ -332,21 +332,18 @@ impl Session<'_> {
         let inner = &mut self.conn.inner;
         inner.set_write_timeout(Some(left))?;
         inner.set_read_timeout(Some(left))?;
-        Ok(cmd.query::<Value>(inner)?)
+        Ok(inner)
+    }
+
+    pub(crate) fn query(&mut self, cmd: &Cmd) -> Result<Value, Failure> {
+        Ok(cmd.query::<Value>(self.armed()?)?)
     }
 
     /// Sends `packed` (`count` commands) in one write and reads the `count`
     /// replies. An error reply to one command is returned as its
     /// `Value::ServerError`; only connection-level failures are errors.
     pub(crate) fn pipeline(&mut self, packed: &[u8], count: usize) -> Result<Vec<Value>, Failure> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(Failure::Deadline);
-        }
-        let inner = &mut self.conn.inner;
-        inner.set_write_timeout(Some(left))?;
-        inner.set_read_timeout(Some(left))?;
-        Ok(inner.req_packed_commands(packed, 0, count)?)
+        Ok(self.armed()?.req_packed_commands(packed, 0, count)?)
     }
 }
 

@@ -4,6 +4,7 @@
 //!
 //! The README's code is compiled and run as a doc test here.
 
+pub mod checks;
 pub mod conformance;
 pub mod harness;
 

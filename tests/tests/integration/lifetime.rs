@@ -257,32 +257,7 @@ fn strictly_increasing_tokens(nodes: usize) {
         .fencing(true)
         .build()
         .expect("config");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            let (locks, seen) = (locks.clone(), seen.clone());
-            s.spawn(move || {
-                for _ in 0..100 {
-                    let lock = locks
-                        .lock_timeout("fenced", Duration::from_secs(10), Duration::from_secs(30))
-                        .expect("acquire");
-                    let token = lock.fencing_token().expect("fencing on");
-                    seen.lock().expect("no poison").push(token);
-                    lock.release().expect("held");
-                }
-            });
-        }
-    });
-    let seen = seen.lock().expect("no poison");
-    assert_eq!(seen.len(), 800);
-    for pair in seen.windows(2) {
-        assert!(
-            pair[1].value() > pair[0].value(),
-            "token {} after {}",
-            pair[1],
-            pair[0]
-        );
-    }
+    redlock_tests::checks::tokens_rise_across_holders(&locks, "fenced", 8, 100);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_redis::{RedisBackend, Redlock};
+use redlock_redis::{Claim, RedisBackend, Redlock, Resources, Token};
 use redlock_tests::harness::{RedisCluster, RedisServer, ServerOptions};
 
 /// A per-node timeout that tolerates a loaded 2-core CI machine running
@@ -71,4 +71,12 @@ impl Overlap {
 /// A unique key per test, so tests can share nothing and run in parallel.
 pub(crate) fn key(name: &str) -> String {
     format!("locks:{name}")
+}
+
+/// A claim on `key` with a fresh token, for direct backend calls.
+pub(crate) fn claim(key: &str) -> Claim {
+    Claim::new(
+        Resources::one(key).expect("key"),
+        Token::random().expect("entropy"),
+    )
 }

@@ -11,17 +11,10 @@ use redlock_tests::conformance::Conformance;
 use redlock_tests::harness::{AclUser, RedisCluster, RedisServer, ServerOptions};
 
 use crate::redis_common::{
-    backend, backends, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
+    backend, backends, claim, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
 };
 
 const TTL: Duration = Duration::from_secs(10);
-
-fn claim(key: &str) -> Claim {
-    Claim::new(
-        Resources::one(key).expect("key"),
-        Token::random().expect("entropy"),
-    )
-}
 
 fn ttl() -> Ttl {
     Ttl::new(TTL).expect("ttl")

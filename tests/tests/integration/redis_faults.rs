@@ -3,24 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_redis::{
-    Claim, Lock, LockBackend, LockError, NodeFailure, RedisErrorKind, Redlock, Resources, Token,
-    Ttl,
-};
+use redlock_redis::{Lock, LockBackend, LockError, NodeFailure, RedisErrorKind, Redlock, Ttl};
 use redlock_tests::harness::{wait_until, Direction, Proxy, RedisCluster, RedisServer};
 
 use crate::redis_common::{
-    backend, backends, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
+    backend, backends, claim, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
 };
 
 const TTL: Duration = Duration::from_secs(10);
-
-fn claim(key: &str) -> Claim {
-    Claim::new(
-        Resources::one(key).expect("key"),
-        Token::random().expect("entropy"),
-    )
-}
 
 fn failed_ports(err: &LockError) -> Vec<String> {
     err.report()

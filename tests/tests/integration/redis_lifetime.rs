@@ -3,7 +3,7 @@
 //! exclusion and fencing tokens.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use redlock_redis::{KeepAlive, LockError, LostReason, Redlock};
@@ -204,33 +204,7 @@ fn strictly_increasing_tokens(nodes: usize, name: &str) {
         .fencing(true)
         .build()
         .expect("config");
-    let seen = Arc::new(Mutex::new(Vec::with_capacity(8000)));
-    std::thread::scope(|s| {
-        for _ in 0..8 {
-            let (locks, seen) = (&locks, &seen);
-            s.spawn(move || {
-                for _ in 0..1000 {
-                    let lock = locks
-                        .lock_timeout(name, Duration::from_secs(10), Duration::from_secs(60))
-                        .expect("acquire");
-                    seen.lock()
-                        .expect("no poison")
-                        .push(lock.fencing_token().expect("fencing on"));
-                    lock.release().expect("held");
-                }
-            });
-        }
-    });
-    let seen = seen.lock().expect("no poison");
-    assert_eq!(seen.len(), 8000);
-    for pair in seen.windows(2) {
-        assert!(
-            pair[1].value() > pair[0].value(),
-            "token {} after {}",
-            pair[1],
-            pair[0]
-        );
-    }
+    redlock_tests::checks::tokens_rise_across_holders(&locks, name, 8, 1000);
 }
 
 #[test]
