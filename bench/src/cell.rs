@@ -1,0 +1,173 @@
+//! What is measured: the modes, the implementations, and one cell (an
+//! implementation in a mode) as the implementations see it.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::measure::{Recorder, Usage};
+use crate::runner::Setup;
+
+/// The TTL of every lock (the measurements used 10 s).
+pub(crate) const TTL: Duration = Duration::from_secs(10);
+/// How many clients contend in the hot-key mode.
+pub(crate) const HOT_CLIENTS: usize = 8;
+/// Which master the frozen mode stops (SIGSTOP).
+pub(crate) const FROZEN_NODE: usize = 0;
+
+/// A benchmark mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One thread, one key, 5 masters.
+    One,
+    /// `k` threads on distinct keys, 5 masters.
+    Distinct(usize),
+    /// `HOT_CLIENTS` threads on one key, 5 masters.
+    Hot,
+    /// One thread, one key, 5 masters of which one is frozen.
+    Frozen,
+    /// One thread, one key, `n` masters.
+    Nodes(usize),
+}
+
+impl Mode {
+    /// Every mode in run order, with their command-line names.
+    pub(crate) const ALL: [(Mode, &'static str); 8] = [
+        (Mode::One, "1x1"),
+        (Mode::Distinct(8), "8x"),
+        (Mode::Distinct(32), "32x"),
+        (Mode::Hot, "hot"),
+        (Mode::Frozen, "frozen"),
+        (Mode::Nodes(3), "n3"),
+        (Mode::Nodes(7), "n7"),
+        (Mode::Nodes(9), "n9"),
+    ];
+
+    /// The name used on the command line and in keys.
+    pub(crate) fn cli_name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(mode, _)| *mode == self)
+            .map_or("other", |(_, name)| name)
+    }
+
+    /// How many masters the mode runs on.
+    pub(crate) fn nodes(self) -> usize {
+        match self {
+            Mode::Nodes(n) => n,
+            _ => 5,
+        }
+    }
+
+    /// How many clients (threads or tasks) run cycles.
+    pub(crate) fn clients(self) -> usize {
+        match self {
+            Mode::One | Mode::Frozen | Mode::Nodes(_) => 1,
+            Mode::Distinct(k) => k,
+            Mode::Hot => HOT_CLIENTS,
+        }
+    }
+
+    /// Whether all clients share one key.
+    pub(crate) fn is_hot(self) -> bool {
+        self == Mode::Hot
+    }
+
+    /// The implementations measured in this mode, in run order.
+    pub(crate) fn impls(self) -> &'static [Impl] {
+        use Impl::*;
+        match self {
+            Mode::One => &[RawSeq, RawFloor, Ours, Rslock, Redlock],
+            Mode::Distinct(_) => &[RawFloor, RawCeiling, Ours, Rslock, Redlock],
+            Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
+            Mode::Frozen => &[Ours, Rslock, Redlock],
+            Mode::Nodes(_) => &[RawFloor, Ours, Rslock],
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::One => write!(f, "1×1"),
+            Mode::Distinct(k) => write!(f, "{k}× distinct"),
+            Mode::Hot => write!(f, "{HOT_CLIENTS}× hot key"),
+            Mode::Frozen => write!(f, "1×1, 1 of 5 frozen"),
+            Mode::Nodes(n) => write!(f, "1×1, N={n}"),
+        }
+    }
+}
+
+/// An implementation under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Impl {
+    /// Our manager on `redlock-redis`, configured for the benchmark.
+    Ours,
+    /// Our manager with the default retry jitter (hot-key mode only).
+    OursDefaultJitter,
+    /// `rslock` on a tokio multi-thread runtime, its defaults.
+    Rslock,
+    /// `redlock` (sync), its defaults.
+    Redlock,
+    /// Raw: persistent connections, one node after the other.
+    RawSeq,
+    /// Raw: persistent connections, all nodes at once (the floor).
+    RawFloor,
+    /// Raw: one thread playing all clients in lockstep, one write per node
+    /// per phase (the pipelining ceiling).
+    RawCeiling,
+}
+
+impl Impl {
+    /// Every implementation with its command-line name.
+    pub(crate) const ALL: [(Impl, &'static str); 7] = [
+        (Impl::Ours, "ours"),
+        (Impl::OursDefaultJitter, "ours-default-jitter"),
+        (Impl::Rslock, "rslock"),
+        (Impl::Redlock, "redlock"),
+        (Impl::RawSeq, "raw-seq"),
+        (Impl::RawFloor, "raw-floor"),
+        (Impl::RawCeiling, "raw-ceiling"),
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(i, _)| *i == self)
+            .map_or("other", |(_, name)| name)
+    }
+}
+
+/// One implementation in one mode, as the implementation sees it.
+#[derive(Debug)]
+pub(crate) struct Cell<'a> {
+    pub(crate) mode: Mode,
+    pub(crate) imp: Impl,
+    /// `redis://127.0.0.1:<port>` of every master.
+    pub(crate) urls: Vec<String>,
+    pub(crate) setup: Setup<'a>,
+}
+
+impl Cell<'_> {
+    /// The key client `client` locks.
+    pub(crate) fn key(&self, client: usize) -> String {
+        let prefix = format!("bench:{}:{}", self.mode.cli_name(), self.imp.name());
+        if self.mode.is_hot() {
+            format!("{prefix}:hot")
+        } else {
+            format!("{prefix}:{client}")
+        }
+    }
+
+    pub(crate) fn clients(&self) -> usize {
+        self.mode.clients()
+    }
+}
+
+/// What a cell measured.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) record: Recorder,
+    pub(crate) usage: Usage,
+    /// Hot-key mode: critical sections entered while another was running.
+    pub(crate) overlaps: Option<u64>,
+}

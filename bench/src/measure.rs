@@ -1,0 +1,331 @@
+//! One cell of the benchmark (one implementation in one mode): the
+//! measurement window, per-client recorders, and the coordinator that reads
+//! CPU and context-switch counters at the window's edges.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::procfs;
+
+/// Longest latency the histograms keep exactly (longer ones saturate).
+const MAX_LATENCY: Duration = Duration::from_secs(120);
+
+/// How long each cell runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    /// Before the window: connections open, caches warm; not recorded.
+    pub(crate) warmup: Duration,
+    /// The measured window.
+    pub(crate) window: Duration,
+    /// How long after the window every client must have stopped before the
+    /// cell counts as stalled (a client blocked on a frozen node).
+    pub(crate) grace: Duration,
+}
+
+/// The measured interval: a cycle counts when it started and ended inside.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+}
+
+impl Window {
+    /// Whether clients should start another cycle.
+    pub(crate) fn open(&self) -> bool {
+        Instant::now() < self.end
+    }
+
+    fn contains(&self, started: Instant, ended: Instant) -> bool {
+        started >= self.start && ended <= self.end
+    }
+}
+
+/// What one client saw: latencies of its successful cycles, counts, and the
+/// first error for the report.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    hist: Histogram<u64>,
+    ok: u64,
+    errors: u64,
+    first_error: Option<String>,
+    fault: Option<String>,
+}
+
+impl Recorder {
+    pub(crate) fn new() -> Self {
+        let high = u64::try_from(MAX_LATENCY.as_nanos()).unwrap_or(u64::MAX);
+        // Three significant digits: 0.1% resolution at any latency.
+        let hist = Histogram::new_with_bounds(1, high, 3).expect("valid histogram bounds");
+        Recorder {
+            hist,
+            ok: 0,
+            errors: 0,
+            first_error: None,
+            fault: None,
+        }
+    }
+
+    /// A successful cycle that started at `started` and ends now.
+    pub(crate) fn ok(&mut self, window: &Window, started: Instant) {
+        self.ok_at(window, started, Instant::now(), 1);
+    }
+
+    /// `n` successful cycles (clients in lockstep) over `started..ended`.
+    pub(crate) fn ok_at(&mut self, window: &Window, started: Instant, ended: Instant, n: u64) {
+        if window.contains(started, ended) {
+            let nanos = u64::try_from((ended - started).as_nanos()).unwrap_or(u64::MAX);
+            self.hist.saturating_record_n(nanos.max(1), n);
+            self.ok += n;
+        }
+    }
+
+    /// A failed cycle (error or not acquired) that started at `started`.
+    pub(crate) fn error(&mut self, window: &Window, started: Instant, error: impl fmt::Display) {
+        if self.first_error.is_none() {
+            self.first_error = Some(error.to_string());
+        }
+        if window.contains(started, Instant::now()) {
+            self.errors += 1;
+        }
+    }
+
+    /// A client could not go on (setup failed, it panicked): the cell fails.
+    pub(crate) fn fault(&mut self, fault: impl fmt::Display) {
+        if self.fault.is_none() {
+            self.fault = Some(fault.to_string());
+        }
+    }
+
+    /// Folds another client's record into this one.
+    pub(crate) fn merge(&mut self, other: Recorder) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+        self.ok += other.ok;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        if self.fault.is_none() {
+            self.fault = other.fault;
+        }
+    }
+
+    pub(crate) fn ok_count(&self) -> u64 {
+        self.ok
+    }
+
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    pub(crate) fn first_error(&self) -> Option<&str> {
+        self.first_error.as_deref()
+    }
+
+    pub(crate) fn fault_message(&self) -> Option<&str> {
+        self.fault.as_deref()
+    }
+
+    /// The latency at quantile `q` (0.5, 0.99, 0.999), if any cycle counted.
+    pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
+        (self.ok > 0).then(|| Duration::from_nanos(self.hist.value_at_quantile(q)))
+    }
+}
+
+/// Counts critical sections entered while another one is running: two
+/// holders of the same lock at once.
+#[derive(Debug, Default)]
+pub(crate) struct OverlapDetector {
+    inside: AtomicU32,
+    overlaps: AtomicU64,
+}
+
+impl OverlapDetector {
+    /// Call right after the lock was acquired.
+    pub(crate) fn enter(&self) {
+        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Call right before the lock is released.
+    pub(crate) fn leave(&self) {
+        self.inside.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub(crate) fn overlaps(&self) -> u64 {
+        self.overlaps.load(Ordering::SeqCst)
+    }
+}
+
+/// Tracks the clients of a cell: how many finished their cycles, and when
+/// the threads may exit. Threads wait for [`Progress::hold`] so that their
+/// context switches are still counted when the window's end is read.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    done: AtomicUsize,
+    released: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Progress {
+    /// Marks one client as done when dropped (also when it panicked).
+    pub(crate) fn done_guard(self: &Arc<Self>) -> DoneGuard {
+        DoneGuard(Arc::clone(self))
+    }
+
+    /// Blocks until the coordinator has read the counters at the window's
+    /// end.
+    pub(crate) fn hold(&self) {
+        let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*released {
+            released = self
+                .wake
+                .wait(released)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Lets the threads waiting in [`Progress::hold`] go.
+    pub(crate) fn release(&self) {
+        *self.released.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
+
+    fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+}
+
+/// Marks one client as done when dropped.
+#[derive(Debug)]
+pub(crate) struct DoneGuard(Arc<Progress>);
+
+impl Drop for DoneGuard {
+    fn drop(&mut self) {
+        self.0.done.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Counter readings at one instant.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    client_cpu: Duration,
+    server_cpu: Duration,
+    context_switches: u64,
+}
+
+impl Snapshot {
+    fn take(servers: &[u32]) -> anyhow::Result<Self> {
+        let mut server_cpu = Duration::ZERO;
+        for pid in servers {
+            server_cpu += procfs::cpu_time(&pid.to_string())?;
+        }
+        Ok(Snapshot {
+            client_cpu: procfs::cpu_time("self")?,
+            server_cpu,
+            context_switches: procfs::context_switches()?,
+        })
+    }
+}
+
+/// What the window cost, from counters read at its edges.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Usage {
+    /// This process (all threads).
+    pub(crate) client_cpu: Duration,
+    /// All redis-server processes of the cell.
+    pub(crate) server_cpu: Duration,
+    pub(crate) context_switches: u64,
+    /// Clients still running `grace` after the window closed.
+    pub(crate) stalled: usize,
+}
+
+impl Usage {
+    /// Adds another round's usage.
+    pub(crate) fn add(&mut self, other: &Usage) {
+        self.client_cpu += other.client_cpu;
+        self.server_cpu += other.server_cpu;
+        self.context_switches += other.context_switches;
+        self.stalled = self.stalled.max(other.stalled);
+    }
+}
+
+/// Hooks a cell runs at fixed points of its timeline.
+#[derive(Default)]
+pub(crate) struct Hooks<'a> {
+    /// Halfway through the warm-up (e.g. freeze a node).
+    pub(crate) mid_warmup: Option<&'a (dyn Fn() -> anyhow::Result<()> + Sync)>,
+    /// After the window and the grace period, before the clients are joined
+    /// (e.g. resume the frozen node, so blocked clients can finish).
+    pub(crate) after: Option<&'a (dyn Fn() -> anyhow::Result<()> + Sync)>,
+}
+
+impl fmt::Debug for Hooks<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hooks").finish_non_exhaustive()
+    }
+}
+
+/// The window starting one warm-up from now.
+pub(crate) fn window(plan: &Plan) -> Window {
+    let start = Instant::now() + plan.warmup;
+    Window {
+        start,
+        end: start + plan.window,
+    }
+}
+
+/// Runs on the coordinating thread while `clients` clients work through
+/// `window`: reads the counters at its edges, lets the threads exit, waits up
+/// to the grace period for the clients to finish, then runs the `after` hook.
+pub(crate) fn coordinate(
+    plan: &Plan,
+    window: &Window,
+    servers: &[u32],
+    progress: &Progress,
+    clients: usize,
+    hooks: &Hooks<'_>,
+) -> anyhow::Result<Usage> {
+    let result = (|| -> anyhow::Result<Usage> {
+        if let Some(hook) = hooks.mid_warmup {
+            sleep_until(window.start - plan.warmup / 2);
+            hook()?;
+        }
+        sleep_until(window.start);
+        let before = Snapshot::take(servers)?;
+        sleep_until(window.end);
+        let after = Snapshot::take(servers);
+        progress.release();
+        let after = after?;
+        let deadline = window.end + plan.grace;
+        while progress.done() < clients && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(Usage {
+            client_cpu: after.client_cpu.saturating_sub(before.client_cpu),
+            server_cpu: after.server_cpu.saturating_sub(before.server_cpu),
+            context_switches: after
+                .context_switches
+                .saturating_sub(before.context_switches),
+            stalled: clients.saturating_sub(progress.done()),
+        })
+    })();
+    // Whatever happened: the threads may exit, a frozen node is resumed.
+    progress.release();
+    let after = hooks.after.map_or(Ok(()), |hook| hook());
+    let usage = result?;
+    after?;
+    Ok(usage)
+}
+
+fn sleep_until(instant: Instant) {
+    let now = Instant::now();
+    if instant > now {
+        std::thread::sleep(instant - now);
+    }
+}

@@ -1,0 +1,82 @@
+//! Our manager (`redlock-redis`), shared by all client threads of a cell.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use redlock_redis::{RedisBackend, Redlock};
+
+use crate::cell::{Cell, Outcome, TTL};
+use crate::measure::OverlapDetector;
+use crate::runner;
+
+/// The per-node timeout, for the backends and the manager (the default).
+pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+/// Retry pauses in the hot-key mode unless `--hot-retry` says otherwise:
+/// short, since all contenders are in this process. The other modes never
+/// retry on a healthy cluster.
+pub(crate) const HOT_RETRY: (Duration, Duration) =
+    (Duration::from_millis(1), Duration::from_millis(5));
+/// How long one `lock_timeout` call may retry.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Which retry jitter the manager gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Jitter {
+    /// These pauses (min, max) in the hot-key mode, the default elsewhere.
+    Hot(Duration, Duration),
+    /// The library's default (10–200 ms).
+    Default,
+}
+
+fn manager(urls: &[String], retry: Option<(Duration, Duration)>) -> anyhow::Result<Redlock> {
+    let backends = urls
+        .iter()
+        .map(|url| {
+            RedisBackend::builder(url)
+                .node_timeout(NODE_TIMEOUT)
+                .build()
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .context("building the Redis backends")?;
+    let mut builder = Redlock::builder(backends).node_timeout(NODE_TIMEOUT);
+    if let Some((min, max)) = retry {
+        builder = builder.retry_delay(min, max);
+    }
+    builder.build().context("building the manager")
+}
+
+/// Cycles of `lock_timeout` + confirmed `release`.
+pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
+    let hot = cell.mode.is_hot();
+    let retry = match jitter {
+        Jitter::Hot(min, max) if hot => Some((min, max)),
+        _ => None,
+    };
+    let locks = manager(&cell.urls, retry)?;
+    let detector = hot.then(OverlapDetector::default);
+    let (record, usage) = runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
+        let key = cell.key(client);
+        while window.open() {
+            let started = Instant::now();
+            match locks.lock_timeout(key.as_str(), TTL, ACQUIRE_TIMEOUT) {
+                Ok(lock) => {
+                    if let Some(detector) = &detector {
+                        detector.enter();
+                        std::thread::yield_now();
+                        detector.leave();
+                    }
+                    match lock.release() {
+                        Ok(()) => rec.ok(window, started),
+                        Err(e) => rec.error(window, started, format!("release: {e}")),
+                    }
+                }
+                Err(e) => rec.error(window, started, format!("lock: {e}")),
+            }
+        }
+    })?;
+    Ok(Outcome {
+        record,
+        usage,
+        overlaps: detector.map(|d| d.overlaps()),
+    })
+}

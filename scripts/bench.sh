@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Benchmarks the Redlock manager against the peer crates and raw references
+# on real redis-server masters, and prints a table and one summary line.
+#
+#   scripts/bench.sh            full run (3 rounds over every cell, ~5 min)
+#   scripts/bench.sh --quick    one short round (well under 2 min)
+#   scripts/bench.sh --help     every option (--rounds, --secs, --modes, --impls ...)
+#
+# The benchmark starts its own masters (5; 3, 7 and 9 for the N sweep) on free
+# loopback ports and stops them, also when it fails. Needs a Rust toolchain;
+# installs redis-server from Debian's packages when it is missing.
+# docs/benchmarks.md explains every figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+# shellcheck source=scripts/install-redis.sh
+source scripts/install-redis.sh
+require_redis "by the benchmark"
+
+log "cargo run --release -p redlock-bench -- $*"
+exec cargo run --release --locked -p redlock-bench -- "$@"
