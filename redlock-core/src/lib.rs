@@ -66,6 +66,7 @@ mod fence;
 mod guard;
 mod keeper;
 mod quorum;
+mod report;
 mod resource;
 mod round;
 mod tally;
@@ -76,9 +77,8 @@ pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId, Request, Respons
 pub use clock::{Clock, SystemClock};
 pub use config::{Builder, RetryDelay, Ttl};
 pub use driver::Redlock;
-pub use error::{
-    ConfigError, ConnectError, LockError, LostReason, NodeError, NodeFailure, RoundReport,
-};
+pub use error::{ConfigError, ConnectError, LockError, LostReason};
+pub use report::{NodeError, NodeFailure, RoundReport};
 pub use fence::{fence_step, FenceStep, FencingToken};
 pub use guard::Lock;
 pub use keeper::KeepAlive;

@@ -10,3 +10,4 @@ mod redis_errors;
 mod redis_faults;
 mod redis_lifetime;
 mod sim;
+mod sim_fencing;

@@ -8,21 +8,20 @@
 use std::time::Duration;
 
 use redlock_mock::sim::{
-    run, run_observed, run_traced, sweep, Fault, FenceRises, FenceScheme, Grant, GrantObserver,
-    NodeFaults, Scenario, SeedPlan, SweepReport, ViolationKind,
+    run, run_traced, sweep, Fault, NodeFaults, Scenario, SeedPlan, SweepReport, ViolationKind,
 };
 
 /// Both cores.
-const THREADS: usize = 2;
+pub(crate) const THREADS: usize = 2;
 /// The out-of-model scenarios must break within this many seeds.
-const TEETH: u64 = 1_000;
+pub(crate) const TEETH: u64 = 1_000;
 
-fn scenario(name: &str) -> Scenario {
+pub(crate) fn scenario(name: &str) -> Scenario {
     Scenario::by_name(name).unwrap_or_else(|| panic!("no scenario {name}"))
 }
 
 /// Prints the seed, the violations and the whole trace of a failing run.
-fn explain(scenario: &Scenario, seed: u64) -> String {
+pub(crate) fn explain(scenario: &Scenario, seed: u64) -> String {
     let (outcome, lines) = run_traced(scenario, seed);
     let mut text = format!(
         "scenario {} seed {seed} (trace hash {:016x}) violates; replay with REDLOCK_SIM_SEED={seed}\n",
@@ -41,7 +40,7 @@ fn explain(scenario: &Scenario, seed: u64) -> String {
 
 /// Sweeps a zero-violation scenario (seeds from the environment, or
 /// `0..default`) and fails with the first violating seed's trace.
-fn expect_safe(name: &str, default: u64) -> SweepReport {
+pub(crate) fn expect_safe(name: &str, default: u64) -> SweepReport {
     let scenario = scenario(name);
     let plan = SeedPlan::from_env(default).unwrap_or_else(|e| panic!("{e}"));
     let report = sweep(&scenario, plan.seeds(), THREADS);
@@ -60,7 +59,7 @@ fn expect_safe(name: &str, default: u64) -> SweepReport {
 
 /// Sweeps an out-of-model scenario over `0..1000` and requires a violation,
 /// and one of `kinds` among them.
-fn expect_broken(scenario: &Scenario, kinds: &[ViolationKind]) -> SweepReport {
+pub(crate) fn expect_broken(scenario: &Scenario, kinds: &[ViolationKind]) -> SweepReport {
     let report = sweep(scenario, 0..TEETH, THREADS);
     println!("{report}");
     let seed = report.first_violation_seed.unwrap_or_else(|| {
@@ -446,170 +445,4 @@ fn in_model_runs_exercise_every_fault() {
     assert!(totals.skipped_writes > 0 && totals.writes > 1_000);
     let failover = run(&Scenario::lagging_replica_failover(), 0).stats;
     assert!(failover.failovers > 0);
-}
-
-// ---- fencing tokens ----
-
-/// [`expect_broken`], with every violating run violating only through `kind`.
-fn expect_only(scenario: &Scenario, kind: ViolationKind) {
-    let report = expect_broken(scenario, &[kind]);
-    assert_eq!(report.violations, report.runs_with(kind), "{report:?}");
-}
-
-#[test]
-fn fencing_tokens_rise_across_holders() {
-    expect_safe("fencing", 100_000);
-}
-
-#[test]
-fn fenced_resource_rejects_stale_holders_and_loses_no_update() {
-    let report = expect_safe("fenced-resource", 10_000);
-    // The paused holders did come back and were turned away.
-    assert!(report.fenced_off > 1_000, "{report:?}");
-    // The control: the same runs against a resource that does not fence.
-    let open = Scenario {
-        name: "unfenced-resource".into(),
-        fenced_resource: false,
-        ..scenario("fenced-resource")
-    };
-    expect_only(&open, ViolationKind::LostUpdate);
-}
-
-/// The "taking the max of per-node INCRs alone is not monotonic":
-/// single-key locks, the `fencing` faults, the token taken as the largest
-/// granted counter. An attempt that fails with grants on a minority still
-/// increments the counters there; the next holder's quorum may miss those
-/// nodes (or hear from them too late), and its token does not rise.
-#[test]
-fn max_of_granted_counters_alone_is_not_monotonic() {
-    let naive = scenario("fencing-max-only");
-    assert_eq!(naive.fence_scheme, FenceScheme::MaxOnly);
-    // Only the token is wrong: the lock itself keeps its guarantee.
-    expect_only(&naive, ViolationKind::FencingToken);
-    // The same runs with the raise step: no violation.
-    let raised = Scenario {
-        fence_scheme: FenceScheme::Raise,
-        ..naive
-    };
-    let fixed = sweep(&raised, 0..TEETH, THREADS);
-    assert_eq!(fixed.violations, 0, "{fixed:?}");
-}
-
-#[test]
-fn fencing_tokens_need_durable_counters() {
-    // Restarts delayed past the TTL keep the lock safe but lose the counters.
-    let forgetful = Scenario {
-        name: "fencing-delayed-restart".into(),
-        fencing: true,
-        ..Scenario::delayed_restart()
-    };
-    expect_only(&forgetful, ViolationKind::FencingToken);
-}
-
-/// On one node the token is the counter itself. Known gap: it is the
-/// largest of the keys' counters, and nothing brings the other keys'
-/// counters up to it, so after `[a, b]` a lock of `[a]` may get a lower
-/// token (several nodes: the raise sets them all). The second half flips
-/// once the backends' acquire sets every key's counter to the token.
-#[test]
-fn fencing_on_one_node_uses_the_counter_itself() {
-    let single = Scenario {
-        name: "fencing-single-instance".into(),
-        fencing: true,
-        multi_key: 0.0,
-        ..Scenario::single_instance()
-    };
-    let mut fences = Fences::default();
-    for seed in 0..200 {
-        let outcome = run_observed(&single, seed, &mut fences);
-        assert!(outcome.is_clean(), "{:?}", outcome.violations);
-        assert_eq!(outcome.stats.raises, 0);
-    }
-    assert!(fences.grants > 1_000 && fences.raised == 0);
-    // Several keys on one node: the acquire leaves every key's counter at the
-    // largest, so tokens still rise per resource (this found a bug once).
-    let multi_key = Scenario {
-        name: "fencing-single-instance-multi-key".into(),
-        multi_key: 0.25,
-        ..single
-    };
-    let report = sweep(&multi_key, 0..1_000, THREADS);
-    assert_eq!(report.violations, 0, "{report}");
-}
-
-// ---- the fencing hook ----
-
-/// Records the per-node counters and the token each grant carries.
-#[derive(Default)]
-struct Fences {
-    grants: u64,
-    entries: u64,
-    /// Grants whose token came from a raise (above every counter).
-    raised: u64,
-}
-
-impl GrantObserver for Fences {
-    fn on_grant(&mut self, grant: &Grant<'_>) -> Result<(), String> {
-        self.grants += 1;
-        self.entries += grant.fences.len() as u64;
-        if grant.fences.iter().any(|&(_, fence)| fence == 0) {
-            return Err("a fenced grant returned counter 0".into());
-        }
-        let top = grant.fences.iter().map(|&(_, f)| f).max();
-        let token = grant.token.ok_or("a fenced grant without a token")?;
-        // The core's fence_step: the counter itself on one node, else max + 1.
-        match top {
-            Some(top) if token == top + 1 => self.raised += 1,
-            Some(top) if token == top => {}
-            _ => return Err(format!("token {token} for counters {:?}", grant.fences)),
-        }
-        assert!(grant.valid_until > grant.at);
-        Ok(())
-    }
-}
-
-#[test]
-fn grants_carry_per_node_fencing_counters_and_the_token_to_the_hook() {
-    let scenario = Scenario::fencing();
-    let mut fences = Fences::default();
-    let (mut raises, mut raise_failed) = (0, 0);
-    for seed in 0..200 {
-        let outcome = run_observed(&scenario, seed, &mut fences);
-        assert!(outcome.is_clean(), "{:?}", outcome.violations);
-        raises += outcome.stats.raises;
-        raise_failed += outcome.stats.raise_failed;
-    }
-    // Every grant had at least a quorum (3) of counters and a raised token;
-    // some raises failed (a partition, a pause past the validity).
-    assert!(fences.grants > 1_000 && fences.entries >= 3 * fences.grants);
-    assert_eq!(fences.raised, fences.grants);
-    assert!(raises >= fences.grants && raise_failed > 0);
-
-    /// Rejects everything: its errors surface as violations.
-    struct No;
-    impl GrantObserver for No {
-        fn on_grant(&mut self, _: &Grant<'_>) -> Result<(), String> {
-            Err("no".into())
-        }
-    }
-    let outcome = run_observed(&scenario, 0, &mut No);
-    assert!(outcome
-        .violations
-        .iter()
-        .all(|v| v.kind == ViolationKind::Observer));
-    assert!(!outcome.is_clean());
-
-    // The ready-made observer is the built-in check: it fails where it does.
-    let naive = Scenario::fencing_max_only();
-    let seed = (0..TEETH).find(|&s| !run(&naive, s).is_clean()).unwrap();
-    let outcome = run_observed(&naive, seed, &mut FenceRises::default());
-    let at = |kind| {
-        outcome
-            .violations
-            .iter()
-            .filter(move |v| v.kind == kind)
-            .map(|v| v.at)
-    };
-    assert!(at(ViolationKind::Observer).count() > 0);
-    assert!(at(ViolationKind::Observer).eq(at(ViolationKind::FencingToken)));
 }

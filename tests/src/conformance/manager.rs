@@ -1,0 +1,85 @@
+//! The suite's checks through the manager (the behaviour users see).
+
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Result};
+use redlock_core::{LockBackend, LockError};
+
+use super::{Conformance, EXPIRY_BOUND, TTL};
+
+impl<B: LockBackend + 'static> Conformance<B> {
+    /// Lock, check validity, release; the key is free again afterwards.
+    pub fn manager_lock_cycle(&self) -> Result<()> {
+        let locks = self.manager(3)?;
+        let key = self.key("cycle");
+        for _ in 0..5 {
+            let lock = locks.try_lock(key.as_str(), TTL)?;
+            ensure!(
+                lock.is_valid() && lock.validity() <= TTL,
+                "bad validity {:?}",
+                lock.validity()
+            );
+            lock.release()?;
+        }
+        let lock = locks.try_lock([self.key("cycle-a"), self.key("cycle-b")], TTL)?;
+        drop(lock);
+        ensure!(
+            locks.flush(Duration::from_secs(5)),
+            "nodes did not catch up"
+        );
+        locks.try_lock(self.key("cycle-b"), TTL)?.release()?;
+        Ok(())
+    }
+
+    /// A held lock is refused to a second manager until released.
+    pub fn manager_contention_and_handover(&self) -> Result<()> {
+        let (first, second) = (self.manager(5)?, self.manager(5)?);
+        let key = self.key("handover");
+        let lock = first.try_lock(key.as_str(), TTL)?;
+        match second.try_lock(key.as_str(), TTL) {
+            Err(LockError::Contended(report)) => {
+                ensure!(
+                    report.refused() >= 3,
+                    "contention with only {} refusals",
+                    report.refused()
+                );
+            }
+            Err(e) => bail!("expected Contended, got {e}"),
+            Ok(_) => bail!("two managers held the same lock"),
+        }
+        lock.release()?;
+        second
+            .lock_timeout(key.as_str(), TTL, Duration::from_secs(5))?
+            .release()?;
+        Ok(())
+    }
+
+    /// Extend keeps a lock past its first TTL; once expired, extend and
+    /// release report not held.
+    pub fn manager_extend_and_expiry(&self) -> Result<()> {
+        let locks = self.manager(3)?;
+        let key = self.key("lifetime");
+        let short = Duration::from_millis(300);
+        let mut lock = locks.try_lock(key.as_str(), short)?;
+        let validity = lock.extend(TTL)?;
+        ensure!(
+            validity > short,
+            "extend did not lengthen validity: {validity:?}"
+        );
+        lock.release()?;
+        let mut lock = locks.try_lock(key.as_str(), Duration::from_millis(100))?;
+        let other = self.manager(3)?;
+        other
+            .lock_timeout(key.as_str(), TTL, EXPIRY_BOUND)?
+            .release()?;
+        match lock.extend(TTL) {
+            Err(LockError::NotHeld(_)) => {}
+            other => bail!("extend after expiry: expected NotHeld, got {other:?}"),
+        }
+        ensure!(!lock.is_valid(), "an expired lock still claims validity");
+        match lock.release() {
+            Err(LockError::NotHeld(_)) => Ok(()),
+            other => bail!("release after expiry: expected NotHeld, got {other:?}"),
+        }
+    }
+}
