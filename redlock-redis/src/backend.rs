@@ -3,7 +3,6 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use redis::Cmd;
 use redis::Value;
 use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
@@ -191,80 +190,103 @@ impl RedisBackend {
     }
 }
 
-/// `SET key token NX PX ttl`; when refused, `TYPE key` to tell a lock from a
-/// key of another type.
+/// `SET key token NX PX ttl` and `TYPE key` in one write: when the `SET` is
+/// refused, the `TYPE` reply tells a held lock from a key of another type
+/// (which would otherwise look like contention forever), at no extra round
+/// trip.
 fn acquire_one(
     session: &mut Session<'_>,
     key: &str,
     token: &[u8],
     ttl: Ttl,
 ) -> Result<AcquireOutcome, Failure> {
-    match session.query(&set_nx(key, token, ttl))? {
-        Value::Okay => Ok(AcquireOutcome::Granted { fence: None }),
-        Value::Nil => refused(session, key),
-        other => Err(Failure::unexpected("SET NX PX", &other)),
+    let mut packed = Vec::new();
+    write_set_nx(&mut packed, key, token, ttl);
+    let mut replies = session.pipeline(&packed, 2)?.into_iter();
+    match read_set_nx(key, replies.next(), replies.next())? {
+        Read::Done(Response::Acquire(outcome)) => Ok(outcome),
+        Read::Error(err) => Err(Failure::Redis(err)),
+        Read::Wrong { kind, detail } => Err(Failure::Reply { kind, detail }),
+        Read::Done(_) => Err(Failure::unexpected("SET NX PX", &Value::Nil)),
     }
 }
 
-fn set_nx(key: &str, token: &[u8], ttl: Ttl) -> Cmd {
+/// Appends `SET key token NX PX ttl` and `TYPE key` to `packed`.
+fn write_set_nx(packed: &mut Vec<u8>, key: &str, token: &[u8], ttl: Ttl) {
     let mut set = redis::cmd("SET");
     set.arg(key)
         .arg(token)
         .arg("NX")
         .arg("PX")
         .arg(ttl.as_millis());
-    set
+    set.write_packed_command(packed);
+    redis::cmd("TYPE").arg(key).write_packed_command(packed);
 }
 
-/// After a refused `SET NX`: `TYPE key` tells a held lock from a key of
-/// another type, which would otherwise look like contention forever.
-fn refused(session: &mut Session<'_>, key: &str) -> Result<AcquireOutcome, Failure> {
-    let mut kind = redis::cmd("TYPE");
-    kind.arg(key);
-    match session.query(&kind)? {
-        Value::SimpleString(t) if t == "string" || t == "none" => Ok(AcquireOutcome::HeldByOther),
-        Value::SimpleString(t) => Err(Failure::Reply {
-            kind: RedisErrorKind::WrongType,
-            detail: format!("key {key:?} holds a {t}, not a lock"),
-        }),
-        other => Err(Failure::unexpected("TYPE", &other)),
-    }
+/// Reads the replies to [`write_set_nx`]'s two commands.
+fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Read, Failure> {
+    let (Some(set), Some(kind)) = (set, kind) else {
+        return Err(Failure::unexpected("SET NX PX", &Value::Nil));
+    };
+    Ok(match set {
+        Value::ServerError(err) => Read::Error(err.into()),
+        Value::Okay => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
+        Value::Nil => match kind {
+            Value::SimpleString(t) if t == "string" || t == "none" => {
+                Read::Done(Response::Acquire(AcquireOutcome::HeldByOther))
+            }
+            Value::SimpleString(t) => Read::Wrong {
+                kind: RedisErrorKind::WrongType,
+                detail: format!("key {key:?} holds a {t}, not a lock"),
+            },
+            Value::ServerError(err) => Read::Error(err.into()),
+            other => return Err(Failure::unexpected("TYPE", &other)),
+        },
+        other => return Err(Failure::unexpected("SET NX PX", &other)),
+    })
 }
 
 /// How to read the reply to one pipelined request.
 enum Reading<'a> {
+    /// Two replies: `SET NX PX`, then `TYPE`.
     SetNx(&'a str),
-    Acquire { fence: bool },
+    Acquire {
+        fence: bool,
+    },
     Held(&'static str),
 }
 
 /// A pipelined request's reply, read.
-enum Read<'a> {
+enum Read {
     Done(Response),
-    /// `SET NX` refused: `TYPE` follows, after the pipeline.
-    Refused(&'a str),
     /// The server's error reply to this request alone.
     Error(redis::RedisError),
+    /// A reply that is an error for this request alone (a list at the key).
+    Wrong {
+        kind: RedisErrorKind,
+        detail: String,
+    },
 }
 
-/// The command that carries `request` in a pipeline (scripts by `EVAL`, see
-/// [`LuaScript::eval`](crate::scripts)), or `None` for a kind of request this
-/// backend does not know.
-fn plan<'a>(request: &Request<'a>) -> Option<(Cmd, Reading<'a>)> {
-    Some(match *request {
+/// Appends the commands that carry `request` in a pipeline to `packed`
+/// (scripts by `EVAL`, see [`LuaScript::eval`](crate::scripts)) and says how
+/// to read their replies; `None` for a kind of request this backend does not
+/// know.
+fn plan<'a>(request: &Request<'a>, packed: &mut Vec<u8>) -> Option<Reading<'a>> {
+    let (cmd, reading) = match *request {
         Request::Acquire { claim, ttl, fence } => {
             let token = claim.token().as_bytes();
             if let ([key], false) = (claim.keys(), fence) {
-                (set_nx(key, token, ttl), Reading::SetNx(key))
-            } else {
-                let counters = if fence { fence_keys(claim) } else { Vec::new() };
-                let mut keys = lock_keys(claim);
-                keys.extend(counters.iter().map(String::as_str));
-                let ttl = ttl.as_millis().to_string();
-                let count = claim.keys().len().to_string();
-                let args = [token.as_slice(), ttl.as_bytes(), count.as_bytes()];
-                (ACQUIRE.eval(&keys, &args), Reading::Acquire { fence })
+                write_set_nx(packed, key, token, ttl);
+                return Some(Reading::SetNx(key));
             }
+            let counters = if fence { fence_keys(claim) } else { Vec::new() };
+            let mut keys = lock_keys(claim);
+            keys.extend(counters.iter().map(String::as_str));
+            let ttl = ttl.as_millis().to_string();
+            let count = claim.keys().len().to_string();
+            let args = [token.as_slice(), ttl.as_bytes(), count.as_bytes()];
+            (ACQUIRE.eval(&keys, &args), Reading::Acquire { fence })
         }
         Request::Extend { claim, ttl } => {
             let ttl = ttl.as_millis().to_string();
@@ -293,21 +315,23 @@ fn plan<'a>(request: &Request<'a>) -> Option<(Cmd, Reading<'a>)> {
             )
         }
         _ => return None,
-    })
+    };
+    cmd.write_packed_command(packed);
+    Some(reading)
 }
 
-/// Reads one reply. A reply of the wrong shape fails the whole pipeline (and
-/// discards the connection): the replies may be out of step.
-fn read<'a>(reading: &Reading<'a>, reply: Value) -> Result<Read<'a>, Failure> {
+/// Reads one request's replies from `replies`. A reply of the wrong shape
+/// fails the whole pipeline (and discards the connection): the replies may be
+/// out of step.
+fn read(reading: &Reading<'_>, replies: &mut impl Iterator<Item = Value>) -> Result<Read, Failure> {
+    if let Reading::SetNx(key) = *reading {
+        return read_set_nx(key, replies.next(), replies.next());
+    }
+    let reply = replies.next().unwrap_or(Value::Nil);
     if let Value::ServerError(err) = reply {
         return Ok(Read::Error(err.into()));
     }
     Ok(match *reading {
-        Reading::SetNx(key) => match reply {
-            Value::Okay => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
-            Value::Nil => Read::Refused(key),
-            other => return Err(Failure::unexpected("SET NX PX", &other)),
-        },
         Reading::Acquire { fence } => match reply {
             Value::Int(-1) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
             Value::Int(top) if top >= 0 => Read::Done(Response::Acquire(AcquireOutcome::Granted {
@@ -316,6 +340,7 @@ fn read<'a>(reading: &Reading<'a>, reply: Value) -> Result<Read<'a>, Failure> {
             other => return Err(Failure::unexpected("the acquire script", &other)),
         },
         Reading::Held(script) => Read::Done(Response::Held(held(reply, script)?)),
+        Reading::SetNx(_) => return Err(Failure::unexpected("SET NX PX", &reply)),
     })
 }
 
@@ -404,36 +429,33 @@ impl LockBackend for RedisBackend {
         let mut packed = Vec::new();
         let mut readings = Vec::with_capacity(requests.len());
         for request in requests {
-            let Some((cmd, reading)) = plan(request) else {
+            let Some(reading) = plan(request, &mut packed) else {
                 out.extend(requests.iter().map(|r| r.run_on(self)));
                 return;
             };
-            cmd.write_packed_command(&mut packed);
             readings.push(reading);
         }
-        let reads: Result<Vec<Read<'_>>, RedisNodeError> =
-            self.pool.run(self.deadline(), |session| {
-                let replies = session.pipeline(&packed, readings.len())?;
-                if replies.len() != readings.len() {
-                    return Err(Failure::unexpected("a pipeline", &Value::Nil));
-                }
-                readings
-                    .iter()
-                    .zip(replies)
-                    .map(|(reading, reply)| read(reading, reply))
-                    .collect()
-            });
+        let count = readings
+            .iter()
+            .map(|r| if matches!(r, Reading::SetNx(_)) { 2 } else { 1 })
+            .sum();
+        let reads: Result<Vec<Read>, RedisNodeError> = self.pool.run(self.deadline(), |session| {
+            let replies = session.pipeline(&packed, count)?;
+            if replies.len() != count {
+                return Err(Failure::unexpected("a pipeline", &Value::Nil));
+            }
+            let mut replies = replies.into_iter();
+            readings
+                .iter()
+                .map(|reading| read(reading, &mut replies))
+                .collect()
+        });
         match reads {
             Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
-            Ok(reads) => out.extend(reads.into_iter().map(|read| {
-                match read {
-                    Read::Done(response) => Ok(response),
-                    Read::Error(err) => Err(self.pool.command_error(err)),
-                    Read::Refused(key) => self
-                        .pool
-                        .run(self.deadline(), |session| refused(session, key))
-                        .map(Response::Acquire),
-                }
+            Ok(reads) => out.extend(reads.into_iter().map(|read| match read {
+                Read::Done(response) => Ok(response),
+                Read::Error(err) => Err(self.pool.command_error(err)),
+                Read::Wrong { kind, detail } => Err(self.pool.reply_error(kind, detail)),
             })),
         }
     }

@@ -244,6 +244,11 @@ impl NodePool {
         })
     }
 
+    /// The typed error for a reply that is an error for one request alone.
+    pub(crate) fn reply_error(&self, kind: RedisErrorKind, detail: String) -> RedisNodeError {
+        RedisNodeError::new(self.node.clone(), kind, Stage::Command, detail)
+    }
+
     /// The typed error for a server's error reply to one command.
     pub(crate) fn command_error(&self, err: RedisError) -> RedisNodeError {
         self.error(Stage::Command, err)
