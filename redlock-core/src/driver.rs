@@ -7,13 +7,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::collect::{Pending, Until};
 use crate::config::Config;
-use crate::fanout::Shared;
+use crate::fanout::{Launched, Round, Shared};
 use crate::keeper::Keeper;
+use crate::line::Lines;
+use crate::line::{Baton, Place};
 use crate::worker::{Job, Op, Worker};
 use crate::{
     Builder, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError,
-    LostReason, NodeId, Resources, Token, Ttl, Verdict,
+    LostReason, NodeId, Resources, RoundReport, Token, Ttl, Verdict,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -151,6 +154,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 config,
                 rng: Mutex::new(rng),
                 keeper: Keeper::new(),
+                lines: Lines::new(),
             }),
         })
     }
@@ -186,6 +190,17 @@ impl<B: LockBackend + 'static> Redlock<B> {
 
     /// Acquires, retrying with random pauses until the configured acquire
     /// timeout (default 10 s).
+    ///
+    /// Callers of one manager (and its clones) that wait for the same
+    /// resources queue in a local line, first come first served: only the
+    /// first acquires through the nodes (retrying with random pauses against
+    /// other processes), and when it releases, the next one's acquire goes
+    /// to each node in the same write as the release. A hand-off thus costs
+    /// one round trip, and nobody starves. Each caller still wins its own
+    /// quorum round; the line only schedules. A guard leaked with
+    /// `mem::forget`, or a lock lost or expired while its guard lives, hands
+    /// the line on once its validity is over. [`Redlock::try_lock`] never
+    /// queues.
     ///
     /// # Errors
     ///
@@ -256,13 +271,46 @@ impl<B: LockBackend + 'static> Redlock<B> {
         deadline: Instant,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
-        let config = &self.shared.config;
+        let shared = &self.shared;
+        let config = &shared.config;
         let ttl = config.check_ttl(ttl)?;
+        let (ticket, mut first) = match shared.join_line(&resources, ttl, deadline) {
+            Place::Owner(ticket) => (ticket, None),
+            Place::Waiting(waiter) => match shared.await_turn(&resources, &waiter) {
+                Some(Baton::Turn) => (waiter.ticket(), None),
+                Some(Baton::Round(claim, launched)) => (waiter.ticket(), Some((claim, launched))),
+                None => {
+                    return Err(LockError::Timeout {
+                        attempts: 0,
+                        last: Box::new(LockError::Contended(RoundReport::untried(
+                            shared.workers.len(),
+                        ))),
+                    })
+                }
+            },
+        };
+        // From here this caller owns the line; it passes it on unless it
+        // returns holding the lock.
+        let line = LineTurn {
+            shared,
+            resources: &resources,
+            ticket,
+        };
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
-            let err = match self.attempt(&resources, ttl) {
-                Ok(lock) => return Ok(lock),
+            let result = match first.take() {
+                Some((claim, launched)) => self.conclude(claim, &launched, ttl),
+                None => self.attempt(&resources, ttl),
+            };
+            let err = match result {
+                Ok(mut lock) => {
+                    std::mem::forget(line);
+                    if shared.hold_line(&resources, ticket, lock.state()) {
+                        lock.set_line(ticket);
+                    }
+                    return Ok(lock);
+                }
                 Err(err) if err.is_retryable() => err,
                 Err(err) => return Err(err),
             };
@@ -273,7 +321,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                     last: Box::new(err),
                 });
             }
-            let pause = config.retry.pick(self.shared.rng.lock().u64(..));
+            let pause = config.retry.pick(shared.rng.lock().u64(..));
             config.clock.sleep(pause.min(deadline - now));
             if config.clock.now() >= deadline {
                 return Err(LockError::Timeout {
@@ -323,23 +371,27 @@ impl<B: LockBackend + 'static> Redlock<B> {
     pub fn flush(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let n = self.shared.workers.len();
-        let (reply, replies) = crossbeam_channel::bounded(n);
-        let mut waiting = 0;
+        let pending = Pending::new(
+            Round::new(n, Instant::now()),
+            Until::Answers(n),
+            std::thread::current(),
+        );
+        let pending = Arc::new(pending);
         for (node, worker) in self.shared.workers.iter().enumerate() {
             let job = Job {
                 op: Op::Flush,
                 claim: Arc::clone(&self.shared.flush_claim),
                 node,
                 stale_after: deadline,
-                reply: Some(reply.clone()),
+                reply: Some(Arc::clone(&pending)),
             };
             if worker.submit(job).is_err() {
                 return false;
             }
-            waiting += 1;
         }
-        drop(reply);
-        (0..waiting).all(|_| replies.recv_deadline(deadline).is_ok())
+        pending
+            .wait(deadline)
+            .is_some_and(|round| round.tally.pending() == 0 && round.failures.is_empty())
     }
 
     /// How many nodes must grant: `n / 2 + 1`.
@@ -440,15 +492,27 @@ impl<B: LockBackend + 'static> Redlock<B> {
 
     fn attempt(&self, resources: &Resources, ttl: Ttl) -> Result<Lock<B>, LockError<B::Error>> {
         let claim = Arc::new(Claim::new(resources.clone(), Token::random()?));
+        let op = Op::Acquire {
+            ttl,
+            fence: self.shared.config.fencing,
+        };
+        let launched = self
+            .shared
+            .launch(op, &claim, Until::Decided, std::thread::current(), None);
+        self.conclude(claim, &launched, ttl)
+    }
+
+    /// Decides a launched acquire round of `claim`: the lock (fenced when so
+    /// configured), or why not, with the round released on every node.
+    fn conclude(
+        &self,
+        claim: Arc<Claim>,
+        launched: &Launched<B::Error>,
+        ttl: Ttl,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let shared = &self.shared;
         let fencing = shared.config.fencing;
-        let round = shared.run(
-            Op::Acquire {
-                ttl,
-                fence: fencing,
-            },
-            &claim,
-        );
+        let round = shared.finish(launched);
         let mut valid_until = match shared.judge(&round, ttl) {
             Verdict::Held { validity } => round.decided_at + validity,
             verdict => {
@@ -476,5 +540,19 @@ impl<B: LockBackend + 'static> Redlock<B> {
             valid_until,
             fence,
         ))
+    }
+}
+
+/// A line's ownership on its way through `lock_deadline`: passed on to the
+/// next waiter when the caller returns without the lock (also on a panic).
+struct LineTurn<'a, E: Send + 'static> {
+    shared: &'a Shared<E>,
+    resources: &'a Resources,
+    ticket: u64,
+}
+
+impl<E: Send + 'static> Drop for LineTurn<'_, E> {
+    fn drop(&mut self) {
+        self.shared.leave_line(self.resources, self.ticket);
     }
 }

@@ -140,9 +140,12 @@ pub enum LockError<E> {
     },
     /// The acquire deadline passed before any attempt succeeded.
     Timeout {
-        /// Rounds tried.
+        /// Rounds tried; 0 when another caller of the same manager held or
+        /// wanted the resources until the deadline (callers of one manager
+        /// queue locally, see [`Redlock::lock`](crate::Redlock::lock)).
         attempts: u32,
-        /// Why the last round failed.
+        /// Why the last round failed ([`LockError::Contended`] with no
+        /// votes when no round was tried).
         last: Box<LockError<E>>,
     },
     /// Extend or release: the lock had expired or was released, so a quorum

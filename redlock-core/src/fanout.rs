@@ -2,12 +2,15 @@
 //! replies collected until the sans-IO [`Tally`] decides.
 
 use std::sync::Arc;
+use std::thread::{self, Thread};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use crate::collect::{Pending, Until};
 use crate::config::Config;
 use crate::keeper::Keeper;
+use crate::line::Lines;
 use crate::worker::{Job, Op, Worker};
 use crate::{
     fence_step, judge, AcquireOutcome, Claim, ConfigError, FenceStep, FencingToken, LockError,
@@ -22,6 +25,7 @@ pub(crate) struct Shared<E> {
     pub(crate) config: Config,
     pub(crate) rng: Mutex<fastrand::Rng>,
     pub(crate) keeper: Keeper<E>,
+    pub(crate) lines: Lines<E>,
 }
 
 /// The state of one round, as far as it got.
@@ -44,41 +48,66 @@ impl<E> Shared<E> {
     /// decides or the per-node timeout passes; nodes silent by then are
     /// counted as timed out.
     pub(crate) fn run(&self, op: Op, claim: &Arc<Claim>) -> Round<E> {
+        let launched = self.launch(op, claim, Until::Decided, thread::current(), None);
+        self.finish(&launched)
+    }
+
+    /// Starts a round of `op` on every node, to be waited for by `waiter`.
+    /// With `before`, each node gets that request first, in the same batch:
+    /// a release that the round's acquire follows right behind.
+    pub(crate) fn launch(
+        &self,
+        op: Op,
+        claim: &Arc<Claim>,
+        until: Until,
+        waiter: Thread,
+        before: Option<Ahead<'_, E>>,
+    ) -> Launched<E> {
         let n = self.workers.len();
-        let clock = &self.config.clock;
-        let started = clock.now();
         let wait_until = Instant::now() + self.config.node_timeout;
-        let mut round = Round {
-            tally: Tally::new(n),
-            started,
-            decided_at: started,
-            failures: Vec::new(),
-            fences: Vec::new(),
+        let round = Round::new(n, self.config.clock.now());
+        let pending = Arc::new(Pending::new(round, until, waiter));
+        let job = |node, op, claim: &Arc<Claim>, reply: Option<&Arc<Pending<E>>>| Job {
+            op,
+            claim: Arc::clone(claim),
+            node,
+            stale_after: wait_until,
+            reply: reply.cloned(),
         };
-        let (reply, replies) = crossbeam_channel::bounded(n);
         for (node, worker) in self.workers.iter().enumerate() {
-            let job = Job {
-                op,
-                claim: Arc::clone(claim),
-                node,
-                stale_after: wait_until,
-                reply: Some(reply.clone()),
-            };
-            if let Err(failure) = worker.submit(job) {
-                round.record(node, Err(failure));
-            }
-        }
-        drop(reply);
-        while round.tally.decision() == crate::Decision::Pending {
-            match replies.recv_deadline(wait_until) {
-                Ok((node, result)) => round.record(node, result),
-                Err(_) => {
-                    for node in 0..n {
-                        round.record(node, Err(NodeFailure::TimedOut));
-                    }
+            let ours = job(node, op, claim, Some(&pending));
+            let queued = match before {
+                None => worker.submit(ours),
+                Some(Ahead {
+                    op: first,
+                    claim: first_claim,
+                    reply: first_reply,
+                }) => {
+                    let first = job(node, first, first_claim, first_reply);
+                    worker.submit_all([first, ours]).inspect_err(|_| {
+                        if let Some(reply) = first_reply {
+                            reply.deliver(node, Err(NodeFailure::Overloaded));
+                        }
+                    })
                 }
+            };
+            if let Err(failure) = queued {
+                pending.deliver(node, Err(failure));
             }
         }
+        Launched {
+            pending,
+            wait_until,
+        }
+    }
+
+    /// Waits for a launched round (on the thread it was launched for).
+    pub(crate) fn finish(&self, launched: &Launched<E>) -> Round<E> {
+        let clock = &self.config.clock;
+        let mut round = launched
+            .pending
+            .wait(launched.wait_until)
+            .unwrap_or_else(|| Round::new(self.workers.len(), clock.now()));
         round.decided_at = clock.now();
         round
     }
@@ -105,28 +134,32 @@ impl<E> Shared<E> {
     /// responsive node. A node that stays silent gets its release queued
     /// behind the acquire, so a grant that arrives late is undone too.
     pub(crate) fn abandon(&self, claim: &Arc<Claim>, round: &Round<E>) {
+        let n = self.workers.len();
         let wait_until = Instant::now() + self.config.node_timeout;
-        let (reply, replies) = crossbeam_channel::bounded(self.workers.len());
-        let mut waiting = 0usize;
+        let may_hold: Vec<bool> = (0..n)
+            .map(|node| matches!(round.tally.vote(node), None | Some(Vote::Granted)))
+            .collect();
+        let waiting = may_hold.iter().filter(|&&m| m).count();
+        let pending = Arc::new(Pending::new(
+            Round::new(n, round.started),
+            Until::Answers(waiting),
+            thread::current(),
+        ));
         for (node, worker) in self.workers.iter().enumerate() {
-            let may_hold = matches!(round.tally.vote(node), None | Some(Vote::Granted));
             let job = Job {
                 op: Op::Release,
                 claim: Arc::clone(claim),
                 node,
                 stale_after: wait_until,
-                reply: may_hold.then(|| reply.clone()),
+                reply: may_hold[node].then(|| Arc::clone(&pending)),
             };
-            if worker.submit(job).is_ok() && may_hold {
-                waiting += 1;
+            if let Err(failure) = worker.submit(job) {
+                if may_hold[node] {
+                    pending.deliver(node, Err(failure));
+                }
             }
         }
-        drop(reply);
-        for _ in 0..waiting {
-            if replies.recv_deadline(wait_until).is_err() {
-                break;
-            }
-        }
+        let _ = pending.wait(wait_until);
     }
 
     /// Turns a won, fenced acquire round into a fencing token: the counter
@@ -201,7 +234,33 @@ impl<E> Shared<E> {
     }
 }
 
+/// A request queued on every node right ahead of a round's own, in the same
+/// batch (and so, for Redis, the same write).
+#[derive(Clone, Copy)]
+pub(crate) struct Ahead<'a, E> {
+    pub(crate) op: Op,
+    pub(crate) claim: &'a Arc<Claim>,
+    pub(crate) reply: Option<&'a Arc<Pending<E>>>,
+}
+
+/// A round under way: its replies and how long to wait for them.
+pub(crate) struct Launched<E> {
+    pub(crate) pending: Arc<Pending<E>>,
+    pub(crate) wait_until: Instant,
+}
+
 impl<E> Round<E> {
+    /// A round over `nodes` nodes started at `started` (the manager's clock).
+    pub(crate) fn new(nodes: usize, started: Instant) -> Self {
+        Round {
+            tally: Tally::new(nodes),
+            started,
+            decided_at: started,
+            failures: Vec::new(),
+            fences: Vec::new(),
+        }
+    }
+
     pub(crate) fn record(&mut self, node: usize, result: Result<Response, NodeFailure<E>>) {
         if self.tally.has_voted(node) {
             return;

@@ -68,6 +68,8 @@ pub struct Lock<B: LockBackend> {
     state: Arc<LockState<B::Error>>,
     fence: Option<FencingToken>,
     released: bool,
+    /// The ticket of the local line this lock owns, if it came through one.
+    line: Option<u64>,
 }
 
 impl<B: LockBackend> Lock<B> {
@@ -93,7 +95,18 @@ impl<B: LockBackend> Lock<B> {
             state,
             fence,
             released: false,
+            line: None,
         }
+    }
+
+    pub(crate) fn state(&self) -> &Arc<LockState<B::Error>> {
+        &self.state
+    }
+
+    /// Marks the lock as the owner of local line `ticket`, which it hands
+    /// over when released.
+    pub(crate) fn set_line(&mut self, ticket: u64) {
+        self.line = Some(ticket);
     }
 
     /// The locked resources.
@@ -311,7 +324,12 @@ impl<B: LockBackend> Lock<B> {
             life.released = true;
             life.ttl
         };
-        let round = self.shared.run(Op::Release, &self.state.claim);
+        let shared = &self.shared;
+        let fencing = shared.config.fencing;
+        let round = match shared.release_handing_off(&self.state.claim, self.line, fencing, true) {
+            Some(launched) => shared.finish(&launched),
+            None => shared.run(Op::Release, &self.state.claim),
+        };
         match self.shared.judge(&round, ttl) {
             Verdict::Held { .. } | Verdict::ValidityExhausted => Ok(()),
             verdict => Err(self.shared.failure(verdict, round, ttl, LockError::NotHeld)),
@@ -352,7 +370,10 @@ impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
             self.state.life.lock().released = true;
-            self.shared.send_detached(Op::Release, &self.state.claim);
+            let fencing = self.shared.config.fencing;
+            let _ = self
+                .shared
+                .release_handing_off(&self.state.claim, self.line, fencing, false);
         }
     }
 }

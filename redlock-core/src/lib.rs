@@ -58,6 +58,7 @@
 
 mod backend;
 mod clock;
+mod collect;
 mod config;
 mod driver;
 mod error;
@@ -65,6 +66,7 @@ mod fanout;
 mod fence;
 mod guard;
 mod keeper;
+mod line;
 mod quorum;
 mod report;
 mod resource;

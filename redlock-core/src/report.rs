@@ -143,6 +143,18 @@ pub struct RoundReport<E> {
 }
 
 impl<E> RoundReport<E> {
+    /// The report of a round never tried on `nodes` nodes (a caller that
+    /// waited in its local line until its deadline).
+    pub(crate) fn untried(nodes: usize) -> Self {
+        RoundReport {
+            nodes,
+            quorum: crate::quorum(nodes),
+            granted: 0,
+            refused: 0,
+            failures: Vec::new(),
+        }
+    }
+
     /// How many nodes the round was sent to.
     ///
     /// # Examples

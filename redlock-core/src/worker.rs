@@ -1,12 +1,21 @@
-//! Long-lived per-node worker threads: a round costs one channel hand-off per
+//! Long-lived per-node worker threads: a round costs one queue push per
 //! node, never a thread spawn.
+//!
+//! The queue is a plain mutex-guarded list with a condition variable rather
+//! than a channel: the worker parks at once when it has nothing to do (no
+//! spinning on two shared cores), takes everything queued in one go, and
+//! several jobs can be queued together so that they reach the node in one
+//! write, in order (a release and the next local waiter's acquire).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_utils::Backoff;
+use parking_lot::{Condvar, Mutex};
 
+use crate::collect::Pending;
 use crate::{Claim, ConfigError, LockBackend, NodeFailure, NodeId, Request, Response, Ttl};
 
 /// A request to one node.
@@ -24,8 +33,6 @@ pub(crate) enum Op {
     Flush,
 }
 
-pub(crate) type Reply<E> = (usize, Result<Response, NodeFailure<E>>);
-
 pub(crate) struct Job<E> {
     pub(crate) op: Op,
     pub(crate) claim: Arc<Claim>,
@@ -34,14 +41,38 @@ pub(crate) struct Job<E> {
     /// or extend still queued then is dropped unexecuted. A
     /// release always runs, since it may clean up a late grant; so does a flush.
     pub(crate) stale_after: Instant,
-    pub(crate) reply: Option<Sender<Reply<E>>>,
+    pub(crate) reply: Option<Arc<Pending<E>>>,
+}
+
+/// What the callers and one worker thread share.
+struct Queue<E> {
+    state: Mutex<State<E>>,
+    /// Whether jobs are queued, for the worker to spin on without the lock.
+    queued: AtomicBool,
+    ready: Condvar,
+    depth: usize,
+}
+
+struct State<E> {
+    jobs: Vec<Job<E>>,
+    /// The worker is parked waiting for jobs.
+    idle: bool,
+    /// The manager is gone: the worker drains what is queued and exits.
+    closed: bool,
+    /// The worker thread ended (it never should): nothing runs any more.
+    dead: bool,
 }
 
 /// The sending side of one node's worker.
-#[derive(Debug)]
 pub(crate) struct Worker<E> {
     pub(crate) id: NodeId,
-    jobs: Sender<Job<E>>,
+    queue: Arc<Queue<E>>,
+}
+
+impl<E> std::fmt::Debug for Worker<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("id", &self.id).finish()
+    }
 }
 
 impl<E: Send + 'static> Worker<E> {
@@ -51,26 +82,80 @@ impl<E: Send + 'static> Worker<E> {
         B: LockBackend<Error = E> + 'static,
     {
         let id = backend.node_id().clone();
-        let (jobs, queue) = crossbeam_channel::bounded(depth);
+        let queue = Arc::new(Queue {
+            state: Mutex::new(State {
+                jobs: Vec::new(),
+                idle: false,
+                closed: false,
+                dead: false,
+            }),
+            queued: AtomicBool::new(false),
+            ready: Condvar::new(),
+            depth,
+        });
+        let theirs = Arc::clone(&queue);
         std::thread::Builder::new()
             .name(format!("redlock-node-{index}"))
-            .spawn(move || serve(&backend, &queue))
+            .spawn(move || {
+                let _dead = Dead(&theirs);
+                serve(&backend, &theirs);
+            })
             .map_err(|e| ConfigError::WorkerSpawn {
                 node: id.clone(),
                 kind: e.kind(),
             })?;
-        Ok(Worker { id, jobs })
+        Ok(Worker { id, queue })
     }
 }
 
 impl<E> Worker<E> {
-    /// Queues `job` without blocking; a full or closed queue is a failure of
-    /// this node for this round.
+    /// Queues `job` without blocking; a full queue or a dead worker is a
+    /// failure of this node for this round.
     pub(crate) fn submit(&self, job: Job<E>) -> Result<(), NodeFailure<E>> {
-        self.jobs.try_send(job).map_err(|e| match e {
-            TrySendError::Full(_) => NodeFailure::Overloaded,
-            TrySendError::Disconnected(_) => NodeFailure::Panicked,
-        })
+        self.submit_all([job])
+    }
+
+    /// Queues `jobs` together, in order, so that the worker takes them in
+    /// one batch. All or none are queued.
+    pub(crate) fn submit_all<const K: usize>(
+        &self,
+        jobs: [Job<E>; K],
+    ) -> Result<(), NodeFailure<E>> {
+        let mut state = self.queue.state.lock();
+        if state.dead {
+            return Err(NodeFailure::Panicked);
+        }
+        if state.jobs.len() + K > self.queue.depth.max(K) {
+            return Err(NodeFailure::Overloaded);
+        }
+        state.jobs.extend(jobs);
+        self.queue.queued.store(true, Ordering::Release);
+        if std::mem::take(&mut state.idle) {
+            drop(state);
+            self.queue.ready.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl<E> Drop for Worker<E> {
+    fn drop(&mut self) {
+        self.queue.state.lock().closed = true;
+        self.queue.ready.notify_one();
+    }
+}
+
+/// Marks the queue dead when the worker thread ends, however it ends.
+struct Dead<'a, E>(&'a Queue<E>);
+
+impl<E> Drop for Dead<'_, E> {
+    fn drop(&mut self) {
+        let mut state = self.0.state.lock();
+        state.dead = true;
+        // Nobody will run these: fail them now rather than at their timeout.
+        for job in state.jobs.drain(..) {
+            job.answer(Err(NodeFailure::Panicked));
+        }
     }
 }
 
@@ -97,27 +182,40 @@ impl Op {
 impl<E> Job<E> {
     fn answer(self, result: Result<Response, NodeFailure<E>>) {
         if let Some(reply) = self.reply {
-            // The round may have been decided and its receiver dropped.
-            let _ = reply.send((self.node, result));
+            // A round already decided ignores the answer.
+            reply.deliver(self.node, result);
         }
     }
 }
 
-/// The worker loop: takes every job queued (up to [`MAX_BATCH`]), drops the
-/// stale ones, and runs the rest in arrival order as one batch, until every
-/// sender is gone. A flush splits the batch: it is answered once everything
-/// before it ran.
-fn serve<B: LockBackend>(backend: &B, queue: &Receiver<Job<B::Error>>) {
+/// The worker loop: takes every job queued, drops the stale ones, and runs
+/// the rest in arrival order in batches of at most [`MAX_BATCH`], until the
+/// manager is gone and the queue is empty. A flush splits the batch: it is
+/// answered once everything before it ran.
+fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     let mut segment = Vec::with_capacity(MAX_BATCH);
     let mut results = Vec::with_capacity(MAX_BATCH);
-    while let Ok(first) = queue.recv() {
-        jobs.push(first);
-        while jobs.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
+    loop {
+        {
+            // Spin and yield briefly before parking, as a channel would: the
+            // next job often comes within microseconds, and a parked worker
+            // costs its caller a wake-up.
+            let backoff = Backoff::new();
+            while !backoff.is_completed() && !queue.queued.load(Ordering::Acquire) {
+                backoff.snooze();
             }
+            let mut state = queue.state.lock();
+            while state.jobs.is_empty() {
+                if state.closed {
+                    return;
+                }
+                state.idle = true;
+                queue.ready.wait(&mut state);
+            }
+            state.idle = false;
+            std::mem::swap(&mut jobs, &mut state.jobs);
+            queue.queued.store(false, Ordering::Release);
         }
         let now = Instant::now();
         for job in jobs.drain(..) {
@@ -129,6 +227,9 @@ fn serve<B: LockBackend>(backend: &B, queue: &Receiver<Job<B::Error>>) {
                 job.answer(Ok(Response::Held(true)));
             } else {
                 segment.push(job);
+                if segment.len() == MAX_BATCH {
+                    run_segment(backend, &mut segment, &mut results);
+                }
             }
         }
         run_segment(backend, &mut segment, &mut results);
@@ -181,7 +282,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{AcquireOutcome, Resources, Token};
+    use crate::collect::Until;
+    use crate::fanout::Round;
+    use crate::{AcquireOutcome, Resources, Token, Vote};
 
     /// Grants everything; its batches answer all but the last `short_by`.
     #[derive(Debug)]
@@ -222,8 +325,15 @@ mod tests {
         }
     }
 
-    fn run(short_by: usize, ops: &[Op]) -> Vec<Reply<Never>> {
-        let (tx, rx) = crossbeam_channel::unbounded();
+    /// Runs `ops` (job `i` for node `i`) as one segment and returns the
+    /// round the answers made.
+    fn run(short_by: usize, ops: &[Op]) -> Round<Never> {
+        let round = Round::new(ops.len(), Instant::now());
+        let pending = Arc::new(Pending::new(
+            round,
+            Until::Answers(ops.len()),
+            std::thread::current(),
+        ));
         let claim = Arc::new(Claim::new(
             Resources::one("k").unwrap_or_else(|_| unreachable!()),
             Token::from_bytes([1; crate::TOKEN_LEN]),
@@ -236,7 +346,7 @@ mod tests {
                 claim: Arc::clone(&claim),
                 node,
                 stale_after: Instant::now() + Duration::from_secs(3600),
-                reply: Some(tx.clone()),
+                reply: Some(Arc::clone(&pending)),
             })
             .collect();
         let stub = Stub {
@@ -244,8 +354,10 @@ mod tests {
             short_by,
         };
         run_segment(&stub, &mut segment, &mut Vec::new());
-        drop(tx);
-        rx.iter().collect()
+        // Every job was answered, so this does not wait.
+        pending
+            .wait(Instant::now() + Duration::from_secs(3600))
+            .unwrap_or_else(|| unreachable!())
     }
 
     fn ttl() -> Ttl {
@@ -254,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_batch_answers_each_job_in_order() {
-        let replies = run(
+        let round = run(
             0,
             &[
                 Op::Acquire {
@@ -265,28 +377,23 @@ mod tests {
                 Op::Release,
             ],
         );
-        let answers: Vec<_> = replies
-            .iter()
-            .map(|(n, r)| (*n, r.as_ref().ok().copied()))
-            .collect();
+        let votes: Vec<_> = (0..3).map(|node| round.tally.vote(node)).collect();
         assert_eq!(
-            answers,
+            votes,
             [
-                (
-                    0,
-                    Some(Response::Acquire(AcquireOutcome::Granted { fence: None }))
-                ),
-                (1, Some(Response::Held(true))),
-                (2, Some(Response::Held(false))),
+                Some(Vote::Granted),
+                Some(Vote::Granted),
+                Some(Vote::Refused)
             ]
         );
+        assert!(round.failures.is_empty());
     }
 
     #[test]
     fn requests_a_batch_left_unanswered_fail_instead_of_hanging() {
-        let replies = run(1, &[Op::Extend(ttl()), Op::Release]);
-        assert_eq!(replies.len(), 2, "every job is answered");
-        assert!(matches!(replies[0], (0, Ok(Response::Held(true)))));
-        assert!(matches!(replies[1], (1, Err(NodeFailure::Unanswered))));
+        let round = run(1, &[Op::Extend(ttl()), Op::Release]);
+        assert_eq!(round.tally.pending(), 0, "every job is answered");
+        assert_eq!(round.tally.vote(0), Some(Vote::Granted));
+        assert!(matches!(round.failures[..], [(1, NodeFailure::Unanswered)]));
     }
 }

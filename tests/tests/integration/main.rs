@@ -4,6 +4,7 @@ mod bad_input;
 mod conformance;
 mod harness_selftest;
 mod lifetime;
+mod line;
 mod manager;
 mod redis_common;
 mod redis_errors;
