@@ -22,6 +22,10 @@ pub(crate) struct Conn {
     /// timeout the late reply is still in the socket and would be read as
     /// the answer to the next command, so the connection must go.
     broken: bool,
+    /// The read and write timeout the socket has now (both are set
+    /// together), kept so that it is set again only when it must change
+    /// (see [`Session::arm`]).
+    io_timeout: Duration,
 }
 
 /// The outcome of the latest connection attempts, shared by the manager
@@ -67,6 +71,7 @@ impl ManageConnection for Manager {
                 Ok(Conn {
                     inner,
                     broken: false,
+                    io_timeout: self.timeout,
                 })
             });
         let mut state = self.health.state.lock();
@@ -106,17 +111,41 @@ pub(crate) struct NodePool {
     health: Arc<Health>,
     node: NodeId,
     password: Option<Secret>,
+    /// See [`timeout_slack`].
+    slack: Duration,
 }
 
 /// The shortest pause between two background connection attempts to a node
 /// that is down (r2d2 waits half its connection timeout, at most).
 const MIN_RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 
+/// The largest [`timeout_slack`].
+const MAX_TIMEOUT_SLACK: Duration = Duration::from_millis(2);
+
+/// How far a socket's timeout may be from the time left before the
+/// deadline and still be kept: 1/16 of the node timeout, 2 ms at most (so
+/// 2 ms for the default 50 ms node timeout, 1 ms for 16 ms).
+///
+/// Setting the timeouts costs two `setsockopt` calls, which were the most
+/// frequent system call of a lock cycle when made before every command.
+/// Every call's deadline is "now + node timeout" and each connection starts
+/// with the node timeout as its socket timeout, so normally the time left
+/// when a command is sent is within microseconds of the socket's timeout
+/// and nothing needs to be set. Since the timeouts are checked before the
+/// write and before each reply, a call gives up at most the slack after its
+/// deadline (a server that trickles one reply out byte by byte aside, as
+/// before); and it never gives up more than the slack before it (a
+/// shortened timeout is raised again), which a node timeout can spare.
+fn timeout_slack(node_timeout: Duration) -> Duration {
+    (node_timeout / 16).min(MAX_TIMEOUT_SLACK)
+}
+
 impl NodePool {
     /// Builds the pool without waiting for the node: one connection is
     /// opened in the background.
     pub(crate) fn new(settings: PoolSettings) -> Self {
         let health = Arc::new(Health::default());
+        let slack = timeout_slack(settings.timeout);
         let manager = Manager {
             client: settings.client,
             timeout: settings.timeout,
@@ -146,6 +175,7 @@ impl NodePool {
             health,
             node: settings.node,
             password: settings.password,
+            slack,
         }
     }
 
@@ -160,6 +190,7 @@ impl NodePool {
         let mut session = Session {
             conn: &mut conn,
             deadline,
+            slack: self.slack,
         };
         let failure = match op(&mut session) {
             Ok(value) => return Ok(value),
@@ -324,32 +355,80 @@ fn describe(reply: &Value) -> &'static str {
 pub(crate) struct Session<'a> {
     conn: &'a mut Conn,
     deadline: Instant,
+    /// See [`timeout_slack`].
+    slack: Duration,
 }
 
 impl Session<'_> {
-    /// The connection, with its read and write timeouts set to the time left
-    /// before the deadline.
-    fn armed(&mut self) -> Result<&mut redis::Connection, Failure> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
+    /// The time left before the deadline.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Makes the socket's read and write timeouts `left`, give or take the
+    /// [slack](timeout_slack): they are set only when they differ from it
+    /// by more, which normally they do not (see [`timeout_slack`]).
+    fn arm(&mut self, left: Duration) -> Result<(), RedisError> {
+        if left.abs_diff(self.conn.io_timeout) > self.slack {
+            let inner = &self.conn.inner;
+            inner.set_write_timeout(Some(left))?;
+            inner.set_read_timeout(Some(left))?;
+            self.conn.io_timeout = left;
+        }
+        Ok(())
+    }
+
+    /// Arms the socket for sending a command, or fails with
+    /// [`Failure::Deadline`] when no time is left.
+    fn arm_to_send(&mut self) -> Result<(), Failure> {
+        let left = self.left();
         if left.is_zero() {
             return Err(Failure::Deadline);
         }
-        let inner = &mut self.conn.inner;
-        inner.set_write_timeout(Some(left))?;
-        inner.set_read_timeout(Some(left))?;
-        Ok(inner)
+        Ok(self.arm(left)?)
     }
 
     pub(crate) fn query(&mut self, cmd: &Cmd) -> Result<Value, Failure> {
-        Ok(cmd.query::<Value>(self.armed()?)?)
+        self.arm_to_send()?;
+        Ok(cmd.query::<Value>(&mut self.conn.inner)?)
     }
 
     /// Sends `packed` (`count` commands) in one write and reads the `count`
     /// replies. An error reply to one command is returned as its
     /// `Value::ServerError`; only connection-level failures are errors.
+    ///
+    /// The timeouts are checked again before each reply is read, so a
+    /// server that stops answering holds the call up until its deadline
+    /// (and the slack), not a full timeout per missing reply as
+    /// `req_packed_commands` would (it reads on after a failure).
     pub(crate) fn pipeline(&mut self, packed: &[u8], count: usize) -> Result<Vec<Value>, Failure> {
-        Ok(self.armed()?.req_packed_commands(packed, 0, count)?)
+        self.arm_to_send()?;
+        self.conn.inner.send_packed_command(packed)?;
+        let mut replies = Vec::with_capacity(count);
+        while replies.len() < count {
+            let left = self.left();
+            if left.is_zero() {
+                // An I/O timeout, not `Failure::Deadline`: replies are left
+                // unread, so the connection must go.
+                return Err(Failure::Redis(replies_overdue()));
+            }
+            self.arm(left)?;
+            match self.conn.inner.recv_response()? {
+                // RESP3 out-of-band data, not a reply.
+                Value::Push { .. } => {}
+                reply => replies.push(reply),
+            }
+        }
+        Ok(replies)
     }
+}
+
+/// The error for a call whose deadline passed while replies were due.
+fn replies_overdue() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the node timeout ran out before every reply was read",
+    ))
 }
 
 #[cfg(test)]
@@ -468,6 +547,60 @@ mod tests {
         }
         // The timed-out connection was replaced, not reused.
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_pipeline_to_a_server_that_stopped_answering_ends_at_its_deadline() {
+        let timeout = Duration::from_millis(100);
+        let (port, _) = slow_then_fast_server(Duration::from_secs(5));
+        let pool = pool_for(port, timeout, 2);
+        let pings = b"*1\r\n$4\r\nPING\r\n".repeat(5);
+        let started = Instant::now();
+        let err = pool
+            .run(started + timeout, |s| s.pipeline(&pings, 5))
+            .expect_err("times out");
+        assert!(err.is_timeout(), "{err}");
+        assert!(
+            started.elapsed() < timeout + Duration::from_millis(50),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn socket_timeouts_are_set_only_when_off_by_more_than_the_slack() {
+        assert_eq!(
+            timeout_slack(Duration::from_millis(50)),
+            Duration::from_millis(2)
+        );
+        assert_eq!(
+            timeout_slack(Duration::from_millis(16)),
+            Duration::from_millis(1)
+        );
+        let timeout = Duration::from_millis(200);
+        let (port, _) = slow_then_fast_server(Duration::ZERO);
+        let pool = pool_for(port, timeout, 1);
+        // The socket timeout after one call, with `left` before the deadline.
+        let after_call = |left: Duration| {
+            pool.run(Instant::now() + left, |s| {
+                s.pipeline(b"*1\r\n$4\r\nPING\r\n", 1)?;
+                Ok(s.conn.io_timeout)
+            })
+            .expect("answers")
+        };
+        // The first call may wait for the connection, and so re-arm.
+        after_call(timeout);
+        // Full deadlines: within the slack, never set again.
+        let set = after_call(timeout);
+        assert!(timeout - set <= pool.slack, "{set:?}");
+        assert_eq!(after_call(timeout), set);
+        assert_eq!(after_call(timeout), set);
+        // Less time left: the timeouts shrink to it...
+        let shrunk = after_call(timeout / 2);
+        assert!(shrunk <= timeout / 2, "{shrunk:?}");
+        // ... and grow back with the next full deadline.
+        let set = after_call(timeout);
+        assert!(timeout - set <= pool.slack, "{set:?}");
     }
 
     #[test]
