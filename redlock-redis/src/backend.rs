@@ -7,7 +7,7 @@ use redis::Value;
 use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
 use crate::pool::{Failure, NodePool, Session};
-use crate::scripts::{ACQUIRE, EXTEND, RAISE_FENCE, RELEASE};
+use crate::scripts::{is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, RAISE_FENCE, RELEASE};
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 
 /// The suffix of a resource's fencing counter key: the counter of `invoice:42`
@@ -190,40 +190,154 @@ impl RedisBackend {
     }
 }
 
-/// `SET key token NX PX ttl` and `TYPE key` in one write: when the `SET` is
-/// refused, the `TYPE` reply tells a held lock from a key of another type
-/// (which would otherwise look like contention forever), at no extra round
-/// trip.
-fn acquire_one(
-    session: &mut Session<'_>,
-    key: &str,
-    token: &[u8],
-    ttl: Ttl,
-) -> Result<AcquireOutcome, Failure> {
-    let mut packed = Vec::new();
-    write_set_nx(&mut packed, key, token, ttl);
-    let mut replies = session.pipeline(&packed, 2)?.into_iter();
-    match read_set_nx(key, replies.next(), replies.next())? {
-        Read::Done(Response::Acquire(outcome)) => Ok(outcome),
-        Read::Error(err) => Err(Failure::Redis(err)),
-        Read::Wrong { kind, detail } => Err(Failure::Reply { kind, detail }),
-        Read::Done(_) => Err(Failure::unexpected("SET NX PX", &Value::Nil)),
+/// A request of a kind this backend knows, as it goes to the server.
+#[derive(Clone, Copy)]
+enum Planned<'a> {
+    /// Acquire one key without fencing: `SET key token NX PX ttl` and
+    /// `TYPE key` in one write. When the `SET` is refused, the `TYPE` reply
+    /// tells a held lock from a key of another type (which would otherwise
+    /// look like contention forever), at no extra round trip.
+    SetNx {
+        key: &'a str,
+        token: &'a [u8],
+        ttl: Ttl,
+    },
+    /// Acquire several keys, or with fencing: the acquire script.
+    Acquire {
+        claim: &'a Claim,
+        ttl: Ttl,
+        fence: bool,
+    },
+    Extend {
+        claim: &'a Claim,
+        ttl: Ttl,
+    },
+    Release {
+        claim: &'a Claim,
+    },
+    RaiseFence {
+        claim: &'a Claim,
+        at_least: u64,
+    },
+}
+
+impl<'a> Planned<'a> {
+    /// `None` for a kind of request this backend does not know.
+    fn new(request: &Request<'a>) -> Option<Self> {
+        Some(match *request {
+            Request::Acquire { claim, ttl, fence } => Planned::acquire(claim, ttl, fence),
+            Request::Extend { claim, ttl } => Planned::Extend { claim, ttl },
+            Request::Release { claim } => Planned::Release { claim },
+            Request::RaiseFence { claim, at_least } => Planned::RaiseFence { claim, at_least },
+            _ => return None,
+        })
+    }
+
+    fn acquire(claim: &'a Claim, ttl: Ttl, fence: bool) -> Self {
+        match (claim.keys(), fence) {
+            ([key], false) => Planned::SetNx {
+                key,
+                token: claim.token().as_bytes(),
+                ttl,
+            },
+            _ => Planned::Acquire { claim, ttl, fence },
+        }
+    }
+
+    /// How many replies its commands get.
+    fn replies(&self) -> usize {
+        match self {
+            Planned::SetNx { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// Appends its commands to `packed`, scripts sent `via`.
+    fn write(&self, packed: &mut Vec<u8>, via: Via) {
+        match *self {
+            Planned::SetNx { key, token, ttl } => {
+                Resp(packed)
+                    .command(6)
+                    .bulk(b"SET")
+                    .bulk(key.as_bytes())
+                    .bulk(token)
+                    .bulk(b"NX")
+                    .bulk(b"PX")
+                    .int(ttl.as_millis())
+                    .command(2)
+                    .bulk(b"TYPE")
+                    .bulk(key.as_bytes());
+            }
+            Planned::Acquire { claim, ttl, fence } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    counters: fence,
+                };
+                let count = claim.keys().len() as u64;
+                let args = [token(claim), Arg::Int(ttl.as_millis()), Arg::Int(count)];
+                ACQUIRE.write(packed, via, keys, &args);
+            }
+            Planned::Extend { claim, ttl } => {
+                let args = [token(claim), Arg::Int(ttl.as_millis())];
+                EXTEND.write(packed, via, lock_keys(claim), &args);
+            }
+            Planned::Release { claim } => {
+                RELEASE.write(packed, via, lock_keys(claim), &[token(claim)]);
+            }
+            Planned::RaiseFence { claim, at_least } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    counters: true,
+                };
+                // Redis counters are signed 64-bit.
+                let at_least = at_least.min(i64::MAX.unsigned_abs());
+                RAISE_FENCE.write(packed, via, keys, &[token(claim), Arg::Int(at_least)]);
+            }
+        }
+    }
+
+    /// Reads its replies from `replies`. A reply of the wrong shape fails the
+    /// whole call (and discards the connection): the replies may be out of
+    /// step.
+    fn read(&self, replies: &mut impl Iterator<Item = Value>) -> Result<Read, Failure> {
+        if let Planned::SetNx { key, .. } = *self {
+            return read_set_nx(key, replies.next(), replies.next());
+        }
+        let reply = replies.next().unwrap_or(Value::Nil);
+        if let Value::ServerError(err) = reply {
+            return Ok(Read::Error(err.into()));
+        }
+        let script = match *self {
+            Planned::Acquire { fence, .. } => {
+                return Ok(Read::Done(Response::Acquire(match reply {
+                    Value::Int(-1) => AcquireOutcome::HeldByOther,
+                    Value::Int(top) if top >= 0 => AcquireOutcome::Granted {
+                        fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
+                    },
+                    other => return Err(Failure::unexpected("the acquire script", &other)),
+                })))
+            }
+            Planned::Extend { .. } => "the extend script",
+            Planned::Release { .. } => "the release script",
+            Planned::RaiseFence { .. } => "the fencing script",
+            Planned::SetNx { .. } => return Err(Failure::unexpected("SET NX PX", &reply)),
+        };
+        Ok(Read::Done(Response::Held(held(reply, script)?)))
     }
 }
 
-/// Appends `SET key token NX PX ttl` and `TYPE key` to `packed`.
-fn write_set_nx(packed: &mut Vec<u8>, key: &str, token: &[u8], ttl: Ttl) {
-    let mut set = redis::cmd("SET");
-    set.arg(key)
-        .arg(token)
-        .arg("NX")
-        .arg("PX")
-        .arg(ttl.as_millis());
-    set.write_packed_command(packed);
-    redis::cmd("TYPE").arg(key).write_packed_command(packed);
+fn token(claim: &Claim) -> Arg<'_> {
+    Arg::Bytes(claim.token().as_bytes())
 }
 
-/// Reads the replies to [`write_set_nx`]'s two commands.
+fn lock_keys(claim: &Claim) -> Keys<'_> {
+    Keys {
+        locks: claim.keys(),
+        counters: false,
+    }
+}
+
+/// Reads the replies to [`Planned::SetNx`]'s two commands.
 fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Read, Failure> {
     let (Some(set), Some(kind)) = (set, kind) else {
         return Err(Failure::unexpected("SET NX PX", &Value::Nil));
@@ -246,17 +360,16 @@ fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Rea
     })
 }
 
-/// How to read the reply to one pipelined request.
-enum Reading<'a> {
-    /// Two replies: `SET NX PX`, then `TYPE`.
-    SetNx(&'a str),
-    Acquire {
-        fence: bool,
-    },
-    Held(&'static str),
+/// A script's 1 / 0 answer.
+fn held(reply: Value, script: &str) -> Result<bool, Failure> {
+    match reply {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        other => Err(Failure::unexpected(script, &other)),
+    }
 }
 
-/// A pipelined request's reply, read.
+/// A request's replies, read.
 enum Read {
     Done(Response),
     /// The server's error reply to this request alone.
@@ -268,101 +381,91 @@ enum Read {
     },
 }
 
-/// Appends the commands that carry `request` in a pipeline to `packed`
-/// (scripts by `EVAL`, see [`LuaScript::eval`](crate::scripts)) and says how
-/// to read their replies; `None` for a kind of request this backend does not
-/// know.
-fn plan<'a>(request: &Request<'a>, packed: &mut Vec<u8>) -> Option<Reading<'a>> {
-    let (cmd, reading) = match *request {
-        Request::Acquire { claim, ttl, fence } => {
-            let token = claim.token().as_bytes();
-            if let ([key], false) = (claim.keys(), fence) {
-                write_set_nx(packed, key, token, ttl);
-                return Some(Reading::SetNx(key));
-            }
-            let counters = if fence { fence_keys(claim) } else { Vec::new() };
-            let mut keys = lock_keys(claim);
-            keys.extend(counters.iter().map(String::as_str));
-            let ttl = ttl.as_millis().to_string();
-            let count = claim.keys().len().to_string();
-            let args = [token.as_slice(), ttl.as_bytes(), count.as_bytes()];
-            (ACQUIRE.eval(&keys, &args), Reading::Acquire { fence })
-        }
-        Request::Extend { claim, ttl } => {
-            let ttl = ttl.as_millis().to_string();
-            let args = [claim.token().as_bytes().as_slice(), ttl.as_bytes()];
-            (
-                EXTEND.eval(&lock_keys(claim), &args),
-                Reading::Held("the extend script"),
-            )
-        }
-        Request::Release { claim } => {
-            let args = [claim.token().as_bytes().as_slice()];
-            (
-                RELEASE.eval(&lock_keys(claim), &args),
-                Reading::Held("the release script"),
-            )
-        }
-        Request::RaiseFence { claim, at_least } => {
-            let at_least = at_least.min(i64::MAX.unsigned_abs()).to_string();
-            let counters = fence_keys(claim);
-            let mut keys = lock_keys(claim);
-            keys.extend(counters.iter().map(String::as_str));
-            let args = [claim.token().as_bytes().as_slice(), at_least.as_bytes()];
-            (
-                RAISE_FENCE.eval(&keys, &args),
-                Reading::Held("the fencing script"),
-            )
-        }
-        _ => return None,
-    };
-    cmd.write_packed_command(packed);
-    Some(reading)
-}
-
-/// Reads one request's replies from `replies`. A reply of the wrong shape
-/// fails the whole pipeline (and discards the connection): the replies may be
-/// out of step.
-fn read(reading: &Reading<'_>, replies: &mut impl Iterator<Item = Value>) -> Result<Read, Failure> {
-    if let Reading::SetNx(key) = *reading {
-        return read_set_nx(key, replies.next(), replies.next());
-    }
-    let reply = replies.next().unwrap_or(Value::Nil);
-    if let Value::ServerError(err) = reply {
-        return Ok(Read::Error(err.into()));
-    }
-    Ok(match *reading {
-        Reading::Acquire { fence } => match reply {
-            Value::Int(-1) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
-            Value::Int(top) if top >= 0 => Read::Done(Response::Acquire(AcquireOutcome::Granted {
-                fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
-            })),
-            other => return Err(Failure::unexpected("the acquire script", &other)),
-        },
-        Reading::Held(script) => Read::Done(Response::Held(held(reply, script)?)),
-        Reading::SetNx(_) => return Err(Failure::unexpected("SET NX PX", &reply)),
-    })
-}
-
-/// A script's 1 / 0 answer.
-fn held(reply: Value, script: &str) -> Result<bool, Failure> {
-    match reply {
-        Value::Int(1) => Ok(true),
-        Value::Int(0) => Ok(false),
-        other => Err(Failure::unexpected(script, &other)),
+impl Read {
+    /// Whether this is `NOSCRIPT`: the server did not have the script an
+    /// `EVALSHA` named, and did nothing.
+    fn is_noscript(&self) -> bool {
+        matches!(self, Read::Error(err) if is_noscript(err))
     }
 }
 
-fn lock_keys(claim: &Claim) -> Vec<&str> {
-    claim.keys().iter().map(String::as_str).collect()
-}
-
-fn fence_keys(claim: &Claim) -> Vec<String> {
-    claim
-        .keys()
+/// Sends the commands of `planned` in one write, scripts `via`, and reads
+/// the replies.
+fn send(
+    session: &mut Session<'_>,
+    planned: &[Planned<'_>],
+    via: Via,
+) -> Result<Vec<Read>, Failure> {
+    let count = planned.iter().map(Planned::replies).sum();
+    let replies = session.call(count, |packed| {
+        for request in planned {
+            request.write(packed, via);
+        }
+    })?;
+    let mut replies = replies.into_iter();
+    planned
         .iter()
-        .map(|k| RedisBackend::fence_key(k))
+        .map(|request| request.read(&mut replies))
         .collect()
+}
+
+impl RedisBackend {
+    /// Runs `planned` on one pooled connection, all within one node timeout:
+    /// its commands in one write (scripts sent `via`), then, if any script
+    /// was answered `NOSCRIPT`, those requests again by `EVAL` in a second
+    /// write (see [`LockBackend::run_batch`]). One read per request.
+    fn run_planned(&self, planned: &[Planned<'_>], via: Via) -> Result<Vec<Read>, RedisNodeError> {
+        self.pool.run(self.deadline(), |session| {
+            let mut reads = send(session, planned, via)?;
+            if !reads.iter().any(Read::is_noscript) {
+                return Ok(reads);
+            }
+            let again: Vec<Planned<'_>> = planned
+                .iter()
+                .zip(&reads)
+                .filter(|(_, read)| read.is_noscript())
+                .map(|(request, _)| *request)
+                .collect();
+            let mut answers = send(session, &again, Via::Body)?.into_iter();
+            for read in reads.iter_mut().filter(|read| read.is_noscript()) {
+                if let Some(answer) = answers.next() {
+                    *read = answer;
+                }
+            }
+            Ok(reads)
+        })
+    }
+
+    /// Runs one request: a script by `EVALSHA`, and by `EVAL` after `NOSCRIPT`.
+    fn run_one(&self, planned: Planned<'_>) -> Result<Response, RedisNodeError> {
+        match self.run_planned(&[planned], Via::Hash)?.pop() {
+            Some(read) => self.answer(read),
+            None => Err(self.mismatch()),
+        }
+    }
+
+    /// The answer to one request, from its replies.
+    fn answer(&self, read: Read) -> Result<Response, RedisNodeError> {
+        match read {
+            Read::Done(response) => Ok(response),
+            Read::Error(err) => Err(self.pool.command_error(err)),
+            Read::Wrong { kind, detail } => Err(self.pool.reply_error(kind, detail)),
+        }
+    }
+
+    /// An answer of the wrong kind for its request (which cannot happen).
+    fn mismatch(&self) -> RedisNodeError {
+        let detail = "the answer does not match the request".to_owned();
+        self.pool
+            .reply_error(RedisErrorKind::UnexpectedReply, detail)
+    }
+
+    fn held_answer(&self, planned: Planned<'_>) -> Result<bool, RedisNodeError> {
+        match self.run_one(planned)? {
+            Response::Held(held) => Ok(held),
+            Response::Acquire(_) => Err(self.mismatch()),
+        }
+    }
 }
 
 impl LockBackend for RedisBackend {
@@ -378,42 +481,18 @@ impl LockBackend for RedisBackend {
         ttl: Ttl,
         fence: bool,
     ) -> Result<AcquireOutcome, RedisNodeError> {
-        let token = claim.token().as_bytes();
-        self.pool.run(self.deadline(), |session| {
-            if let ([key], false) = (claim.keys(), fence) {
-                return acquire_one(session, key, token, ttl);
-            }
-            let counters = if fence { fence_keys(claim) } else { Vec::new() };
-            let mut keys = lock_keys(claim);
-            keys.extend(counters.iter().map(String::as_str));
-            let ttl = ttl.as_millis().to_string();
-            let count = claim.keys().len().to_string();
-            let reply = ACQUIRE.run(session, &keys, &[token, ttl.as_bytes(), count.as_bytes()])?;
-            match reply {
-                Value::Int(-1) => Ok(AcquireOutcome::HeldByOther),
-                Value::Int(top) if top >= 0 => Ok(AcquireOutcome::Granted {
-                    fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
-                }),
-                other => Err(Failure::unexpected("the acquire script", &other)),
-            }
-        })
+        match self.run_one(Planned::acquire(claim, ttl, fence))? {
+            Response::Acquire(outcome) => Ok(outcome),
+            Response::Held(_) => Err(self.mismatch()),
+        }
     }
 
     fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, RedisNodeError> {
-        let token = claim.token().as_bytes();
-        let ttl = ttl.as_millis().to_string();
-        self.pool.run(self.deadline(), |session| {
-            let reply = EXTEND.run(session, &lock_keys(claim), &[token, ttl.as_bytes()])?;
-            held(reply, "the extend script")
-        })
+        self.held_answer(Planned::Extend { claim, ttl })
     }
 
     fn release(&self, claim: &Claim) -> Result<bool, RedisNodeError> {
-        let token = claim.token().as_bytes();
-        self.pool.run(self.deadline(), |session| {
-            let reply = RELEASE.run(session, &lock_keys(claim), &[token])?;
-            held(reply, "the release script")
-        })
+        self.held_answer(Planned::Release { claim })
     }
 
     /// Sends the whole batch in one write and reads the replies: many callers
@@ -426,51 +505,23 @@ impl LockBackend for RedisBackend {
             out.push(request.run_on(self));
             return;
         }
-        let mut packed = Vec::new();
-        let mut readings = Vec::with_capacity(requests.len());
-        for request in requests {
-            let Some(reading) = plan(request, &mut packed) else {
-                out.extend(requests.iter().map(|r| r.run_on(self)));
-                return;
-            };
-            readings.push(reading);
-        }
-        let count = readings
+        let Some(planned) = requests
             .iter()
-            .map(|r| if matches!(r, Reading::SetNx(_)) { 2 } else { 1 })
-            .sum();
-        let reads: Result<Vec<Read>, RedisNodeError> = self.pool.run(self.deadline(), |session| {
-            let replies = session.pipeline(&packed, count)?;
-            if replies.len() != count {
-                return Err(Failure::unexpected("a pipeline", &Value::Nil));
-            }
-            let mut replies = replies.into_iter();
-            readings
-                .iter()
-                .map(|reading| read(reading, &mut replies))
-                .collect()
-        });
-        match reads {
+            .map(Planned::new)
+            .collect::<Option<Vec<_>>>()
+        else {
+            out.extend(requests.iter().map(|r| r.run_on(self)));
+            return;
+        };
+        match self.run_planned(&planned, Via::Body) {
             Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
-            Ok(reads) => out.extend(reads.into_iter().map(|read| match read {
-                Read::Done(response) => Ok(response),
-                Read::Error(err) => Err(self.pool.command_error(err)),
-                Read::Wrong { kind, detail } => Err(self.pool.reply_error(kind, detail)),
-            })),
+            Ok(reads) => out.extend(reads.into_iter().map(|read| self.answer(read))),
         }
     }
 
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, RedisNodeError> {
-        let token = claim.token().as_bytes();
-        let at_least = at_least.min(i64::MAX.unsigned_abs()).to_string();
-        let counters = fence_keys(claim);
-        self.pool.run(self.deadline(), |session| {
-            let mut keys = lock_keys(claim);
-            keys.extend(counters.iter().map(String::as_str));
-            let reply = RAISE_FENCE.run(session, &keys, &[token, at_least.as_bytes()])?;
-            held(reply, "the fencing script")
-        })
+        self.held_answer(Planned::RaiseFence { claim, at_least })
     }
 }
 
@@ -495,11 +546,44 @@ mod tests {
         )
     }
 
+    fn written(planned: Planned<'_>, via: Via) -> Vec<u8> {
+        let mut packed = Vec::new();
+        planned.write(&mut packed, via);
+        packed
+    }
+
     #[test]
-    fn fence_keys_follow_the_documented_names() {
+    fn commands_name_the_documented_keys() {
         let claim = claim(&["b", "a"]);
-        assert_eq!(fence_keys(&claim), ["a:fence", "b:fence"]);
-        assert_eq!(lock_keys(&claim), ["a", "b"]);
+        let packed = written(
+            Planned::RaiseFence {
+                claim: &claim,
+                at_least: u64::MAX,
+            },
+            Via::Hash,
+        );
+        let expected = redis::cmd("EVALSHA")
+            .arg(RAISE_FENCE.hash())
+            .arg(4)
+            .arg(&["a", "b", "a:fence", "b:fence"])
+            .arg(&[7_u8; 20][..])
+            .arg(i64::MAX)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let one = self::claim(&["k"]);
+        let packed = written(Planned::acquire(&one, ttl, false), Via::Hash);
+        let mut expected = redis::cmd("SET")
+            .arg("k")
+            .arg(&[7_u8; 20][..])
+            .arg("NX")
+            .arg("PX")
+            .arg(1500)
+            .get_packed_command();
+        expected.extend(redis::cmd("TYPE").arg("k").get_packed_command());
+        assert_eq!(packed, expected);
+        assert_eq!(Planned::acquire(&one, ttl, false).replies(), 2);
+        assert_eq!(Planned::acquire(&one, ttl, true).replies(), 1);
     }
 
     #[test]

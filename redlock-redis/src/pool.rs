@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
-use redis::{Cmd, ConnectionLike, RedisError, Value};
+use redis::{ConnectionLike, RedisError, Value};
 use redlock_core::NodeId;
 use scheduled_thread_pool::ScheduledThreadPool;
 
@@ -26,7 +26,13 @@ pub(crate) struct Conn {
     /// together), kept so that it is set again only when it must change
     /// (see [`Session::arm`]).
     io_timeout: Duration,
+    /// The commands of the current call, kept to reuse the allocation.
+    packed: Vec<u8>,
 }
+
+/// A connection's [`Conn::packed`] is shrunk back to this after a call that
+/// needed more (a very large batch).
+const KEPT_BUFFER: usize = 16 * 1024;
 
 /// The outcome of the latest connection attempts, shared by the manager
 /// (which records them) and checkouts (which wait for them).
@@ -72,6 +78,7 @@ impl ManageConnection for Manager {
                     inner,
                     broken: false,
                     io_timeout: self.timeout,
+                    packed: Vec::new(),
                 })
             });
         let mut state = self.health.state.lock();
@@ -388,12 +395,8 @@ impl Session<'_> {
         Ok(self.arm(left)?)
     }
 
-    pub(crate) fn query(&mut self, cmd: &Cmd) -> Result<Value, Failure> {
-        self.arm_to_send()?;
-        Ok(cmd.query::<Value>(&mut self.conn.inner)?)
-    }
-
-    /// Sends `packed` (`count` commands) in one write and reads the `count`
+    /// Sends the commands `write` appends to the (connection's reused,
+    /// empty) buffer, `count` of them, in one write and reads the `count`
     /// replies. An error reply to one command is returned as its
     /// `Value::ServerError`; only connection-level failures are errors.
     ///
@@ -401,9 +404,20 @@ impl Session<'_> {
     /// server that stops answering holds the call up until its deadline
     /// (and the slack), not a full timeout per missing reply as
     /// `req_packed_commands` would (it reads on after a failure).
-    pub(crate) fn pipeline(&mut self, packed: &[u8], count: usize) -> Result<Vec<Value>, Failure> {
+    pub(crate) fn call(
+        &mut self,
+        count: usize,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<Vec<Value>, Failure> {
+        let packed = &mut self.conn.packed;
+        packed.clear();
+        write(packed);
         self.arm_to_send()?;
-        self.conn.inner.send_packed_command(packed)?;
+        let packed = &mut self.conn.packed;
+        let sent = self.conn.inner.send_packed_command(packed);
+        packed.clear();
+        packed.shrink_to(KEPT_BUFFER);
+        sent?;
         let mut replies = Vec::with_capacity(count);
         while replies.len() < count {
             let left = self.left();
@@ -455,8 +469,13 @@ mod tests {
         listener.local_addr().expect("addr").port()
     }
 
+    const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
     fn ping(pool: &NodePool, timeout: Duration) -> Result<Value, RedisNodeError> {
-        pool.run(Instant::now() + timeout, |s| s.query(&redis::cmd("PING")))
+        pool.run(Instant::now() + timeout, |s| {
+            let mut replies = s.call(1, |packed| packed.extend_from_slice(PING))?;
+            Ok(replies.pop().unwrap_or(Value::Nil))
+        })
     }
 
     #[test]
@@ -554,10 +573,12 @@ mod tests {
         let timeout = Duration::from_millis(100);
         let (port, _) = slow_then_fast_server(Duration::from_secs(5));
         let pool = pool_for(port, timeout, 2);
-        let pings = b"*1\r\n$4\r\nPING\r\n".repeat(5);
+        let pings = PING.repeat(5);
         let started = Instant::now();
         let err = pool
-            .run(started + timeout, |s| s.pipeline(&pings, 5))
+            .run(started + timeout, |s| {
+                s.call(5, |packed| packed.extend_from_slice(&pings))
+            })
             .expect_err("times out");
         assert!(err.is_timeout(), "{err}");
         assert!(
@@ -583,7 +604,7 @@ mod tests {
         // The socket timeout after one call, with `left` before the deadline.
         let after_call = |left: Duration| {
             pool.run(Instant::now() + left, |s| {
-                s.pipeline(b"*1\r\n$4\r\nPING\r\n", 1)?;
+                s.call(1, |packed| packed.extend_from_slice(PING))?;
                 Ok(s.conn.io_timeout)
             })
             .expect("answers")

@@ -1,14 +1,15 @@
 //! The Lua scripts, hashed once per process and sent by `EVALSHA`, with a
-//! fallback to `EVAL` on `NOSCRIPT` (after `SCRIPT FLUSH` or a restart).
+//! fallback to `EVAL` on `NOSCRIPT` (after `SCRIPT FLUSH` or a restart);
+//! and [`Resp`], which writes the commands that carry them.
 //!
 //! Every script reads (and so type-checks) all its keys before it writes
 //! any, so an error reply leaves the node unchanged.
 
 use std::sync::LazyLock;
 
-use redis::{Cmd, ConnectionLike, ErrorKind, ServerErrorKind, Value};
+use redis::{ConnectionLike, ErrorKind, RedisError, ServerErrorKind, Value};
 
-use crate::pool::{Failure, Session};
+use crate::FENCE_SUFFIX;
 
 /// Acquires all lock keys or none; with fencing, increments each key's
 /// counter.
@@ -115,6 +116,39 @@ pub(crate) struct LuaScript {
     hash: String,
 }
 
+/// How a script is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// `EVALSHA` with the hash: 40 bytes, no hashing on the server; answered
+    /// `NOSCRIPT` when the server does not have the script.
+    Hash,
+    /// `EVAL` with the whole body, which the server hashes on every call
+    /// (and caches).
+    Body,
+}
+
+/// The keys a script runs on: a claim's lock keys, then, with `counters`,
+/// the fencing counter of each (`key` + [`FENCE_SUFFIX`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keys<'a> {
+    pub(crate) locks: &'a [String],
+    pub(crate) counters: bool,
+}
+
+impl Keys<'_> {
+    fn len(self) -> usize {
+        self.locks.len() * if self.counters { 2 } else { 1 }
+    }
+}
+
+/// A script argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Bytes(&'a [u8]),
+    /// Sent in decimal.
+    Int(u64),
+}
+
 impl LuaScript {
     fn new(code: &'static str) -> Self {
         LuaScript {
@@ -123,40 +157,103 @@ impl LuaScript {
         }
     }
 
-    /// Runs the script by `EVALSHA`; on `NOSCRIPT`, by `EVAL` (which also
-    /// caches it on the server again). Two round trips at most, both within
-    /// the session's deadline. (`redis::Script::invoke` would send
-    /// `SCRIPT LOAD` and `EVALSHA` again: three.)
-    pub(crate) fn run(
-        &self,
-        session: &mut Session<'_>,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Value, Failure> {
-        match session.query(&self.command("EVALSHA", &self.hash, keys, args)) {
-            Err(Failure::Redis(err))
-                if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) =>
-            {
-                session.query(&self.command("EVAL", self.code, keys, args))
+    #[cfg(test)]
+    pub(crate) fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// Appends the command that runs the script on `keys` with `args`:
+    /// `EVALSHA hash numkeys keys... args...` (or `EVAL body ...`).
+    pub(crate) fn write(&self, packed: &mut Vec<u8>, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) {
+        let mut resp = Resp(packed);
+        resp.command(3 + keys.len() + args.len());
+        match via {
+            Via::Hash => resp.bulk(b"EVALSHA").bulk(self.hash.as_bytes()),
+            Via::Body => resp.bulk(b"EVAL").bulk(self.code.as_bytes()),
+        };
+        resp.int(keys.len() as u64);
+        for key in keys.locks {
+            resp.bulk(key.as_bytes());
+        }
+        if keys.counters {
+            for key in keys.locks {
+                resp.bulk_joined(key.as_bytes(), FENCE_SUFFIX.as_bytes());
             }
-            other => other,
         }
-    }
-
-    /// The script as one `EVAL` command with its whole body: for pipelines,
-    /// where an `EVALSHA` answered `NOSCRIPT` could only be retried after
-    /// the requests behind it had run, out of order.
-    pub(crate) fn eval(&self, keys: &[&str], args: &[&[u8]]) -> Cmd {
-        self.command("EVAL", self.code, keys, args)
-    }
-
-    fn command(&self, verb: &str, body: &str, keys: &[&str], args: &[&[u8]]) -> Cmd {
-        let mut cmd = redis::cmd(verb);
-        cmd.arg(body).arg(keys.len()).arg(keys);
         for arg in args {
-            cmd.arg(*arg);
+            match *arg {
+                Arg::Bytes(bytes) => resp.bulk(bytes),
+                Arg::Int(n) => resp.int(n),
+            };
         }
-        cmd
+    }
+}
+
+/// Whether an error reply is `NOSCRIPT`: the server does not have the
+/// script that an `EVALSHA` named (after `SCRIPT FLUSH` or a restart), and
+/// did nothing.
+pub(crate) fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// Writes commands in RESP, as `redis::Cmd` packs them, straight into a
+/// buffer: no `Cmd` to build (two vectors, and the whole script body
+/// copied for `EVAL`) and no packed copy of it per command.
+///
+/// A command is `command(n)` followed by exactly `n` words (`bulk`,
+/// `bulk_joined`, `int`).
+pub(crate) struct Resp<'a>(pub(crate) &'a mut Vec<u8>);
+
+impl Resp<'_> {
+    /// Starts a command of `words` words (the verb counts).
+    pub(crate) fn command(&mut self, words: usize) -> &mut Self {
+        self.0.push(b'*');
+        self.decimal(words as u64);
+        self.0.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// One word.
+    pub(crate) fn bulk(&mut self, word: &[u8]) -> &mut Self {
+        self.bulk_joined(word, b"")
+    }
+
+    /// One word made of `head` then `tail`.
+    pub(crate) fn bulk_joined(&mut self, head: &[u8], tail: &[u8]) -> &mut Self {
+        self.0.push(b'$');
+        self.decimal((head.len() + tail.len()) as u64);
+        self.0.extend_from_slice(b"\r\n");
+        self.0.extend_from_slice(head);
+        self.0.extend_from_slice(tail);
+        self.0.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// One word: `n` in decimal.
+    pub(crate) fn int(&mut self, n: u64) -> &mut Self {
+        let mut digits = [0; 20];
+        let start = write_decimal(&mut digits, n);
+        self.bulk(&digits[start..])
+    }
+
+    fn decimal(&mut self, n: u64) {
+        let mut digits = [0; 20];
+        let start = write_decimal(&mut digits, n);
+        self.0.extend_from_slice(&digits[start..]);
+    }
+}
+
+/// Writes `n` in decimal at the end of `digits` (20 digits hold any `u64`)
+/// and returns where it starts.
+fn write_decimal(digits: &mut [u8; 20], mut n: u64) -> usize {
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return start;
+        }
     }
 }
 
@@ -215,24 +312,73 @@ mod tests {
         assert_eq!(distinct.len(), 4);
     }
 
+    fn written(script: &LuaScript, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) -> Vec<u8> {
+        let mut packed = Vec::new();
+        script.write(&mut packed, via, keys, args);
+        packed
+    }
+
     #[test]
-    fn commands_carry_keys_then_args() {
-        let cmd = RELEASE.command("EVALSHA", &RELEASE.hash, &["a", "b"], &[b"tok"]);
-        let args: Vec<Vec<u8>> = cmd
-            .args_iter()
-            .map(|arg| match arg {
-                redis::Arg::Simple(bytes) => bytes.to_vec(),
-                _ => Vec::new(),
-            })
-            .collect();
-        let expected: Vec<Vec<u8>> = vec![
-            b"EVALSHA".to_vec(),
-            RELEASE.hash.clone().into_bytes(),
-            b"2".to_vec(),
-            b"a".to_vec(),
-            b"b".to_vec(),
-            b"tok".to_vec(),
-        ];
-        assert_eq!(args, expected);
+    fn commands_carry_keys_then_args_as_redis_rs_packs_them() {
+        let locks = ["a".to_owned(), "bé".to_owned()];
+        let keys = Keys {
+            locks: &locks,
+            counters: false,
+        };
+        let args = [Arg::Bytes(b"tok\r\n\0"), Arg::Int(0), Arg::Int(u64::MAX)];
+        let expected = redis::cmd("EVALSHA")
+            .arg(&RELEASE.hash)
+            .arg(2)
+            .arg("a")
+            .arg("bé")
+            .arg(&b"tok\r\n\0"[..])
+            .arg(0)
+            .arg(u64::MAX)
+            .get_packed_command();
+        assert_eq!(written(&RELEASE, Via::Hash, keys, &args), expected);
+        let fenced = Keys {
+            locks: &locks,
+            counters: true,
+        };
+        let expected = redis::cmd("EVAL")
+            .arg(ACQUIRE.code)
+            .arg(4)
+            .arg(&["a", "bé", "a:fence", "bé:fence"])
+            .arg(&b"tok"[..])
+            .arg(10_000)
+            .arg(2)
+            .get_packed_command();
+        let args = [Arg::Bytes(b"tok"), Arg::Int(10_000), Arg::Int(2)];
+        assert_eq!(written(&ACQUIRE, Via::Body, fenced, &args), expected);
+    }
+
+    #[test]
+    fn plain_commands_are_packed_as_redis_rs_packs_them() {
+        let mut packed = Vec::new();
+        Resp(&mut packed)
+            .command(4)
+            .bulk(b"SET")
+            .bulk(b"")
+            .bulk_joined(b"k", b":fence")
+            .int(1234567890);
+        let expected = redis::cmd("SET")
+            .arg("")
+            .arg("k:fence")
+            .arg(1_234_567_890)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+    }
+
+    #[test]
+    fn noscript_is_told_from_other_errors() {
+        let noscript = |reply: &[u8]| match redis::parse_redis_value(reply).expect("valid") {
+            Value::ServerError(err) => is_noscript(&RedisError::from(err)),
+            _ => false,
+        };
+        assert!(noscript(
+            b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
+        ));
+        assert!(!noscript(b"-WRONGTYPE Operation against a key\r\n"));
+        assert!(!noscript(b"-ERR unknown command 'EVALSHA'\r\n"));
     }
 }
