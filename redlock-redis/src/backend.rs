@@ -39,7 +39,8 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// connection first loads them (`SCRIPT LOAD`, one round trip), which also
 /// turns away a Sentinel port with [`RedisErrorKind::UnknownCommand`]; after
 /// `NOSCRIPT` (a `SCRIPT FLUSH` mid-run) the same call resends the script
-/// with `EVAL`. Do not name resources so that one is another's
+/// with `EVAL` (for a batch, see [`LockBackend::run_batch`] on what that
+/// does to the order). Do not name resources so that one is another's
 /// counter (`R` and `R:fence`). An ACL user for the lock needs `SET`, `GET`,
 /// `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and `EVALSHA` on those keys
 /// (and `SCRIPT`, optionally).
@@ -411,12 +412,12 @@ fn send(
 
 impl RedisBackend {
     /// Runs `planned` on one pooled connection, all within one node timeout:
-    /// its commands in one write (scripts sent `via`), then, if any script
+    /// its commands in one write (scripts by `EVALSHA`), then, if any script
     /// was answered `NOSCRIPT`, those requests again by `EVAL` in a second
     /// write (see [`LockBackend::run_batch`]). One read per request.
-    fn run_planned(&self, planned: &[Planned<'_>], via: Via) -> Result<Vec<Read>, RedisNodeError> {
+    fn run_planned(&self, planned: &[Planned<'_>]) -> Result<Vec<Read>, RedisNodeError> {
         self.pool.run(self.deadline(), |session| {
-            let mut reads = send(session, planned, via)?;
+            let mut reads = send(session, planned, Via::Hash)?;
             if !reads.iter().any(Read::is_noscript) {
                 return Ok(reads);
             }
@@ -438,7 +439,7 @@ impl RedisBackend {
 
     /// Runs one request: a script by `EVALSHA`, and by `EVAL` after `NOSCRIPT`.
     fn run_one(&self, planned: Planned<'_>) -> Result<Response, RedisNodeError> {
-        match self.run_planned(&[planned], Via::Hash)?.pop() {
+        match self.run_planned(&[planned])?.pop() {
             Some(read) => self.answer(read),
             None => Err(self.mismatch()),
         }
@@ -497,9 +498,30 @@ impl LockBackend for RedisBackend {
 
     /// Sends the whole batch in one write and reads the replies: many callers
     /// per round trip. Each request still gets its own answer: an error reply
-    /// fails that request alone; a connection failure or timeout fails them
-    /// all. Scripts go by `EVAL` here, so no `NOSCRIPT` can make a request
-    /// run after the ones behind it.
+    /// fails that request alone; a connection failure or timeout (of either
+    /// write below) fails them all.
+    ///
+    /// Scripts go by `EVALSHA` (by `EVAL`, the server would hash the whole
+    /// body of every call). When the server has lost its scripts
+    /// (`SCRIPT FLUSH`, a restart without the connection noticing), those
+    /// requests are answered `NOSCRIPT` and did nothing; exactly those are
+    /// sent again by `EVAL`, in batch order, in a second write on the same
+    /// connection and within the same node timeout, and answered from that.
+    ///
+    /// Only then does the node run requests out of batch order: the retried
+    /// ones after every request of the first write, including those that
+    /// followed them (a single-key `SET NX` acquire, or a script the server
+    /// had again by then). This is safe because each request is safe on its
+    /// own, whatever ran before it: an acquire only sets keys that are free
+    /// (`SET NX`, or a script that checks every key first), a release
+    /// deletes and an extend re-`PEXPIRE`s only keys that hold the request's
+    /// own token (compare-and-delete, compare-and-`PEXPIRE`), and a fencing
+    /// raise acts only while they do. Tokens are unique per lock (the
+    /// manager never acquires a claim again once it released it), so a
+    /// release retried after an acquire that followed it can only make that
+    /// acquire be refused (the key was still held), never let two holders
+    /// in; an acquire retried late can only be refused where a later one
+    /// won. Every answer says what the node did.
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, RedisNodeError>>) {
         if let [request] = requests {
             out.push(request.run_on(self));
@@ -513,7 +535,7 @@ impl LockBackend for RedisBackend {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
-        match self.run_planned(&planned, Via::Body) {
+        match self.run_planned(&planned) {
             Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
             Ok(reads) => out.extend(reads.into_iter().map(|read| self.answer(read))),
         }

@@ -384,3 +384,125 @@ fn a_pipelined_batch_fails_only_the_request_that_failed_even_after_script_flush(
     // The connection is still good for the next request.
     assert!(node.acquire(&fine, ttl(), false).expect("up").is_granted());
 }
+
+/// How many times the server ran `command` since the last `CONFIG RESETSTAT`.
+fn calls(admin: &mut redis::Connection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(admin)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
+#[test]
+fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusive() {
+    use redlock_redis::{AcquireOutcome, Request, Response};
+    let server = RedisServer::start().expect("server");
+    // One connection: no new one (which would load the scripts) can race
+    // the flush.
+    let node = RedisBackend::builder(server.url())
+        .node_timeout(NODE_TIMEOUT)
+        .pool_size(1)
+        .build()
+        .expect("valid");
+    let mut admin = server.client().expect("client");
+    let warm = claim(&key("flush-warm"));
+    assert!(node.acquire(&warm, ttl(), false).expect("up").is_granted());
+    assert!(node.release(&warm).expect("up"));
+    redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .exec(&mut admin)
+        .expect("SCRIPT FLUSH");
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(&mut admin)
+        .expect("CONFIG RESETSTAT");
+    let (a, b) = (key("flush-a"), key("flush-b"));
+    let pair = Claim::new(
+        Resources::new([a.clone(), b.clone()]).expect("keys"),
+        Token::random().expect("entropy"),
+    );
+    let single = claim(&a);
+    let batch = [
+        Request::Acquire {
+            claim: &pair,
+            ttl: ttl(),
+            fence: false,
+        },
+        Request::Acquire {
+            claim: &single,
+            ttl: ttl(),
+            fence: false,
+        },
+        Request::Release { claim: &pair },
+        Request::Extend {
+            claim: &single,
+            ttl: ttl(),
+        },
+    ];
+    let mut out = Vec::new();
+    node.run_batch(&batch, &mut out);
+    let answers: Vec<Response> = out
+        .into_iter()
+        .map(|r| r.expect("no request fails"))
+        .collect();
+    // In batch order the pair would have won `a` and the single-key acquire
+    // been refused. The scripts were answered NOSCRIPT and ran again after
+    // the SET NX: the single-key acquire won, the pair was refused, and its
+    // release found nothing of its own. One holder either way, and each
+    // answer says what the node did.
+    assert_eq!(
+        answers,
+        [
+            Response::Acquire(AcquireOutcome::HeldByOther),
+            Response::Acquire(AcquireOutcome::Granted { fence: None }),
+            Response::Held(false),
+            Response::Held(true),
+        ]
+    );
+    let holder: Vec<u8> = redis::cmd("GET").arg(&a).query(&mut admin).expect("GET");
+    assert_eq!(holder, single.token().as_bytes());
+    let exists: u32 = redis::cmd("EXISTS")
+        .arg(&b)
+        .query(&mut admin)
+        .expect("EXISTS");
+    assert_eq!(exists, 0, "the refused pair left {b} behind");
+    // The three scripts went by EVALSHA, then once each by EVAL.
+    assert_eq!(calls(&mut admin, "evalsha"), 3);
+    assert_eq!(calls(&mut admin, "eval"), 3);
+    // EVAL cached them again: the next batch needs no retry.
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .exec(&mut admin)
+        .expect("CONFIG RESETSTAT");
+    let batch = [
+        Request::Release { claim: &single },
+        Request::Acquire {
+            claim: &pair,
+            ttl: ttl(),
+            fence: true,
+        },
+        Request::Release { claim: &pair },
+    ];
+    let mut out = Vec::new();
+    node.run_batch(&batch, &mut out);
+    let answers: Vec<Response> = out
+        .into_iter()
+        .map(|r| r.expect("no request fails"))
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            Response::Held(true),
+            Response::Acquire(AcquireOutcome::Granted { fence: Some(1) }),
+            Response::Held(true),
+        ]
+    );
+    assert_eq!(calls(&mut admin, "evalsha"), 3);
+    assert_eq!(calls(&mut admin, "eval"), 0);
+}
