@@ -1,6 +1,7 @@
 //! [`RedisBackend`]: one Redis master as a Redlock node.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redis::Value;
@@ -24,9 +25,13 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// A lock on resource `R` is the Redis string key `R` (no prefix is added)
 /// holding the lock's 20 random token bytes, with a millisecond TTL.
 ///
-/// - Acquire one resource without fencing: `SET R token NX PX ttl`. When it
-///   is refused, `TYPE R` tells a lock held by someone else from a key of
-///   another type ([`RedisErrorKind::WrongType`]).
+/// - Acquire one resource without fencing: `SET R token NX PX ttl GET`, one
+///   command: nil when it was set, the holder's token when it was refused,
+///   and a `WRONGTYPE` error ([`RedisErrorKind::WrongType`]) for a key of
+///   another type. A server older than Redis 7.0 refuses `NX` with `GET` as
+///   a syntax error (having done nothing); the backend then sends
+///   `SET R token NX PX ttl` followed by `TYPE R` in the same write, for
+///   that request and from then on.
 /// - Acquire several resources, or with fencing: one Lua script that sets
 ///   every key or none; with fencing it also `INCR`s each resource's
 ///   counter `R:fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
@@ -77,6 +82,8 @@ pub struct RedisBackend {
     pool_size: u32,
     tls: bool,
     pool: NodePool,
+    /// The server refused `SET ... NX ... GET` (older than Redis 7.0).
+    old_set: AtomicBool,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -178,6 +185,7 @@ impl RedisBackend {
             pool_size,
             tls,
             pool,
+            old_set: AtomicBool::new(false),
         }
     }
 
@@ -194,10 +202,9 @@ impl RedisBackend {
 /// A request of a kind this backend knows, as it goes to the server.
 #[derive(Clone, Copy)]
 enum Planned<'a> {
-    /// Acquire one key without fencing: `SET key token NX PX ttl` and
-    /// `TYPE key` in one write. When the `SET` is refused, the `TYPE` reply
-    /// tells a held lock from a key of another type (which would otherwise
-    /// look like contention forever), at no extra round trip.
+    /// Acquire one key without fencing: `SET key token NX PX ttl GET` (see
+    /// [`Form::set_get`]); a key of another type answers `WRONGTYPE`
+    /// (which would otherwise look like contention forever).
     SetNx {
         key: &'a str,
         token: &'a [u8],
@@ -246,16 +253,28 @@ impl<'a> Planned<'a> {
     }
 
     /// How many replies its commands get.
-    fn replies(&self) -> usize {
+    fn replies(&self, form: Form) -> usize {
         match self {
-            Planned::SetNx { .. } => 2,
+            Planned::SetNx { .. } if !form.set_get => 2,
             _ => 1,
         }
     }
 
-    /// Appends its commands to `packed`, scripts sent `via`.
-    fn write(&self, packed: &mut Vec<u8>, via: Via) {
+    /// Appends its commands to `packed`, in `form`.
+    fn write(&self, packed: &mut Vec<u8>, form: Form) {
+        let via = form.via;
         match *self {
+            Planned::SetNx { key, token, ttl } if form.set_get => {
+                Resp(packed)
+                    .command(7)
+                    .bulk(b"SET")
+                    .bulk(key.as_bytes())
+                    .bulk(token)
+                    .bulk(b"NX")
+                    .bulk(b"PX")
+                    .int(ttl.as_millis())
+                    .bulk(b"GET");
+            }
             Planned::SetNx { key, token, ttl } => {
                 Resp(packed)
                     .command(6)
@@ -300,8 +319,11 @@ impl<'a> Planned<'a> {
     /// Reads its replies from `replies`. A reply of the wrong shape fails the
     /// whole call (and discards the connection): the replies may be out of
     /// step.
-    fn read(&self, replies: &mut impl Iterator<Item = Value>) -> Result<Read, Failure> {
+    fn read(&self, replies: &mut impl Iterator<Item = Value>, form: Form) -> Result<Read, Failure> {
         if let Planned::SetNx { key, .. } = *self {
+            if form.set_get {
+                return read_set_get(key, replies.next());
+            }
             return read_set_nx(key, replies.next(), replies.next());
         }
         let reply = replies.next().unwrap_or(Value::Nil);
@@ -338,7 +360,30 @@ fn lock_keys(claim: &Claim) -> Keys<'_> {
     }
 }
 
-/// Reads the replies to [`Planned::SetNx`]'s two commands.
+/// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
+fn read_set_get(key: &str, set: Option<Value>) -> Result<Read, Failure> {
+    Ok(match set {
+        // Nothing was there: set.
+        Some(Value::Nil) => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
+        // The holder's token: refused.
+        Some(Value::BulkString(_)) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
+        Some(Value::ServerError(err)) => {
+            let err = redis::RedisError::from(err);
+            if err.code() == Some("WRONGTYPE") {
+                Read::Wrong {
+                    kind: RedisErrorKind::WrongType,
+                    detail: format!("key {key:?} holds a value of another type, not a lock"),
+                }
+            } else {
+                Read::Error(err)
+            }
+        }
+        Some(other) => return Err(Failure::unexpected("SET NX PX GET", &other)),
+        None => return Err(Failure::unexpected("SET NX PX GET", &Value::Nil)),
+    })
+}
+
+/// Reads the replies to [`Planned::SetNx`]'s two commands in the old form.
 fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Read, Failure> {
     let (Some(set), Some(kind)) = (set, kind) else {
         return Err(Failure::unexpected("SET NX PX", &Value::Nil));
@@ -383,52 +428,85 @@ enum Read {
 }
 
 impl Read {
-    /// Whether this is `NOSCRIPT`: the server did not have the script an
-    /// `EVALSHA` named, and did nothing.
-    fn is_noscript(&self) -> bool {
-        matches!(self, Read::Error(err) if is_noscript(err))
+    /// Whether the server did nothing and the request must go again in the
+    /// fallback form: `NOSCRIPT` (the server did not have the script an
+    /// `EVALSHA` named), or a syntax error (a server older than 7.0 refusing
+    /// `SET` with both `NX` and `GET`).
+    fn must_retry(&self) -> bool {
+        matches!(self, Read::Error(err) if is_noscript(err) || is_syntax_error(err))
     }
 }
 
-/// Sends the commands of `planned` in one write, scripts `via`, and reads
-/// the replies.
+fn is_syntax_error(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains("syntax error"))
+}
+
+/// How requests are written.
+#[derive(Clone, Copy)]
+struct Form {
+    /// Scripts by `EVALSHA` or by `EVAL`.
+    via: Via,
+    /// A single-key acquire as `SET ... NX PX ... GET` (Redis 7.0 and
+    /// later), or as `SET ... NX PX` and `TYPE`.
+    set_get: bool,
+}
+
+impl Form {
+    /// The form of a request's second try, which every server takes.
+    const FALLBACK: Form = Form {
+        via: Via::Body,
+        set_get: false,
+    };
+}
+
+/// Sends the commands of `planned` in one write, in `form`, and reads the
+/// replies.
 fn send(
     session: &mut Session<'_>,
     planned: &[Planned<'_>],
-    via: Via,
+    form: Form,
 ) -> Result<Vec<Read>, Failure> {
-    let count = planned.iter().map(Planned::replies).sum();
+    let count = planned.iter().map(|p| p.replies(form)).sum();
     let replies = session.call(count, |packed| {
         for request in planned {
-            request.write(packed, via);
+            request.write(packed, form);
         }
     })?;
     let mut replies = replies.into_iter();
     planned
         .iter()
-        .map(|request| request.read(&mut replies))
+        .map(|request| request.read(&mut replies, form))
         .collect()
 }
 
 impl RedisBackend {
     /// Runs `planned` on one pooled connection, all within one node timeout:
-    /// its commands in one write (scripts by `EVALSHA`), then, if any script
-    /// was answered `NOSCRIPT`, those requests again by `EVAL` in a second
-    /// write (see [`LockBackend::run_batch`]). One read per request.
+    /// its commands in one write (scripts by `EVALSHA`, a single-key acquire
+    /// by `SET ... GET` unless the server is too old), then, if the server
+    /// did nothing for some (`NOSCRIPT`, or a syntax error for `SET ... GET`),
+    /// those requests again in the fallback form in a second write (see
+    /// [`LockBackend::run_batch`]). One read per request.
     fn run_planned(&self, planned: &[Planned<'_>]) -> Result<Vec<Read>, RedisNodeError> {
+        let form = Form {
+            via: Via::Hash,
+            set_get: !self.old_set.load(Ordering::Relaxed),
+        };
         self.pool.run(self.deadline(), |session| {
-            let mut reads = send(session, planned, Via::Hash)?;
-            if !reads.iter().any(Read::is_noscript) {
+            let mut reads = send(session, planned, form)?;
+            if !reads.iter().any(Read::must_retry) {
                 return Ok(reads);
             }
             let again: Vec<Planned<'_>> = planned
                 .iter()
                 .zip(&reads)
-                .filter(|(_, read)| read.is_noscript())
+                .filter(|(_, read)| read.must_retry())
                 .map(|(request, _)| *request)
                 .collect();
-            let mut answers = send(session, &again, Via::Body)?.into_iter();
-            for read in reads.iter_mut().filter(|read| read.is_noscript()) {
+            if again.iter().any(|p| matches!(p, Planned::SetNx { .. })) && form.set_get {
+                self.old_set.store(true, Ordering::Relaxed);
+            }
+            let mut answers = send(session, &again, Form::FALLBACK)?.into_iter();
+            for read in reads.iter_mut().filter(|read| read.must_retry()) {
                 if let Some(answer) = answers.next() {
                     *read = answer;
                 }
@@ -560,6 +638,7 @@ impl Connect for RedisBackend {
 mod tests {
     use super::*;
     use redlock_core::{Resources, Token};
+    use std::sync::Arc;
 
     fn claim(keys: &[&str]) -> Claim {
         Claim::new(
@@ -568,11 +647,16 @@ mod tests {
         )
     }
 
-    fn written(planned: Planned<'_>, via: Via) -> Vec<u8> {
+    fn written(planned: Planned<'_>, form: Form) -> Vec<u8> {
         let mut packed = Vec::new();
-        planned.write(&mut packed, via);
+        planned.write(&mut packed, form);
         packed
     }
+
+    const NEW: Form = Form {
+        via: Via::Hash,
+        set_get: true,
+    };
 
     #[test]
     fn commands_name_the_documented_keys() {
@@ -582,7 +666,7 @@ mod tests {
                 claim: &claim,
                 at_least: u64::MAX,
             },
-            Via::Hash,
+            NEW,
         );
         let expected = redis::cmd("EVALSHA")
             .arg(RAISE_FENCE.hash())
@@ -594,7 +678,18 @@ mod tests {
         assert_eq!(packed, expected);
         let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
         let one = self::claim(&["k"]);
-        let packed = written(Planned::acquire(&one, ttl, false), Via::Hash);
+        let packed = written(Planned::acquire(&one, ttl, false), NEW);
+        let expected = redis::cmd("SET")
+            .arg("k")
+            .arg(&[7_u8; 20][..])
+            .arg("NX")
+            .arg("PX")
+            .arg(1500)
+            .arg("GET")
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        assert_eq!(Planned::acquire(&one, ttl, false).replies(NEW), 1);
+        let packed = written(Planned::acquire(&one, ttl, false), Form::FALLBACK);
         let mut expected = redis::cmd("SET")
             .arg("k")
             .arg(&[7_u8; 20][..])
@@ -604,8 +699,123 @@ mod tests {
             .get_packed_command();
         expected.extend(redis::cmd("TYPE").arg("k").get_packed_command());
         assert_eq!(packed, expected);
-        assert_eq!(Planned::acquire(&one, ttl, false).replies(), 2);
-        assert_eq!(Planned::acquire(&one, ttl, true).replies(), 1);
+        assert_eq!(
+            Planned::acquire(&one, ttl, false).replies(Form::FALLBACK),
+            2
+        );
+        assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
+    }
+
+    /// Reads one RESP command's words, `None` at the end of the stream.
+    fn read_words(reader: &mut impl std::io::BufRead) -> Option<Vec<String>> {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
+        let count: usize = line.trim().trim_start_matches('*').parse().ok()?;
+        let mut words = Vec::new();
+        for _ in 0..count {
+            line.clear();
+            reader.read_line(&mut line).ok()?;
+            let len: usize = line.trim().trim_start_matches('$').parse().ok()?;
+            let mut bulk = vec![0; len + 2];
+            reader.read_exact(&mut bulk).ok()?;
+            bulk.truncate(len);
+            words.push(String::from_utf8_lossy(&bulk).into_owned());
+        }
+        Some(words)
+    }
+
+    /// A fake Redis 6.2: refuses `SET` with both `NX` and `GET` as a syntax
+    /// error, sets keys otherwise. Returns its port and every command it saw.
+    fn old_server() -> (u16, Arc<parking_lot::Mutex<Vec<String>>>) {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+                    let mut keys = std::collections::HashSet::new();
+                    while let Some(words) = read_words(&mut reader) {
+                        log.lock().push(words.join(" ").to_uppercase());
+                        let reply = match words[0].to_uppercase().as_str() {
+                            "SET" if words.len() == 7 => "-ERR syntax error\r\n".to_owned(),
+                            "SET" if keys.insert(words[1].clone()) => "+OK\r\n".to_owned(),
+                            "SET" => "$-1\r\n".to_owned(),
+                            "TYPE" => "+string\r\n".to_owned(),
+                            "SCRIPT" => "-NOPERM not for you\r\n".to_owned(),
+                            _ => "+OK\r\n".to_owned(),
+                        };
+                        if stream.write_all(reply.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, seen)
+    }
+
+    #[test]
+    fn a_server_older_than_7_gets_set_nx_and_type_instead_of_set_get() {
+        let (port, seen) = old_server();
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(Duration::from_secs(5))
+            .build()
+            .expect("backend");
+        let ttl = Ttl::new(Duration::from_secs(5)).expect("ttl");
+        let (a, b) = (claim(&["a"]), claim(&["b"]));
+        let granted = AcquireOutcome::Granted { fence: None };
+        assert_eq!(backend.acquire(&a, ttl, false).expect("answered"), granted);
+        // From then on the old form at once, in batches too.
+        let batch = [
+            Request::Acquire {
+                claim: &b,
+                ttl,
+                fence: false,
+            },
+            Request::Acquire {
+                claim: &a,
+                ttl,
+                fence: false,
+            },
+        ];
+        let mut out = Vec::new();
+        backend.run_batch(&batch, &mut out);
+        let outcomes: Vec<_> = out.into_iter().map(|r| r.expect("answered")).collect();
+        assert_eq!(
+            outcomes,
+            [
+                Response::Acquire(granted),
+                Response::Acquire(AcquireOutcome::HeldByOther)
+            ]
+        );
+        let sets: Vec<String> = seen
+            .lock()
+            .iter()
+            .filter(|c| c.starts_with("SET") || c.starts_with("TYPE"))
+            .map(|c| {
+                c.split(' ')
+                    .map(|w| if w.len() == 20 { "T" } else { w })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        assert_eq!(
+            sets,
+            [
+                "SET A T NX PX 5000 GET",
+                "SET A T NX PX 5000",
+                "TYPE A",
+                "SET B T NX PX 5000",
+                "TYPE B",
+                "SET A T NX PX 5000",
+                "TYPE A",
+            ]
+        );
     }
 
     #[test]
