@@ -92,13 +92,15 @@ impl<E> Pending<E> {
 
     /// Waits (on the calling thread, which must be the waiter) until the
     /// round is finished or `deadline` passes, and takes the round as far as
-    /// it got. When a round waiting for a decision times out, the nodes
+    /// it got; with `spin`, spins briefly before parking. When a round waiting for a decision times out, the nodes
     /// silent by then are counted as timed out.
-    pub(crate) fn wait(&self, deadline: Instant) -> Option<Round<E>> {
-        // Answers usually come within microseconds: spin and yield briefly
-        // (as a channel would) before parking, which costs a wake-up.
+    pub(crate) fn wait(&self, deadline: Instant, spin: bool) -> Option<Round<E>> {
+        // Answers may come within microseconds: a lone waiter spins and
+        // yields briefly (as a channel would) before parking, which costs a
+        // wake-up. With many waiters, spinning would only take the CPU from
+        // the threads that produce the answers.
         let backoff = Backoff::new();
-        while !backoff.is_completed() && !self.finished.load(Ordering::Acquire) {
+        while spin && !backoff.is_completed() && !self.finished.load(Ordering::Acquire) {
             backoff.snooze();
         }
         loop {

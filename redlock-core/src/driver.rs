@@ -2,6 +2,7 @@
 //! and decides it with the sans-IO [`Tally`] and [`judge`].
 
 use std::fmt;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -155,6 +156,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 rng: Mutex::new(rng),
                 keeper: Keeper::new(),
                 lines: Lines::new(),
+                waiting: AtomicUsize::new(0),
             }),
         })
     }
@@ -390,7 +392,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             }
         }
         pending
-            .wait(deadline)
+            .wait(deadline, false)
             .is_some_and(|round| round.tally.pending() == 0 && round.failures.is_empty())
     }
 

@@ -1,6 +1,7 @@
 //! The fan-out of one round: one request to every node's worker at once,
 //! replies collected until the sans-IO [`Tally`] decides.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, Thread};
 use std::time::Instant;
@@ -26,6 +27,8 @@ pub(crate) struct Shared<E> {
     pub(crate) rng: Mutex<fastrand::Rng>,
     pub(crate) keeper: Keeper<E>,
     pub(crate) lines: Lines<E>,
+    /// Callers waiting for a round right now.
+    pub(crate) waiting: AtomicUsize,
 }
 
 /// The state of one round, as far as it got.
@@ -104,10 +107,10 @@ impl<E> Shared<E> {
     /// Waits for a launched round (on the thread it was launched for).
     pub(crate) fn finish(&self, launched: &Launched<E>) -> Round<E> {
         let clock = &self.config.clock;
-        let mut round = launched
-            .pending
-            .wait(launched.wait_until)
-            .unwrap_or_else(|| Round::new(self.workers.len(), clock.now()));
+        let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
+        let round = launched.pending.wait(launched.wait_until, alone);
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let mut round = round.unwrap_or_else(|| Round::new(self.workers.len(), clock.now()));
         round.decided_at = clock.now();
         round
     }
@@ -159,7 +162,7 @@ impl<E> Shared<E> {
                 }
             }
         }
-        let _ = pending.wait(wait_until);
+        let _ = pending.wait(wait_until, false);
     }
 
     /// Turns a won, fenced acquire round into a fencing token: the counter

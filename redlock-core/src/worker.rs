@@ -356,7 +356,7 @@ mod tests {
         run_segment(&stub, &mut segment, &mut Vec::new());
         // Every job was answered, so this does not wait.
         pending
-            .wait(Instant::now() + Duration::from_secs(3600))
+            .wait(Instant::now() + Duration::from_secs(3600), false)
             .unwrap_or_else(|| unreachable!())
     }
 
