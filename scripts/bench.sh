@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks the Redlock manager against the peer crates and raw references
 # on real redis-server masters, and prints a table and one summary line.
+# Before that, the memory benchmark (src/bin/memory.rs of bench/) prints its
+# own table and `memory ...` line (skipped with --help).
 #
 #   scripts/bench.sh            full run (3 rounds over every cell, ~5 min)
 #   scripts/bench.sh --quick    one short round (well under 2 min)
@@ -19,5 +21,19 @@ log() { printf '==> %s\n' "$*" >&2; }
 source scripts/install-redis.sh
 require_redis "by the benchmark"
 
-log "cargo run --release -p redlock-bench -- $*"
-exec cargo run --release --locked -p redlock-bench -- "$@"
+# First the memory benchmark (in-process, no servers: bytes per held lock and
+# growth over a million cycles), unless only the usage was asked for. The main
+# benchmark runs last, so that its summary line stays the last line printed.
+memory=1
+for arg in "$@"; do
+    case "$arg" in
+        -h | --help) memory=0 ;;
+    esac
+done
+if ((memory)); then
+    log "cargo run --release -p redlock-bench --bin memory"
+    cargo run --release --locked -p redlock-bench --bin memory
+fi
+
+log "cargo run --release -p redlock-bench --bin redlock-bench -- $*"
+exec cargo run --release --locked -p redlock-bench --bin redlock-bench -- "$@"

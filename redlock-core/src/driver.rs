@@ -355,7 +355,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// slower nodes. Call this before asserting on a particular node in a
     /// test, or before the process exits so that releases queued by dropped
     /// guards reach the nodes. A frozen or very slow node makes it return
-    /// `false` after `timeout`.
+    /// `false` after `timeout`, and a node whose queue is full (see
+    /// [`Builder::queue_depth`]) at once.
     ///
     /// # Examples
     ///

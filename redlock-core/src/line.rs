@@ -213,9 +213,7 @@ impl<E: Send + 'static> Shared<E> {
                 *next.baton.lock() = Some(Baton::Turn);
                 next.thread.unpark();
             }
-            None => {
-                map.remove(resources);
-            }
+            None => remove_line(&mut map, resources),
         }
     }
 
@@ -237,7 +235,7 @@ impl<E: Send + 'static> Shared<E> {
                 match next_waiter(line, self.config.clock.now()) {
                     Some(next) => Some((line, next)),
                     None => {
-                        map.remove(resources);
+                        remove_line(&mut map, resources);
                         None
                     }
                 }
@@ -299,6 +297,15 @@ impl<E: Send + 'static> Shared<E> {
             pending,
             wait_until,
         })
+    }
+}
+
+/// Removes the line for `resources`, and gives back the map's memory once
+/// it is mostly empty (after many locks were held at once).
+fn remove_line<E>(map: &mut HashMap<Resources, Line<E>>, resources: &Resources) {
+    map.remove(resources);
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
     }
 }
 

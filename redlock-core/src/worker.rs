@@ -233,6 +233,11 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
             }
         }
         run_segment(backend, &mut segment, &mut results);
+        // A slow node can fall far behind; do not keep the backlog's
+        // buffers for ever once it caught up.
+        if jobs.capacity() > MAX_BATCH {
+            jobs = Vec::with_capacity(MAX_BATCH);
+        }
     }
 }
 
