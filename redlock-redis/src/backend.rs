@@ -637,6 +637,7 @@ impl Connect for RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::tests::read_words;
     use redlock_core::{Resources, Token};
     use std::sync::Arc;
 
@@ -704,24 +705,6 @@ mod tests {
             2
         );
         assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
-    }
-
-    /// Reads one RESP command's words, `None` at the end of the stream.
-    fn read_words(reader: &mut impl std::io::BufRead) -> Option<Vec<String>> {
-        let mut line = String::new();
-        reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
-        let count: usize = line.trim().trim_start_matches('*').parse().ok()?;
-        let mut words = Vec::new();
-        for _ in 0..count {
-            line.clear();
-            reader.read_line(&mut line).ok()?;
-            let len: usize = line.trim().trim_start_matches('$').parse().ok()?;
-            let mut bulk = vec![0; len + 2];
-            reader.read_exact(&mut bulk).ok()?;
-            bulk.truncate(len);
-            words.push(String::from_utf8_lossy(&bulk).into_owned());
-        }
-        Some(words)
     }
 
     /// A fake Redis 6.2: refuses `SET` with both `NX` and `GET` as a syntax

@@ -446,9 +446,9 @@ fn replies_overdue() -> RedisError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use std::io::{BufRead, BufReader, Read, Write};
+    use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -493,6 +493,12 @@ mod tests {
     /// Reads one RESP command (an array of bulk strings) and returns its
     /// first word, or `None` at end of stream.
     fn read_command(reader: &mut BufReader<TcpStream>) -> Option<String> {
+        read_words(reader)?.into_iter().next()
+    }
+
+    /// Reads one RESP command's words, `None` at the end of the stream (for
+    /// the fake servers of this crate's tests).
+    pub(crate) fn read_words(reader: &mut impl BufRead) -> Option<Vec<String>> {
         let mut line = String::new();
         reader.read_line(&mut line).ok().filter(|n| *n > 0)?;
         let count: usize = line.trim().trim_start_matches('*').parse().ok()?;
@@ -506,7 +512,7 @@ mod tests {
             bulk.truncate(len);
             words.push(String::from_utf8_lossy(&bulk).into_owned());
         }
-        words.into_iter().next()
+        Some(words)
     }
 
     /// A fake server: answers `CLIENT` with OK; on the first connection
