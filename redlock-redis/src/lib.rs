@@ -131,6 +131,7 @@ mod backend;
 mod builder;
 mod classify;
 mod error;
+mod plan;
 mod pool;
 mod scripts;
 

@@ -1,0 +1,368 @@
+//! How each request goes to Redis: the commands it writes, how many replies
+//! they get, and how those are read; the two forms a request can take (the
+//! first try, and the fallback every server takes).
+
+use redis::Value;
+use redlock_core::{AcquireOutcome, Claim, Request, Response, Ttl};
+
+use crate::pool::{Failure, Session};
+use crate::scripts::{is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, RAISE_FENCE, RELEASE};
+use crate::RedisErrorKind;
+
+/// A request of a kind this backend knows, as it goes to the server.
+#[derive(Clone, Copy)]
+pub(crate) enum Planned<'a> {
+    /// Acquire one key without fencing: `SET key token NX PX ttl GET` (see
+    /// [`Form::set_get`]); a key of another type answers `WRONGTYPE`
+    /// (which would otherwise look like contention forever).
+    SetNx {
+        key: &'a str,
+        token: &'a [u8],
+        ttl: Ttl,
+    },
+    /// Acquire several keys, or with fencing: the acquire script.
+    Acquire {
+        claim: &'a Claim,
+        ttl: Ttl,
+        fence: bool,
+    },
+    Extend {
+        claim: &'a Claim,
+        ttl: Ttl,
+    },
+    Release {
+        claim: &'a Claim,
+    },
+    RaiseFence {
+        claim: &'a Claim,
+        at_least: u64,
+    },
+}
+
+impl<'a> Planned<'a> {
+    /// `None` for a kind of request this backend does not know.
+    pub(crate) fn new(request: &Request<'a>) -> Option<Self> {
+        Some(match *request {
+            Request::Acquire { claim, ttl, fence } => Planned::acquire(claim, ttl, fence),
+            Request::Extend { claim, ttl } => Planned::Extend { claim, ttl },
+            Request::Release { claim } => Planned::Release { claim },
+            Request::RaiseFence { claim, at_least } => Planned::RaiseFence { claim, at_least },
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn acquire(claim: &'a Claim, ttl: Ttl, fence: bool) -> Self {
+        match (claim.keys(), fence) {
+            ([key], false) => Planned::SetNx {
+                key,
+                token: claim.token().as_bytes(),
+                ttl,
+            },
+            _ => Planned::Acquire { claim, ttl, fence },
+        }
+    }
+
+    /// How many replies its commands get.
+    pub(crate) fn replies(&self, form: Form) -> usize {
+        match self {
+            Planned::SetNx { .. } if !form.set_get => 2,
+            _ => 1,
+        }
+    }
+
+    /// Appends its commands to `packed`, in `form`.
+    pub(crate) fn write(&self, packed: &mut Vec<u8>, form: Form) {
+        let via = form.via;
+        match *self {
+            Planned::SetNx { key, token, ttl } if form.set_get => {
+                Resp(packed)
+                    .command(7)
+                    .bulk(b"SET")
+                    .bulk(key.as_bytes())
+                    .bulk(token)
+                    .bulk(b"NX")
+                    .bulk(b"PX")
+                    .int(ttl.as_millis())
+                    .bulk(b"GET");
+            }
+            Planned::SetNx { key, token, ttl } => {
+                Resp(packed)
+                    .command(6)
+                    .bulk(b"SET")
+                    .bulk(key.as_bytes())
+                    .bulk(token)
+                    .bulk(b"NX")
+                    .bulk(b"PX")
+                    .int(ttl.as_millis())
+                    .command(2)
+                    .bulk(b"TYPE")
+                    .bulk(key.as_bytes());
+            }
+            Planned::Acquire { claim, ttl, fence } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    counters: fence,
+                };
+                let count = claim.keys().len() as u64;
+                let args = [token(claim), Arg::Int(ttl.as_millis()), Arg::Int(count)];
+                ACQUIRE.write(packed, via, keys, &args);
+            }
+            Planned::Extend { claim, ttl } => {
+                let args = [token(claim), Arg::Int(ttl.as_millis())];
+                EXTEND.write(packed, via, lock_keys(claim), &args);
+            }
+            Planned::Release { claim } => {
+                RELEASE.write(packed, via, lock_keys(claim), &[token(claim)]);
+            }
+            Planned::RaiseFence { claim, at_least } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    counters: true,
+                };
+                // Redis counters are signed 64-bit.
+                let at_least = at_least.min(i64::MAX.unsigned_abs());
+                RAISE_FENCE.write(packed, via, keys, &[token(claim), Arg::Int(at_least)]);
+            }
+        }
+    }
+
+    /// Reads its replies from `replies`. A reply of the wrong shape fails the
+    /// whole call (and discards the connection): the replies may be out of
+    /// step.
+    pub(crate) fn read(
+        &self,
+        replies: &mut impl Iterator<Item = Value>,
+        form: Form,
+    ) -> Result<Read, Failure> {
+        if let Planned::SetNx { key, .. } = *self {
+            if form.set_get {
+                return read_set_get(key, replies.next());
+            }
+            return read_set_nx(key, replies.next(), replies.next());
+        }
+        let reply = replies.next().unwrap_or(Value::Nil);
+        if let Value::ServerError(err) = reply {
+            return Ok(Read::Error(err.into()));
+        }
+        let script = match *self {
+            Planned::Acquire { fence, .. } => {
+                return Ok(Read::Done(Response::Acquire(match reply {
+                    Value::Int(-1) => AcquireOutcome::HeldByOther,
+                    Value::Int(top) if top >= 0 => AcquireOutcome::Granted {
+                        fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
+                    },
+                    other => return Err(Failure::unexpected("the acquire script", &other)),
+                })))
+            }
+            Planned::Extend { .. } => "the extend script",
+            Planned::Release { .. } => "the release script",
+            Planned::RaiseFence { .. } => "the fencing script",
+            Planned::SetNx { .. } => return Err(Failure::unexpected("SET NX PX", &reply)),
+        };
+        Ok(Read::Done(Response::Held(held(reply, script)?)))
+    }
+}
+
+fn token(claim: &Claim) -> Arg<'_> {
+    Arg::Bytes(claim.token().as_bytes())
+}
+
+fn lock_keys(claim: &Claim) -> Keys<'_> {
+    Keys {
+        locks: claim.keys(),
+        counters: false,
+    }
+}
+
+/// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
+fn read_set_get(key: &str, set: Option<Value>) -> Result<Read, Failure> {
+    Ok(match set {
+        // Nothing was there: set.
+        Some(Value::Nil) => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
+        // The holder's token: refused.
+        Some(Value::BulkString(_)) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
+        Some(Value::ServerError(err)) => {
+            let err = redis::RedisError::from(err);
+            if err.code() == Some("WRONGTYPE") {
+                Read::Wrong {
+                    kind: RedisErrorKind::WrongType,
+                    detail: format!("key {key:?} holds a value of another type, not a lock"),
+                }
+            } else {
+                Read::Error(err)
+            }
+        }
+        Some(other) => return Err(Failure::unexpected("SET NX PX GET", &other)),
+        None => return Err(Failure::unexpected("SET NX PX GET", &Value::Nil)),
+    })
+}
+
+/// Reads the replies to [`Planned::SetNx`]'s two commands in the old form.
+fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Read, Failure> {
+    let (Some(set), Some(kind)) = (set, kind) else {
+        return Err(Failure::unexpected("SET NX PX", &Value::Nil));
+    };
+    Ok(match set {
+        Value::ServerError(err) => Read::Error(err.into()),
+        Value::Okay => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
+        Value::Nil => match kind {
+            Value::SimpleString(t) if t == "string" || t == "none" => {
+                Read::Done(Response::Acquire(AcquireOutcome::HeldByOther))
+            }
+            Value::SimpleString(t) => Read::Wrong {
+                kind: RedisErrorKind::WrongType,
+                detail: format!("key {key:?} holds a {t}, not a lock"),
+            },
+            Value::ServerError(err) => Read::Error(err.into()),
+            other => return Err(Failure::unexpected("TYPE", &other)),
+        },
+        other => return Err(Failure::unexpected("SET NX PX", &other)),
+    })
+}
+
+/// A script's 1 / 0 answer.
+fn held(reply: Value, script: &str) -> Result<bool, Failure> {
+    match reply {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        other => Err(Failure::unexpected(script, &other)),
+    }
+}
+
+/// A request's replies, read.
+pub(crate) enum Read {
+    Done(Response),
+    /// The server's error reply to this request alone.
+    Error(redis::RedisError),
+    /// A reply that is an error for this request alone (a list at the key).
+    Wrong {
+        kind: RedisErrorKind,
+        detail: String,
+    },
+}
+
+impl Read {
+    /// Whether the server did nothing and the request must go again in the
+    /// fallback form: `NOSCRIPT` (the server did not have the script an
+    /// `EVALSHA` named), or a syntax error (a server older than 7.0 refusing
+    /// `SET` with both `NX` and `GET`).
+    pub(crate) fn must_retry(&self) -> bool {
+        matches!(self, Read::Error(err) if is_noscript(err) || is_syntax_error(err))
+    }
+}
+
+fn is_syntax_error(err: &redis::RedisError) -> bool {
+    err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains("syntax error"))
+}
+
+/// How requests are written.
+#[derive(Clone, Copy)]
+pub(crate) struct Form {
+    /// Scripts by `EVALSHA` or by `EVAL`.
+    pub(crate) via: Via,
+    /// A single-key acquire as `SET ... NX PX ... GET` (Redis 7.0 and
+    /// later), or as `SET ... NX PX` and `TYPE`.
+    pub(crate) set_get: bool,
+}
+
+impl Form {
+    /// The form of a request's second try, which every server takes.
+    pub(crate) const FALLBACK: Form = Form {
+        via: Via::Body,
+        set_get: false,
+    };
+}
+
+/// Sends the commands of `planned` in one write, in `form`, and reads the
+/// replies.
+pub(crate) fn send(
+    session: &mut Session<'_>,
+    planned: &[Planned<'_>],
+    form: Form,
+) -> Result<Vec<Read>, Failure> {
+    let count = planned.iter().map(|p| p.replies(form)).sum();
+    let replies = session.call(count, |packed| {
+        for request in planned {
+            request.write(packed, form);
+        }
+    })?;
+    let mut replies = replies.into_iter();
+    planned
+        .iter()
+        .map(|request| request.read(&mut replies, form))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use redlock_core::{Resources, Token};
+
+    fn claim(keys: &[&str]) -> Claim {
+        Claim::new(
+            Resources::new(keys.iter().copied()).expect("keys"),
+            Token::from_bytes([7; 20]),
+        )
+    }
+
+    fn written(planned: Planned<'_>, form: Form) -> Vec<u8> {
+        let mut packed = Vec::new();
+        planned.write(&mut packed, form);
+        packed
+    }
+
+    const NEW: Form = Form {
+        via: Via::Hash,
+        set_get: true,
+    };
+
+    #[test]
+    fn commands_name_the_documented_keys() {
+        let claim = claim(&["b", "a"]);
+        let packed = written(
+            Planned::RaiseFence {
+                claim: &claim,
+                at_least: u64::MAX,
+            },
+            NEW,
+        );
+        let expected = redis::cmd("EVALSHA")
+            .arg(RAISE_FENCE.hash())
+            .arg(4)
+            .arg(&["a", "b", "a:fence", "b:fence"])
+            .arg(&[7_u8; 20][..])
+            .arg(i64::MAX)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let one = self::claim(&["k"]);
+        let packed = written(Planned::acquire(&one, ttl, false), NEW);
+        let expected = redis::cmd("SET")
+            .arg("k")
+            .arg(&[7_u8; 20][..])
+            .arg("NX")
+            .arg("PX")
+            .arg(1500)
+            .arg("GET")
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        assert_eq!(Planned::acquire(&one, ttl, false).replies(NEW), 1);
+        let packed = written(Planned::acquire(&one, ttl, false), Form::FALLBACK);
+        let mut expected = redis::cmd("SET")
+            .arg("k")
+            .arg(&[7_u8; 20][..])
+            .arg("NX")
+            .arg("PX")
+            .arg(1500)
+            .get_packed_command();
+        expected.extend(redis::cmd("TYPE").arg("k").get_packed_command());
+        assert_eq!(packed, expected);
+        assert_eq!(
+            Planned::acquire(&one, ttl, false).replies(Form::FALLBACK),
+            2
+        );
+        assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
+    }
+}
