@@ -357,16 +357,9 @@ impl Connect for RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::tests::claim;
     use crate::pool::tests::read_words;
-    use redlock_core::{Resources, Token};
     use std::sync::Arc;
-
-    fn claim(keys: &[&str]) -> Claim {
-        Claim::new(
-            Resources::new(keys.iter().copied()).expect("keys"),
-            Token::from_bytes([7; 20]),
-        )
-    }
 
     /// A fake Redis 6.2: refuses `SET` with both `NX` and `GET` as a syntax
     /// error, sets keys otherwise. Returns its port and every command it saw.

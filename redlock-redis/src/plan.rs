@@ -294,13 +294,14 @@ pub(crate) fn send(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
     use redlock_core::{Resources, Token};
 
-    fn claim(keys: &[&str]) -> Claim {
+    /// A claim on `keys` with a fixed token (for this crate's tests).
+    pub(crate) fn claim(keys: &[&str]) -> Claim {
         Claim::new(
             Resources::new(keys.iter().copied()).expect("keys"),
             Token::from_bytes([7; 20]),

@@ -445,12 +445,7 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
             ttl: ttl(),
         },
     ];
-    let mut out = Vec::new();
-    node.run_batch(&batch, &mut out);
-    let answers: Vec<Response> = out
-        .into_iter()
-        .map(|r| r.expect("no request fails"))
-        .collect();
+    let answers = answers_to(&node, &batch);
     // In batch order the pair would have won `a` and the single-key acquire
     // been refused. The scripts were answered NOSCRIPT and ran again after
     // the SET NX: the single-key acquire won, the pair was refused, and its
@@ -489,12 +484,7 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
         },
         Request::Release { claim: &pair },
     ];
-    let mut out = Vec::new();
-    node.run_batch(&batch, &mut out);
-    let answers: Vec<Response> = out
-        .into_iter()
-        .map(|r| r.expect("no request fails"))
-        .collect();
+    let answers = answers_to(&node, &batch);
     assert_eq!(
         answers,
         [
@@ -505,4 +495,16 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
     );
     assert_eq!(calls(&mut admin, "evalsha"), 3);
     assert_eq!(calls(&mut admin, "eval"), 0);
+}
+
+/// Runs `batch` on `node` as one batch; every request must get an answer.
+fn answers_to(
+    node: &RedisBackend,
+    batch: &[redlock_redis::Request<'_>],
+) -> Vec<redlock_redis::Response> {
+    let mut out = Vec::new();
+    node.run_batch(batch, &mut out);
+    out.into_iter()
+        .map(|r| r.expect("no request fails"))
+        .collect()
 }
