@@ -210,7 +210,17 @@ pub enum Response {
 ///   contains a panic anyway and reports the node as failed.)
 /// - **Order.** The manager sends one node's requests one at a time, in the
 ///   order they were issued, and never sends two at once to the same backend
-///   value; implementations may rely on that for pipelining but need not.
+///   value; implementations may rely on that for pipelining.
+/// - **Order survives failures.** The node must execute a backend's requests
+///   in the order they were sent, also those whose answer never came: a
+///   request that failed with an unknown outcome (a timeout) must never run
+///   on the node after a later request. The manager follows every acquire
+///   whose answer it did not get with a release; if the acquire could run
+///   after that release (say, because it waits on an abandoned connection of
+///   a frozen server and the release went on another), it would leave a key
+///   nobody releases until its TTL. A Redis backend keeps one connection
+///   per node in order and writes releases behind unanswered acquires on it.
+/// - **Fairness marks** ([`Queued`](crate::Queued)) are optional.
 ///
 /// `Send + Sync` so the manager can drive each node from its own worker
 /// thread. Blanket impls make `&B` and `Arc<B>` backends too.

@@ -85,7 +85,7 @@ pub use guard::Lock;
 pub use keeper::KeepAlive;
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use report::{NodeError, NodeFailure, RoundReport};
-pub use resource::{Claim, IntoResources, Resources};
+pub use resource::{Claim, IntoResources, Queued, Resources};
 pub use round::{judge, Verdict};
 pub use tally::{Decision, Tally, Vote};
 pub use token::{EntropyError, Token, TOKEN_LEN};

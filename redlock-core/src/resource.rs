@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{ConfigError, Token};
+use crate::{ConfigError, Token, Ttl};
 
 /// One or more resource names locked together, validated: at least one name,
 /// no empty name, duplicates removed, sorted.
@@ -148,6 +148,117 @@ impl TryFrom<String> for Resources {
 pub struct Claim {
     resources: Resources,
     token: Token,
+    queued: Option<Queued>,
+}
+
+/// How a caller that waits for its resources (through
+/// [`Redlock::lock`](crate::Redlock::lock) and its variants, not
+/// [`Redlock::try_lock`](crate::Redlock::try_lock)) asks the nodes to be
+/// fair to the waiters of other managers, usually other processes.
+///
+/// Carried by the acquire's [`Claim`] ([`Claim::queued`]). A backend that
+/// supports it keeps, next to each key, a short-lived *waiting mark* naming
+/// one manager, and on an acquire of a queued claim:
+///
+/// 1. when [`Queued::yields`] and any key carries the mark of another
+///    manager, refuses ([`AcquireOutcome::HeldByOther`](crate::AcquireOutcome::HeldByOther))
+///    and changes nothing: somebody else has been waiting;
+/// 2. otherwise, when any key is held, refuses and marks every key as waited
+///    for by [`Queued::manager`] for [`Queued::mark_ttl`];
+/// 3. otherwise grants as usual and removes the marks of
+///    [`Queued::manager`] from its keys.
+///
+/// Marks never make a node grant what it would otherwise refuse, so they
+/// cannot break mutual exclusion. A backend may ignore them (the default):
+/// then a manager whose local line keeps handing the lock from one of its
+/// callers to the next can starve other processes.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{Claim, Queued, Resources, Token, Ttl};
+/// let mark = Ttl::new(Duration::from_millis(500))?;
+/// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]))
+///     .queued(Queued::new(7, mark, true));
+/// assert_eq!(claim.queue().map(|q| q.manager()), Some(7));
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Queued {
+    manager: u64,
+    mark_ttl: Ttl,
+    yields: bool,
+}
+
+impl Queued {
+    /// A queued acquire of `manager` (a random id per manager), whose waiting
+    /// marks live for `mark_ttl`; with `yields`, it gives way to the marks
+    /// of other managers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlock_core::{Queued, Ttl};
+    /// let q = Queued::new(1, Ttl::new(Duration::from_millis(400))?, false);
+    /// assert!(!q.yields());
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn new(manager: u64, mark_ttl: Ttl, yields: bool) -> Self {
+        Queued {
+            manager,
+            mark_ttl,
+            yields,
+        }
+    }
+
+    /// The id of the manager that waits.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{Queued, Ttl};
+    /// assert_eq!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).manager(), 9);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn manager(&self) -> u64 {
+        self.manager
+    }
+
+    /// How long a waiting mark lives.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{Queued, Ttl};
+    /// let ttl = Ttl::new(Duration::from_millis(300))?;
+    /// assert_eq!(Queued::new(9, ttl, true).mark_ttl(), ttl);
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn mark_ttl(&self) -> Ttl {
+        self.mark_ttl
+    }
+
+    /// Whether this acquire gives way to other managers' waiting marks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{Queued, Ttl};
+    /// assert!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).yields());
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn yields(&self) -> bool {
+        self.yields
+    }
 }
 
 impl Claim {
@@ -162,7 +273,45 @@ impl Claim {
     /// ```
     #[must_use]
     pub fn new(resources: Resources, token: Token) -> Self {
-        Claim { resources, token }
+        Claim {
+            resources,
+            token,
+            queued: None,
+        }
+    }
+
+    /// This claim, acquired by a caller that waits in line (see [`Queued`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{Claim, Queued, Resources, Token, Ttl};
+    /// let q = Queued::new(3, Ttl::new(Duration::from_millis(400))?, true);
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20])).queued(q);
+    /// assert_eq!(claim.queue(), Some(q));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn queued(mut self, queued: Queued) -> Self {
+        self.queued = Some(queued);
+        self
+    }
+
+    /// How the acquire of this claim waits, if it comes from a caller that
+    /// waits in line; `None` for a one-off attempt.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Claim, Resources, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
+    /// assert!(claim.queue().is_none());
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn queue(&self) -> Option<Queued> {
+        self.queued
     }
 
     /// The locked resources.
