@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{drift, Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, SystemClock};
 
@@ -324,6 +324,9 @@ impl<B: LockBackend + 'static> Builder<B> {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        // Before any backend sees the timeout: a bad one is a configuration
+        // error, not a bad address.
+        check_node_timeout(self.node_timeout)?;
         for address in addresses {
             let backend =
                 B::connect(address.as_ref(), self.node_timeout).map_err(ConnectError::Address)?;
@@ -332,7 +335,8 @@ impl<B: LockBackend + 'static> Builder<B> {
         Ok(self.build()?)
     }
 
-    /// How long one round waits for each node's reply. Defaults to 50 ms.
+    /// How long one round waits for each node's reply. Defaults to 50 ms;
+    /// at most [`MAX_NODE_TIMEOUT`].
     /// Keep it small against the TTL (the specification suggests 5–50 ms
     /// for a 10 s TTL): a dead or frozen node costs at most this much.
     ///
@@ -484,7 +488,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     ///
     /// [`ConfigError::NoNodes`], [`ConfigError::DuplicateNode`],
     /// [`ConfigError::DriftFactor`], [`ConfigError::JitterRange`],
-    /// [`ConfigError::NodeTimeoutZero`], or [`ConfigError::WorkerSpawn`]
+    /// [`ConfigError::NodeTimeoutZero`], [`ConfigError::NodeTimeoutTooLarge`], or [`ConfigError::WorkerSpawn`]
     /// when the operating system refuses a thread.
     ///
     /// # Examples
@@ -510,9 +514,7 @@ impl<B: LockBackend + 'static> Builder<B> {
         if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {
             return Err(ConfigError::DriftFactor(self.drift_factor));
         }
-        if self.node_timeout.is_zero() {
-            return Err(ConfigError::NodeTimeoutZero);
-        }
+        check_node_timeout(self.node_timeout)?;
         let config = Config {
             node_timeout: self.node_timeout,
             drift_factor: self.drift_factor,
@@ -525,4 +527,47 @@ impl<B: LockBackend + 'static> Builder<B> {
         };
         Redlock::start(self.backends, config)
     }
+}
+
+/// The largest per-node timeout a [`Builder`] accepts: one hour.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::{ConfigError, Redlock, MAX_NODE_TIMEOUT};
+/// let too_long = Redlock::builder(redlock_mock::MockCluster::new(3).backends())
+///     .node_timeout(Duration::MAX)
+///     .build();
+/// assert!(matches!(too_long, Err(ConfigError::NodeTimeoutTooLarge { max, .. }) if max == MAX_NODE_TIMEOUT));
+/// ```
+pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+fn check_node_timeout(timeout: Duration) -> Result<(), ConfigError> {
+    if timeout.is_zero() {
+        return Err(ConfigError::NodeTimeoutZero);
+    }
+    let max = MAX_NODE_TIMEOUT;
+    if timeout > max {
+        return Err(ConfigError::NodeTimeoutTooLarge { timeout, max });
+    }
+    Ok(())
+}
+
+/// `now + after`, or the farthest instant this platform can represent
+/// within that (so `Duration::MAX` means "practically never"), never a panic.
+pub(crate) fn later(now: Instant, after: Duration) -> Instant {
+    if let Some(at) = now.checked_add(after) {
+        return at;
+    }
+    // Halve what is left until it fits: at most 64 steps.
+    let mut step = after;
+    let mut at = now;
+    while !step.is_zero() {
+        step /= 2;
+        if let Some(next) = at.checked_add(step) {
+            at = next;
+        }
+    }
+    at
 }

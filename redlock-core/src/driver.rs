@@ -140,7 +140,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             .enumerate()
             .map(|(i, backend)| Worker::spawn(i, backend, depth))
             .collect::<Result<Vec<_>, _>>()?;
-        let rng = match config.jitter_seed {
+        let mut rng = match config.jitter_seed {
             Some(seed) => fastrand::Rng::with_seed(seed),
             None => fastrand::Rng::new(),
         };
@@ -148,8 +148,24 @@ impl<B: LockBackend + 'static> Redlock<B> {
             Resources::one("redlock:flush")?,
             Token::from_bytes([0; crate::TOKEN_LEN]),
         ));
+        // Names this manager in its waiting marks; only needs to differ from
+        // other managers'.
+        let id = match Token::random_u64() {
+            Ok(id) => id,
+            Err(_) => rng.u64(..),
+        };
+        let mark_ttl = Ttl::new(
+            config
+                .retry
+                .max()
+                .saturating_add(config.node_timeout)
+                .saturating_mul(2)
+                .max(Duration::from_millis(1)),
+        )?;
         Ok(Redlock {
             shared: Arc::new(Shared {
+                id,
+                mark_ttl,
                 workers,
                 flush_claim,
                 config,
@@ -163,7 +179,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
 
     /// One acquire round: the lock, or why not. Waits at most one per-node
     /// timeout for the round, plus at most one more to release a failed round
-    /// on the nodes that may hold its key.
+    /// on the nodes that may hold its key. With fencing over more than one
+    /// node, a won round is followed by a raise round (one more per-node
+    /// timeout) before its release if that fails: three in all at most.
     ///
     /// # Errors
     ///
@@ -187,7 +205,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
         let ttl = self.shared.config.check_ttl(ttl)?;
-        self.attempt(&resources, ttl)
+        self.attempt(&resources, ttl, false)
     }
 
     /// Acquires, retrying with random pauses until the configured acquire
@@ -246,7 +264,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         timeout: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let now = self.shared.config.clock.now();
-        let deadline = now.checked_add(timeout).unwrap_or(now + Ttl::MAX);
+        let deadline = crate::config::later(now, timeout);
         self.lock_deadline(resources, ttl, deadline)
     }
 
@@ -301,14 +319,15 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
+            let handed = first.is_some();
             let result = match first.take() {
                 Some((claim, launched)) => self.conclude(claim, &launched, ttl),
-                None => self.attempt(&resources, ttl),
+                None => self.attempt(&resources, ttl, true),
             };
             let err = match result {
                 Ok(mut lock) => {
                     std::mem::forget(line);
-                    if shared.hold_line(&resources, ticket, lock.state()) {
+                    if shared.hold_line(&resources, ticket, lock.state(), handed) {
                         lock.set_line(ticket);
                     }
                     return Ok(lock);
@@ -353,10 +372,15 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// A round returns as soon as a quorum answered, and a dropped guard only
     /// queues its release, so some requests may still be running on the
     /// slower nodes. Call this before asserting on a particular node in a
-    /// test, or before the process exits so that releases queued by dropped
-    /// guards reach the nodes. A frozen or very slow node makes it return
-    /// `false` after `timeout`, and a node whose queue is full (see
-    /// [`Builder::queue_depth`]) at once.
+    /// test. A frozen or very slow node makes it return `false` after
+    /// `timeout`, and so does a node that has not yet answered a release
+    /// that failed (releases that fail are kept and sent again until the
+    /// node answers them or the lock's TTL has surely passed).
+    ///
+    /// Dropping the manager's last handle (guards hold one too) does the
+    /// same for the releases it queued, bounded by twice the node timeout,
+    /// so returning from `main` releases what its guards held.
+    /// `std::process::exit` runs no destructors: then the TTL frees the keys.
     ///
     /// # Examples
     ///
@@ -372,7 +396,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     #[must_use = "false means some node did not catch up in time"]
     pub fn flush(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::config::later(Instant::now(), timeout);
         let n = self.shared.workers.len();
         let pending = Pending::new(
             Round::new(n, Instant::now()),
@@ -387,6 +411,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 node,
                 stale_after: deadline,
                 reply: Some(Arc::clone(&pending)),
+                retry: None,
             };
             if worker.submit(job).is_err() {
                 return false;
@@ -493,8 +518,20 @@ impl<B: LockBackend + 'static> Redlock<B> {
         }
     }
 
-    fn attempt(&self, resources: &Resources, ttl: Ttl) -> Result<Lock<B>, LockError<B::Error>> {
-        let claim = Arc::new(Claim::new(resources.clone(), Token::random()?));
+    /// One acquire round of a fresh claim; `queued` for a caller of `lock`,
+    /// which leaves a waiting mark when refused and gives way to the marks
+    /// of other managers (see [`Queued`](crate::Queued)).
+    fn attempt(
+        &self,
+        resources: &Resources,
+        ttl: Ttl,
+        queued: bool,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        let mut claim = Claim::new(resources.clone(), Token::random()?);
+        if queued {
+            claim = claim.queued(self.shared.queued(true));
+        }
+        let claim = Arc::new(claim);
         let op = Op::Acquire {
             ttl,
             fence: self.shared.config.fencing,
@@ -517,9 +554,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let fencing = shared.config.fencing;
         let round = shared.finish(launched);
         let mut valid_until = match shared.judge(&round, ttl) {
-            Verdict::Held { validity } => round.decided_at + validity,
+            Verdict::Held { validity } => crate::config::later(round.decided_at, validity),
             verdict => {
-                shared.abandon(&claim, &round);
+                shared.abandon(&claim, &round, ttl);
                 return Err(shared.failure(verdict, round, ttl, LockError::Contended));
             }
         };
@@ -531,7 +568,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                     valid_until = until.unwrap_or(valid_until);
                 }
                 Err(err) => {
-                    shared.abandon(&claim, &round);
+                    shared.abandon(&claim, &round, ttl);
                     return Err(err);
                 }
             }

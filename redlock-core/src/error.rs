@@ -52,6 +52,13 @@ pub enum ConfigError {
     },
     /// A per-node timeout of zero.
     NodeTimeoutZero,
+    /// A per-node timeout above [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
+    NodeTimeoutTooLarge {
+        /// The timeout asked for.
+        timeout: Duration,
+        /// The largest timeout accepted.
+        max: Duration,
+    },
     /// An empty resource name.
     EmptyKey,
     /// An empty list of resources.
@@ -94,6 +101,10 @@ impl fmt::Display for ConfigError {
                 )
             }
             ConfigError::NodeTimeoutZero => f.write_str("the per-node timeout must not be zero"),
+            ConfigError::NodeTimeoutTooLarge { timeout, max } => write!(
+                f,
+                "the per-node timeout {timeout:?} exceeds the largest supported {max:?}"
+            ),
             ConfigError::EmptyKey => f.write_str("a resource name must not be empty"),
             ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
             ConfigError::FencingUnsupported => {

@@ -9,17 +9,23 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::collect::{Pending, Until};
-use crate::config::Config;
+use crate::config::{later, Config};
 use crate::keeper::Keeper;
 use crate::line::Lines;
 use crate::worker::{Job, Op, Worker};
 use crate::{
     fence_step, judge, AcquireOutcome, Claim, ConfigError, FenceStep, FencingToken, LockError,
-    NodeError, NodeFailure, Response, RoundReport, Tally, Token, Ttl, Verdict, Vote,
+    NodeError, NodeFailure, Queued, Response, RoundReport, Tally, Token, Ttl, Verdict, Vote,
 };
 
 /// What the manager and its guards share: the workers and the settings.
 pub(crate) struct Shared<E> {
+    /// A random id for this manager's waiting marks.
+    pub(crate) id: u64,
+    /// How long this manager's waiting marks live: twice its longest pause
+    /// between rounds plus a round, so that they last from one refused
+    /// round to the next.
+    pub(crate) mark_ttl: Ttl,
     pub(crate) workers: Vec<Worker<E>>,
     /// The (never executed) claim carried by flush barriers.
     pub(crate) flush_claim: Arc<Claim>,
@@ -43,6 +49,12 @@ pub(crate) struct Round<E> {
 }
 
 impl<E> Shared<E> {
+    /// How an acquire of a caller in this manager's line waits; `yields`
+    /// gives way to other managers' waiting marks.
+    pub(crate) fn queued(&self, yields: bool) -> Queued {
+        Queued::new(self.id, self.mark_ttl, yields)
+    }
+
     pub(crate) fn node_error(&self, (node, failure): (usize, NodeFailure<E>)) -> NodeError<E> {
         NodeError::new(self.workers[node].id.clone(), failure)
     }
@@ -67,7 +79,7 @@ impl<E> Shared<E> {
         before: Option<Ahead<'_, E>>,
     ) -> Launched<E> {
         let n = self.workers.len();
-        let wait_until = Instant::now() + self.config.node_timeout;
+        let wait_until = later(Instant::now(), self.config.node_timeout);
         let round = Round::new(n, self.config.clock.now());
         let pending = Arc::new(Pending::new(round, until, waiter));
         let job = |node, op, claim: &Arc<Claim>, reply: Option<&Arc<Pending<E>>>| Job {
@@ -76,6 +88,7 @@ impl<E> Shared<E> {
             node,
             stale_after: wait_until,
             reply: reply.cloned(),
+            retry: None,
         };
         for (node, worker) in self.workers.iter().enumerate() {
             let ours = job(node, op, claim, Some(&pending));
@@ -117,7 +130,7 @@ impl<E> Shared<E> {
 
     /// Sends `op` to every node without waiting for any answer.
     pub(crate) fn send_detached(&self, op: Op, claim: &Arc<Claim>) {
-        let stale_after = Instant::now() + self.config.node_timeout;
+        let stale_after = later(Instant::now(), self.config.node_timeout);
         for (node, worker) in self.workers.iter().enumerate() {
             let job = Job {
                 op,
@@ -125,6 +138,7 @@ impl<E> Shared<E> {
                 node,
                 stale_after,
                 reply: None,
+                retry: None,
             };
             // A full queue means the node is stuck; the key then expires by TTL.
             let _ = worker.submit(job);
@@ -136,9 +150,9 @@ impl<E> Shared<E> {
     /// when the round was decided, so that a failed round leaves no key on a
     /// responsive node. A node that stays silent gets its release queued
     /// behind the acquire, so a grant that arrives late is undone too.
-    pub(crate) fn abandon(&self, claim: &Arc<Claim>, round: &Round<E>) {
+    pub(crate) fn abandon(&self, claim: &Arc<Claim>, round: &Round<E>, ttl: Ttl) {
         let n = self.workers.len();
-        let wait_until = Instant::now() + self.config.node_timeout;
+        let wait_until = later(Instant::now(), self.config.node_timeout);
         let may_hold: Vec<bool> = (0..n)
             .map(|node| matches!(round.tally.vote(node), None | Some(Vote::Granted)))
             .collect();
@@ -150,11 +164,12 @@ impl<E> Shared<E> {
         ));
         for (node, worker) in self.workers.iter().enumerate() {
             let job = Job {
-                op: Op::Release,
+                op: Op::Release(ttl),
                 claim: Arc::clone(claim),
                 node,
                 stale_after: wait_until,
                 reply: may_hold[node].then(|| Arc::clone(&pending)),
+                retry: None,
             };
             if let Err(failure) = worker.submit(job) {
                 if may_hold[node] {
@@ -184,7 +199,7 @@ impl<E> Shared<E> {
                 match self.judge(&raise, ttl) {
                     Verdict::Held { validity } => Ok((
                         FencingToken::new(value, holder),
-                        Some(raise.decided_at + validity),
+                        Some(later(raise.decided_at, validity)),
                     )),
                     verdict => Err(self.failure(verdict, raise, ttl, LockError::Contended)),
                 }
@@ -233,6 +248,22 @@ impl<E> Shared<E> {
                 ttl: ttl.as_duration(),
             },
             Verdict::Refused | Verdict::Held { .. } => refused(report),
+        }
+    }
+}
+
+impl<E> Drop for Shared<E> {
+    /// The last handle of the manager is gone (guards hold one too): the
+    /// workers run what is queued (the releases of dropped guards above
+    /// all), try failed releases again, and stop. Waits for them at most
+    /// twice the node timeout: one for a call under way, one for the rest.
+    fn drop(&mut self) {
+        let by = later(Instant::now(), self.config.node_timeout.saturating_mul(2));
+        for worker in &self.workers {
+            worker.close(by);
+        }
+        for worker in &self.workers {
+            worker.wait_exit(by);
         }
     }
 }

@@ -7,19 +7,29 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::config::later;
 use crate::fanout::Shared;
 use crate::keeper::KeepAlive;
 use crate::worker::Op;
-use crate::{Claim, FencingToken, LockBackend, LockError, LostReason, Resources, Ttl, Verdict};
+use crate::{
+    Claim, FencingToken, LockBackend, LockError, LostReason, Resources, RoundReport, Ttl, Verdict,
+};
 
 /// What the guard and the keeper thread share about one held lock.
 pub(crate) struct LockState<E> {
     pub(crate) claim: Arc<Claim>,
     pub(crate) life: Mutex<Lifetime<E>>,
+    /// Held for the whole of an extend round, so that the keeper's and the
+    /// caller's extensions never interleave (each sets the validity from
+    /// its own round).
+    extending: Mutex<()>,
 }
 
 pub(crate) struct Lifetime<E> {
     pub(crate) ttl: Ttl,
+    /// The longest TTL ever sent for this lock: how long a key may outlive
+    /// a failed release.
+    pub(crate) longest: Ttl,
     pub(crate) valid_until: Instant,
     pub(crate) released: bool,
     pub(crate) lost: Option<(LostReason, Option<Arc<LockError<E>>>)>,
@@ -82,6 +92,7 @@ impl<B: LockBackend> Lock<B> {
     ) -> Self {
         let life = Lifetime {
             ttl,
+            longest: ttl,
             valid_until,
             released: false,
             lost: None,
@@ -89,6 +100,7 @@ impl<B: LockBackend> Lock<B> {
         let state = Arc::new(LockState {
             claim,
             life: Mutex::new(life),
+            extending: Mutex::new(()),
         });
         Lock {
             shared,
@@ -274,15 +286,24 @@ impl<B: LockBackend> Lock<B> {
     /// Resets the TTL to `ttl` on every node that still holds this lock, and
     /// counts it as extended when a quorum did so in time. The new validity
     /// is `ttl - elapsed - drift`, measured from this call's start, and is
-    /// returned.
+    /// returned. Extensions of one lock (this call's and the keeper's) run
+    /// one at a time.
+    ///
+    /// A failed round may still have set the new TTL on some nodes, so
+    /// after any failure the validity is at most what `ttl` allows from
+    /// this call's start (`start + ttl - drift`): a failed extend with a
+    /// shorter TTL shortens the lock, and one with a longer TTL leaves the
+    /// previous validity.
     ///
     /// # Errors
     ///
-    /// [`LockError::NotHeld`] when a quorum no longer holds our token (the
-    /// lock expired; the guard is then marked invalid), [`LockError::NoQuorum`]
-    /// when too many nodes failed, [`LockError::ValidityExhausted`] when the
-    /// round was too slow, [`LockError::Config`] for a bad TTL. On failures
-    /// other than `NotHeld` the previous validity still stands.
+    /// [`LockError::NotHeld`] when the lock's validity had already ended (no
+    /// round is sent: an expired lock stays lost) or a quorum no longer
+    /// holds our token (the guard is then marked invalid),
+    /// [`LockError::Lost`] when the lock was marked lost by its keep-alive,
+    /// [`LockError::NoQuorum`] when too many nodes failed,
+    /// [`LockError::ValidityExhausted`] when the round was too slow,
+    /// [`LockError::Config`] for a bad TTL.
     ///
     /// # Examples
     ///
@@ -319,16 +340,17 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         self.released = true;
-        let ttl = {
+        let (ttl, longest) = {
             let mut life = self.state.life.lock();
             life.released = true;
-            life.ttl
+            (life.ttl, life.longest)
         };
         let shared = &self.shared;
         let fencing = shared.config.fencing;
-        let round = match shared.release_handing_off(&self.state.claim, self.line, fencing, true) {
+        let claim = &self.state.claim;
+        let round = match shared.release_handing_off(claim, longest, self.line, fencing, true) {
             Some(launched) => shared.finish(&launched),
-            None => shared.run(Op::Release, &self.state.claim),
+            None => shared.run(Op::Release(longest), claim),
         };
         match self.shared.judge(&round, ttl) {
             Verdict::Held { .. } | Verdict::ValidityExhausted => Ok(()),
@@ -348,19 +370,46 @@ pub(crate) fn extend<E>(
     state: &LockState<E>,
     ttl: Ttl,
 ) -> Result<Duration, LockError<E>> {
+    let _turn = state.extending.lock();
+    {
+        let mut life = state.life.lock();
+        if let Some((reason, cause)) = &life.lost {
+            return Err(LockError::Lost {
+                reason: *reason,
+                cause: cause.clone(),
+            });
+        }
+        if shared.config.clock.now() >= life.valid_until {
+            // Expired: another client may have held the lock since, so it
+            // is not extended back to life.
+            life.lost = Some((LostReason::Expired, None));
+            return Err(LockError::NotHeld(RoundReport::untried(
+                shared.workers.len(),
+            )));
+        }
+        life.longest = life.longest.max(ttl);
+    }
     let round = shared.run(Op::Extend(ttl), &state.claim);
     match shared.judge(&round, ttl) {
         Verdict::Held { validity } => {
             let mut life = state.life.lock();
             life.ttl = ttl;
-            life.valid_until = round.decided_at + validity;
+            life.valid_until = later(round.decided_at, validity);
             Ok(validity)
         }
         verdict => {
+            let mut life = state.life.lock();
+            // Nodes that granted, or did not answer, may now hold the key
+            // for just `ttl` from some time after the round started.
+            let bound = ttl
+                .as_duration()
+                .checked_sub(shared.config.drift(ttl))
+                .map_or(round.started, |left| later(round.started, left));
+            life.valid_until = life.valid_until.min(bound);
             if verdict == Verdict::Refused {
-                let mut life = state.life.lock();
                 life.valid_until = round.decided_at.min(life.valid_until);
             }
+            drop(life);
             Err(shared.failure(verdict, round, ttl, LockError::NotHeld))
         }
     }
@@ -369,11 +418,19 @@ pub(crate) fn extend<E>(
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
-            self.state.life.lock().released = true;
+            let longest = {
+                let mut life = self.state.life.lock();
+                life.released = true;
+                life.longest
+            };
             let fencing = self.shared.config.fencing;
-            let _ = self
-                .shared
-                .release_handing_off(&self.state.claim, self.line, fencing, false);
+            let _ = self.shared.release_handing_off(
+                &self.state.claim,
+                longest,
+                self.line,
+                fencing,
+                false,
+            );
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
+use crate::config::later;
 use crate::fanout::Shared;
 use crate::guard::{self, LockState};
 use crate::{ConfigError, LockError, LostReason, NodeId};
@@ -145,7 +146,7 @@ impl<E> Keeper<E> {
 fn due(now: Instant, valid_until: Instant, node_timeout: Duration) -> Instant {
     let remaining = valid_until.saturating_duration_since(now);
     let margin_point = remaining.saturating_sub(node_timeout * 2);
-    now + margin_point.clamp(remaining / 3, remaining * 2 / 3)
+    later(now, margin_point.clamp(remaining / 3, remaining * 2 / 3))
 }
 
 /// Hands `state` to the keeper thread of `shared`, starting it if needed.
@@ -158,9 +159,7 @@ pub(crate) fn register<E: Send + Sync + 'static>(
     let valid_until = state.life.lock().valid_until;
     let entry = Entry {
         state: Arc::downgrade(state),
-        hold_until: now
-            .checked_add(policy.max_hold)
-            .unwrap_or(now + crate::Ttl::MAX),
+        hold_until: later(now, policy.max_hold),
         policy,
         extensions: 0,
         due: due(now, valid_until, shared.config.node_timeout),
@@ -260,7 +259,12 @@ fn lose<E>(
     reason: LostReason,
     cause: Option<LockError<E>>,
 ) {
-    if state.mark_lost(reason, cause) {
+    state.mark_lost(reason, cause);
+    // The first loss recorded wins, whoever recorded it (an extend that
+    // found the lock expired records that itself); a released lock is not
+    // lost.
+    let recorded = state.life.lock().lost.as_ref().map(|(reason, _)| *reason);
+    if let Some(reason) = recorded {
         if let Some(callback) = entry.policy.on_lost.take() {
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
         }

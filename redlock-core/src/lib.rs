@@ -77,7 +77,7 @@ mod worker;
 
 pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId, Request, Response};
 pub use clock::{Clock, SystemClock};
-pub use config::{Builder, RetryDelay, Ttl};
+pub use config::{Builder, RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;
 pub use error::{ConfigError, ConnectError, LockError, LostReason};
 pub use fence::{fence_step, FenceStep, FencingToken};

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::collect::{Pending, Until};
+use crate::config::later;
 use crate::fanout::{Ahead, Launched, Round, Shared};
 use crate::guard::LockState;
 use crate::worker::Op;
@@ -44,6 +45,12 @@ struct Line<E> {
     holder: Option<Weak<LockState<E>>>,
     /// When the owner's own acquiring ends at the latest (manager's clock).
     owner_deadline: Instant,
+    /// Since when the lock has passed from caller to caller of this line
+    /// without an acquire of its own in between: once that lasted the
+    /// longest pause between rounds, hand-offs give way to other managers
+    /// that left a waiting mark (so that a busy line cannot starve other
+    /// processes, as cohort locks bound local passing).
+    streak_since: Option<Instant>,
     waiters: VecDeque<Arc<Waiter<E>>>,
 }
 
@@ -115,6 +122,7 @@ impl<E: Send + 'static> Shared<E> {
                     owner: ticket,
                     holder: None,
                     owner_deadline: deadline,
+                    streak_since: None,
                     waiters: VecDeque::new(),
                 });
                 Place::Owner(ticket)
@@ -165,7 +173,7 @@ impl<E: Send + 'static> Shared<E> {
                         return Some(Baton::Turn);
                     }
                     // The first waiter takes over; look again soon after.
-                    now + self.config.node_timeout
+                    later(now, self.config.node_timeout)
                 } else {
                     lapses
                 }
@@ -175,19 +183,23 @@ impl<E: Send + 'static> Shared<E> {
         }
     }
 
-    /// The owner `ticket` acquired: it stays the owner while `state` lives.
-    /// Returns whether it is still the line's owner (it always is unless
-    /// it was taken for gone).
+    /// The owner `ticket` acquired (`handed`: through a hand-off): it stays
+    /// the owner while `state` lives. Returns whether it is still the line's
+    /// owner (it always is unless it was taken for gone).
     pub(crate) fn hold_line(
         &self,
         resources: &Resources,
         ticket: u64,
         state: &Arc<LockState<E>>,
+        handed: bool,
     ) -> bool {
         let mut map = self.lines.map.lock();
         match map.get_mut(resources) {
             Some(line) if line.owner == ticket => {
                 line.holder = Some(Arc::downgrade(state));
+                if !handed || line.streak_since.is_none() {
+                    line.streak_since = Some(self.config.clock.now());
+                }
                 true
             }
             _ => false,
@@ -224,6 +236,7 @@ impl<E: Send + 'static> Shared<E> {
     pub(crate) fn release_handing_off(
         &self,
         claim: &Arc<Claim>,
+        longest: Ttl,
         line: Option<u64>,
         fencing: bool,
         wait: bool,
@@ -258,9 +271,15 @@ impl<E: Send + 'static> Shared<E> {
                 // Queued before the line's lock is let go, so that whoever
                 // joins the line next has its acquire behind this release.
                 let launched = if wait {
-                    Some(self.launch(Op::Release, claim, Until::Decided, thread::current(), None))
+                    Some(self.launch(
+                        Op::Release(longest),
+                        claim,
+                        Until::Decided,
+                        thread::current(),
+                        None,
+                    ))
                 } else {
-                    self.send_detached(Op::Release, claim);
+                    self.send_detached(Op::Release(longest), claim);
                     None
                 };
                 drop(map);
@@ -271,7 +290,11 @@ impl<E: Send + 'static> Shared<E> {
             let round = Round::new(self.workers.len(), self.config.clock.now());
             Arc::new(Pending::new(round, Until::Decided, thread::current()))
         });
-        let theirs = Arc::new(Claim::new(resources.clone(), token));
+        let now = self.config.clock.now();
+        let yields = line
+            .streak_since
+            .is_none_or(|since| now.saturating_duration_since(since) >= self.config.retry.max());
+        let theirs = Arc::new(Claim::new(resources.clone(), token).queued(self.queued(yields)));
         let launched = self.launch(
             Op::Acquire {
                 ttl: next.ttl,
@@ -281,7 +304,7 @@ impl<E: Send + 'static> Shared<E> {
             Until::Decided,
             next.thread.clone(),
             Some(Ahead {
-                op: Op::Release,
+                op: Op::Release(longest),
                 claim,
                 reply: released.as_ref(),
             }),

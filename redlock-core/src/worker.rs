@@ -10,7 +10,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use crate::config::later;
 
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
@@ -26,7 +28,10 @@ pub(crate) enum Op {
         fence: bool,
     },
     Extend(Ttl),
-    Release,
+    /// Carries the longest TTL ever sent for the claim: a release that
+    /// fails is kept and retried until the node answers it or that long
+    /// after the failure, when every key it could delete has expired.
+    Release(Ttl),
     RaiseFence(u64),
     /// A barrier: answered without touching the backend once every earlier
     /// request to the node has run.
@@ -42,7 +47,32 @@ pub(crate) struct Job<E> {
     /// release always runs, since it may clean up a late grant; so does a flush.
     pub(crate) stale_after: Instant,
     pub(crate) reply: Option<Arc<Pending<E>>>,
+    /// Set on a failed release tried again.
+    pub(crate) retry: Option<Retry>,
 }
+
+/// How a release that failed before is tried again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retry {
+    give_up: Instant,
+    pause: Duration,
+}
+
+/// A release that failed, kept for another try.
+struct Retained {
+    claim: Arc<Claim>,
+    ttl: Ttl,
+    /// When every key the release could delete has surely expired.
+    give_up: Instant,
+    next_try: Instant,
+    /// The pause before the next try, doubled after each failure.
+    pause: Duration,
+}
+
+/// The first pause before a failed release is tried again.
+const FIRST_RETRY: Duration = Duration::from_millis(10);
+/// The longest pause between two tries of a failed release.
+const LAST_RETRY: Duration = Duration::from_secs(1);
 
 /// What the callers and one worker thread share.
 struct Queue<E> {
@@ -50,6 +80,8 @@ struct Queue<E> {
     /// Whether jobs are queued, for the worker to spin on without the lock.
     queued: AtomicBool,
     ready: Condvar,
+    /// Signalled when the worker thread ends.
+    exited: Condvar,
     depth: usize,
 }
 
@@ -57,8 +89,10 @@ struct State<E> {
     jobs: Vec<Job<E>>,
     /// The worker is parked waiting for jobs.
     idle: bool,
-    /// The manager is gone: the worker drains what is queued and exits.
+    /// The manager is gone: the worker drains what is queued, tries its
+    /// failed releases again until `shutdown_by`, and exits.
     closed: bool,
+    shutdown_by: Option<Instant>,
     /// The worker thread ended (it never should): nothing runs any more.
     dead: bool,
 }
@@ -87,10 +121,12 @@ impl<E: Send + 'static> Worker<E> {
                 jobs: Vec::new(),
                 idle: false,
                 closed: false,
+                shutdown_by: None,
                 dead: false,
             }),
             queued: AtomicBool::new(false),
             ready: Condvar::new(),
+            exited: Condvar::new(),
             depth,
         });
         let theirs = Arc::clone(&queue);
@@ -116,7 +152,9 @@ impl<E> Worker<E> {
     }
 
     /// Queues `jobs` together, in order, so that the worker takes them in
-    /// one batch. All or none are queued.
+    /// one batch. A full queue turns away every job but releases (a dropped
+    /// release would leave a key until its TTL) and flush barriers (which
+    /// run nothing); the error then stands for the jobs turned away.
     pub(crate) fn submit_all<const K: usize>(
         &self,
         jobs: [Job<E>; K],
@@ -125,22 +163,60 @@ impl<E> Worker<E> {
         if state.dead {
             return Err(NodeFailure::Panicked);
         }
-        if state.jobs.len() + K > self.queue.depth.max(K) {
-            return Err(NodeFailure::Overloaded);
+        let full = state.jobs.len() + K > self.queue.depth.max(K);
+        let mut refused = false;
+        for job in jobs {
+            if full && !matches!(job.op, Op::Release(_) | Op::Flush) {
+                refused = true;
+            } else {
+                state.jobs.push(job);
+            }
         }
-        state.jobs.extend(jobs);
         self.queue.queued.store(true, Ordering::Release);
         if std::mem::take(&mut state.idle) {
             drop(state);
             self.queue.ready.notify_one();
         }
-        Ok(())
+        if refused {
+            Err(NodeFailure::Overloaded)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Tells the worker that the manager is gone: it runs what is queued,
+    /// tries its failed releases again until `by`, and exits.
+    pub(crate) fn close(&self, by: Instant) {
+        let mut state = self.queue.state.lock();
+        state.closed = true;
+        state.shutdown_by = Some(by);
+        drop(state);
+        self.queue.ready.notify_one();
+    }
+
+    /// Waits until the worker thread has exited or `deadline` passes;
+    /// returns whether it exited.
+    pub(crate) fn wait_exit(&self, deadline: Instant) -> bool {
+        let mut state = self.queue.state.lock();
+        while !state.dead {
+            if self
+                .queue
+                .exited
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
+                return state.dead;
+            }
+        }
+        true
     }
 }
 
 impl<E> Drop for Worker<E> {
     fn drop(&mut self) {
-        self.queue.state.lock().closed = true;
+        let mut state = self.queue.state.lock();
+        state.closed = true;
+        drop(state);
         self.queue.ready.notify_one();
     }
 }
@@ -153,7 +229,10 @@ impl<E> Drop for Dead<'_, E> {
         let mut state = self.0.state.lock();
         state.dead = true;
         // Nobody will run these: fail them now rather than at their timeout.
-        for job in state.jobs.drain(..) {
+        let jobs = std::mem::take(&mut state.jobs);
+        drop(state);
+        self.0.exited.notify_all();
+        for job in jobs {
             job.answer(Err(NodeFailure::Panicked));
         }
     }
@@ -172,7 +251,7 @@ impl Op {
         Some(match self {
             Op::Acquire { ttl, fence } => Request::Acquire { claim, ttl, fence },
             Op::Extend(ttl) => Request::Extend { claim, ttl },
-            Op::Release => Request::Release { claim },
+            Op::Release(_) => Request::Release { claim },
             Op::RaiseFence(at_least) => Request::RaiseFence { claim, at_least },
             Op::Flush => return None,
         })
@@ -191,11 +270,15 @@ impl<E> Job<E> {
 /// The worker loop: takes every job queued, drops the stale ones, and runs
 /// the rest in arrival order in batches of at most [`MAX_BATCH`], until the
 /// manager is gone and the queue is empty. A flush splits the batch: it is
-/// answered once everything before it ran.
+/// answered once everything before it ran, as caught up only when no failed
+/// release is still kept. Failed releases are kept and tried again (ahead of
+/// the next batch once due, or on their own when the worker is idle) until
+/// the node answers them or every key they could delete has expired.
 fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     let mut segment = Vec::with_capacity(MAX_BATCH);
     let mut results = Vec::with_capacity(MAX_BATCH);
+    let mut retained: Vec<Retained> = Vec::new();
     loop {
         {
             // Spin and yield briefly before parking, as a channel would: the
@@ -206,38 +289,135 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
                 backoff.snooze();
             }
             let mut state = queue.state.lock();
-            while state.jobs.is_empty() {
+            loop {
+                if !state.jobs.is_empty() {
+                    break;
+                }
+                let next_try = retained.iter().map(|r| r.next_try).min();
                 if state.closed {
-                    return;
+                    // Keep trying the failed releases until the shutdown
+                    // deadline, then leave them to their TTL.
+                    match (next_try, state.shutdown_by) {
+                        (Some(at), Some(by)) if at < by && Instant::now() < by => {
+                            let _ = queue.ready.wait_until(&mut state, at);
+                            if Instant::now() >= at {
+                                break;
+                            }
+                            continue;
+                        }
+                        _ => return,
+                    }
                 }
                 state.idle = true;
-                queue.ready.wait(&mut state);
+                match next_try {
+                    None => queue.ready.wait(&mut state),
+                    Some(at) => {
+                        if queue.ready.wait_until(&mut state, at).timed_out() {
+                            break;
+                        }
+                    }
+                }
             }
             state.idle = false;
             std::mem::swap(&mut jobs, &mut state.jobs);
             queue.queued.store(false, Ordering::Release);
         }
         let now = Instant::now();
+        // Failed releases that are due go first, ahead of newer requests.
+        retry_due(&mut retained, now, &mut segment);
         for job in jobs.drain(..) {
             if job.op.skippable() && now > job.stale_after {
                 continue;
             }
             if matches!(job.op, Op::Flush) {
-                run_segment(backend, &mut segment, &mut results);
-                job.answer(Ok(Response::Held(true)));
+                run_segment(backend, &mut segment, &mut results, &mut retained);
+                // Whatever is still kept gets one more try now: a flush
+                // reports whether the node has caught up.
+                retry_all(&mut retained, &mut segment);
+                run_segment(backend, &mut segment, &mut results, &mut retained);
+                let caught_up = retained.is_empty();
+                job.answer(if caught_up {
+                    Ok(Response::Held(true))
+                } else {
+                    Err(NodeFailure::Unanswered)
+                });
             } else {
                 segment.push(job);
                 if segment.len() == MAX_BATCH {
-                    run_segment(backend, &mut segment, &mut results);
+                    run_segment(backend, &mut segment, &mut results, &mut retained);
                 }
             }
         }
-        run_segment(backend, &mut segment, &mut results);
+        run_segment(backend, &mut segment, &mut results, &mut retained);
         // A slow node can fall far behind; do not keep the backlog's
         // buffers for ever once it caught up.
         if jobs.capacity() > MAX_BATCH {
             jobs = Vec::with_capacity(MAX_BATCH);
         }
+        if retained.capacity() > MAX_BATCH && retained.len() < MAX_BATCH / 4 {
+            retained.shrink_to(MAX_BATCH);
+        }
+    }
+}
+
+/// Moves the kept releases that are due into `segment`, dropping those
+/// whose keys have surely expired.
+fn retry_due<E>(retained: &mut Vec<Retained>, now: Instant, segment: &mut Vec<Job<E>>) {
+    retained.retain(|r| now < r.give_up);
+    let mut i = 0;
+    while i < retained.len() {
+        if retained[i].next_try <= now {
+            segment.push(retained.swap_remove(i).into_job());
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Moves every kept release into `segment`.
+fn retry_all<E>(retained: &mut Vec<Retained>, segment: &mut Vec<Job<E>>) {
+    let now = Instant::now();
+    retained.retain(|r| now < r.give_up);
+    segment.extend(retained.drain(..).map(Retained::into_job));
+}
+
+impl Retained {
+    fn into_job<E>(self) -> Job<E> {
+        Job {
+            op: Op::Release(self.ttl),
+            claim: self.claim,
+            node: 0,
+            stale_after: self.give_up,
+            reply: None,
+            retry: Some(Retry {
+                give_up: self.give_up,
+                pause: self.pause,
+            }),
+        }
+    }
+}
+
+/// Keeps a release that failed for another try; `job.retry` is set when it
+/// was itself a retry.
+fn retain<E>(job: &Job<E>, retained: &mut Vec<Retained>) {
+    let Op::Release(ttl) = job.op else {
+        return;
+    };
+    let now = Instant::now();
+    let (give_up, pause) = match job.retry {
+        Some(Retry { give_up, pause }) => (give_up, (pause * 2).min(LAST_RETRY)),
+        // Keys set by requests this node ran before the failure expire by
+        // then (a backend keeps one node's requests in order).
+        None => (later(now, ttl.as_duration()), FIRST_RETRY),
+    };
+    if now < give_up {
+        retained.push(Retained {
+            claim: Arc::clone(&job.claim),
+            ttl,
+            give_up,
+            next_try: later(now, pause),
+            pause,
+        });
     }
 }
 
@@ -247,6 +427,7 @@ fn run_segment<B: LockBackend>(
     backend: &B,
     segment: &mut Vec<Job<B::Error>>,
     results: &mut Vec<Result<Response, B::Error>>,
+    retained: &mut Vec<Retained>,
 ) {
     if let [job] = segment.as_slice() {
         let outcome = catch_unwind(AssertUnwindSafe(|| match job.op.request(&job.claim) {
@@ -255,6 +436,9 @@ fn run_segment<B: LockBackend>(
         }));
         let result = outcome.unwrap_or(Err(NodeFailure::Panicked));
         if let Some(job) = segment.pop() {
+            if result.is_err() {
+                retain(&job, retained);
+            }
             job.answer(result);
         }
         return;
@@ -278,6 +462,9 @@ fn run_segment<B: LockBackend>(
             Some(Err(e)) => Err(NodeFailure::Backend(e)),
             None => Err(NodeFailure::Unanswered),
         };
+        if result.is_err() {
+            retain(&job, retained);
+        }
         job.answer(result);
     }
 }
@@ -352,13 +539,14 @@ mod tests {
                 node,
                 stale_after: Instant::now() + Duration::from_secs(3600),
                 reply: Some(Arc::clone(&pending)),
+                retry: None,
             })
             .collect();
         let stub = Stub {
             id: NodeId::new("stub"),
             short_by,
         };
-        run_segment(&stub, &mut segment, &mut Vec::new());
+        run_segment(&stub, &mut segment, &mut Vec::new(), &mut Vec::new());
         // Every job was answered, so this does not wait.
         pending
             .wait(Instant::now() + Duration::from_secs(3600), false)
@@ -379,7 +567,7 @@ mod tests {
                     fence: false,
                 },
                 Op::Extend(ttl()),
-                Op::Release,
+                Op::Release(ttl()),
             ],
         );
         let votes: Vec<_> = (0..3).map(|node| round.tally.vote(node)).collect();
@@ -396,7 +584,7 @@ mod tests {
 
     #[test]
     fn requests_a_batch_left_unanswered_fail_instead_of_hanging() {
-        let round = run(1, &[Op::Extend(ttl()), Op::Release]);
+        let round = run(1, &[Op::Extend(ttl()), Op::Release(ttl())]);
         assert_eq!(round.tally.pending(), 0, "every job is answered");
         assert_eq!(round.tally.vote(0), Some(Vote::Granted));
         assert!(matches!(round.failures[..], [(1, NodeFailure::Unanswered)]));

@@ -78,6 +78,8 @@ struct Entry {
 struct State {
     keys: HashMap<String, Entry>,
     fences: HashMap<String, u64>,
+    /// Waiting marks of queued acquires: key, manager id, expiry.
+    marks: HashMap<String, (u64, Instant)>,
     down: bool,
     frozen: bool,
     latency: Duration,
@@ -96,7 +98,8 @@ struct Inner {
 /// [`LockBackend`](redlock_core::LockBackend) with the same semantics as the
 /// Redis backend: SET-if-absent with expiry, compare-and-delete,
 /// compare-and-expire, multi-key all-or-none, and per-resource fencing
-/// counters that never expire.
+/// counters that never expire, and the waiting marks of queued acquires
+/// ([`Queued`](redlock_core::Queued)) for fairness between managers.
 ///
 /// Cloning gives another handle to the same node, so a test can keep one to
 /// inject faults while the manager owns another. Expiry follows the node's
@@ -280,6 +283,7 @@ impl MockNode {
         let mut state = self.state();
         state.keys.clear();
         state.fences.clear();
+        state.marks.clear();
     }
 
     /// Moves this node's clock forward by `by` (cumulative): its keys expire
@@ -450,9 +454,41 @@ impl LockBackend for MockNode {
 
     fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
         self.call(|state, now| {
+            state.marks.retain(|_, (_, expires_at)| *expires_at > now);
+            if let Some(queued) = claim.queue() {
+                let marked_by_other = |k: &String| {
+                    state
+                        .marks
+                        .get(k)
+                        .is_some_and(|(manager, _)| *manager != queued.manager())
+                };
+                if queued.yields() && claim.keys().iter().any(marked_by_other) {
+                    state.stats.refused += 1;
+                    return AcquireOutcome::HeldByOther;
+                }
+            }
             if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
+                if let Some(queued) = claim.queue() {
+                    let expires_at = later(now, queued.mark_ttl().as_duration());
+                    for key in claim.keys() {
+                        state
+                            .marks
+                            .insert(key.clone(), (queued.manager(), expires_at));
+                    }
+                }
                 state.stats.refused += 1;
                 return AcquireOutcome::HeldByOther;
+            }
+            if let Some(queued) = claim.queue() {
+                for key in claim.keys() {
+                    if state
+                        .marks
+                        .get(key)
+                        .is_some_and(|(manager, _)| *manager == queued.manager())
+                    {
+                        state.marks.remove(key);
+                    }
+                }
             }
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
             let mut top = None;
@@ -529,6 +565,10 @@ impl LockBackend for MockNode {
             true
         })
     }
+}
+
+fn later(now: Instant, after: Duration) -> Instant {
+    now.checked_add(after).unwrap_or(now + Ttl::MAX)
 }
 
 /// Opens a fresh in-memory node on the system clock named after the address;

@@ -1,0 +1,34 @@
+//! A process that returns from `main` while holding a guard leaves no key:
+//! dropping the manager's last handle waits for the releases it queued.
+
+use std::process::Command;
+
+use crate::redis_common::{cluster, key};
+
+#[test]
+fn bug_returning_from_main_with_a_guard_left_the_lock_held() {
+    let servers = cluster(5);
+    let key = key("exit-child");
+    for run in 0..2 {
+        // The second run would be refused (Contended) if the first left the
+        // key on a majority.
+        let output = Command::new(env!("CARGO_BIN_EXE_redlock-exit-child"))
+            .arg(&key)
+            .args(servers.urls())
+            .output()
+            .expect("the child runs");
+        assert!(
+            output.status.success(),
+            "run {run}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for server in servers.iter() {
+            let mut conn = server.client().expect("connect");
+            let exists: bool = redis::cmd("EXISTS")
+                .arg(&key)
+                .query(&mut conn)
+                .expect("EXISTS");
+            assert!(!exists, "run {run}: key left on {}", server.url());
+        }
+    }
+}
