@@ -7,6 +7,8 @@
 #   scripts/bench.sh            full run (3 rounds over every cell, ~5 min)
 #   scripts/bench.sh --quick    one short round (well under 2 min)
 #   scripts/bench.sh --help     every option (--rounds, --secs, --modes, --impls ...)
+#   scripts/bench.sh --quick --modes fair --impls ours
+#                               only the fair mode: two managers on one key
 #
 # The benchmark starts its own masters (5; 3, 7 and 9 for the N sweep) on free
 # loopback ports and stops them, also when it fails. Needs a Rust toolchain;

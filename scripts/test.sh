@@ -16,8 +16,16 @@ log() { printf '==> %s\n' "$*"; }
 source scripts/install-redis.sh
 require_redis "by the tests"
 
-# Servers running before the tests (not ours) are left alone by the check at the end.
-before=$(pgrep -x redis-server 2>/dev/null | sort || true)
+# shellcheck source=scripts/run-dir.sh
+source scripts/run-dir.sh
+# This run's own TMPDIR: the harness starts each redis-server in a temp dir
+# under it, so the check at the end counts only the servers of this run, not
+# those another job on the host starts meanwhile. Removed at exit unless a
+# process was left behind in it (its logs are there).
+run_dir=$(make_run_dir)
+export TMPDIR="$run_dir"
+keep_run_dir=0
+trap '((keep_run_dir)) || rm -rf "$run_dir"' EXIT
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -34,10 +42,12 @@ for example in quickstart scoped multi_resource fencing; do
 done
 echo "examples: all ran"
 
-# No test may leave a server behind.
-after=$(pgrep -x redis-server 2>/dev/null | sort || true)
-leaked=$(comm -13 <(printf '%s\n' "$before") <(printf '%s\n' "$after") | grep . || true)
+# No test may leave a server (or any other process) behind in this run's dir.
+leaked=$(processes_under "$run_dir")
 if [ -n "$leaked" ]; then
-  echo "error: the tests left redis-server processes running: $leaked" >&2
+  keep_run_dir=1
+  printf 'error: the tests left processes running (pid, name, working dir; kept: %s):\n%s\n' \
+    "$run_dir" "$leaked" >&2
   exit 1
 fi
+echo "no process left behind"

@@ -4,13 +4,17 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::measure::{Recorder, Usage};
+use crate::measure::{FairRecord, Recorder, Usage};
 use crate::runner::Setup;
 
 /// The TTL of every lock (the measurements used 10 s).
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 /// How many clients contend in the hot-key mode.
 pub(crate) const HOT_CLIENTS: usize = 8;
+/// How many managers share the key in the fair mode.
+pub(crate) const FAIR_SIDES: usize = 2;
+/// Client threads per manager in the fair mode.
+pub(crate) const FAIR_THREADS: usize = 4;
 /// Which master the frozen mode stops (SIGSTOP).
 pub(crate) const FROZEN_NODE: usize = 0;
 
@@ -27,11 +31,14 @@ pub(crate) enum Mode {
     Frozen,
     /// One thread, one key, `n` masters.
     Nodes(usize),
+    /// Two managers built separately (as two processes would), each with
+    /// `FAIR_THREADS` threads, on one key, 5 masters: who gets the lock.
+    Fair,
 }
 
 impl Mode {
     /// Every mode in run order, with their command-line names.
-    pub(crate) const ALL: [(Mode, &'static str); 8] = [
+    pub(crate) const ALL: [(Mode, &'static str); 9] = [
         (Mode::One, "1x1"),
         (Mode::Distinct(8), "8x"),
         (Mode::Distinct(32), "32x"),
@@ -40,6 +47,7 @@ impl Mode {
         (Mode::Nodes(3), "n3"),
         (Mode::Nodes(7), "n7"),
         (Mode::Nodes(9), "n9"),
+        (Mode::Fair, "fair"),
     ];
 
     /// The name used on the command line and in keys.
@@ -64,12 +72,18 @@ impl Mode {
             Mode::One | Mode::Frozen | Mode::Nodes(_) => 1,
             Mode::Distinct(k) => k,
             Mode::Hot => HOT_CLIENTS,
+            Mode::Fair => FAIR_SIDES * FAIR_THREADS,
         }
     }
 
-    /// Whether all clients share one key.
+    /// Whether this is the hot-key mode (one manager, its clients on one key).
     pub(crate) fn is_hot(self) -> bool {
         self == Mode::Hot
+    }
+
+    /// Whether all clients share one key.
+    pub(crate) fn one_key(self) -> bool {
+        matches!(self, Mode::Hot | Mode::Fair)
     }
 
     /// The implementations measured in this mode, in run order.
@@ -81,6 +95,7 @@ impl Mode {
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
             Mode::Nodes(_) => &[RawFloor, Ours, Rslock],
+            Mode::Fair => &[Ours],
         }
     }
 }
@@ -93,6 +108,7 @@ impl fmt::Display for Mode {
             Mode::Hot => write!(f, "{HOT_CLIENTS}× hot key"),
             Mode::Frozen => write!(f, "1×1, 1 of 5 frozen"),
             Mode::Nodes(n) => write!(f, "1×1, N={n}"),
+            Mode::Fair => write!(f, "fair: {FAIR_SIDES} managers × {FAIR_THREADS}, one key"),
         }
     }
 }
@@ -151,7 +167,7 @@ impl Cell<'_> {
     /// The key client `client` locks.
     pub(crate) fn key(&self, client: usize) -> String {
         let prefix = format!("bench:{}:{}", self.mode.cli_name(), self.imp.name());
-        if self.mode.is_hot() {
+        if self.mode.one_key() {
             format!("{prefix}:hot")
         } else {
             format!("{prefix}:{client}")
@@ -168,6 +184,9 @@ impl Cell<'_> {
 pub(crate) struct Outcome {
     pub(crate) record: Recorder,
     pub(crate) usage: Usage,
-    /// Hot-key mode: critical sections entered while another was running.
+    /// Hot-key and fair modes: critical sections entered while another was
+    /// running.
     pub(crate) overlaps: Option<u64>,
+    /// Fair mode: each manager's acquisitions and the hand-offs between them.
+    pub(crate) fair: Option<FairRecord>,
 }

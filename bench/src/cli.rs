@@ -14,6 +14,7 @@ usage: redlock-bench [--quick] [--rounds R] [--secs S] [--warmup S] [--modes LIS
 Starts real redis-server masters on free loopback ports (5; 3, 7, 9 for the
 N modes), measures acquire+release cycles of our manager, the peers and the
 raw references, stops the servers, and prints a table and one summary line.
+The fair mode runs ours only: two managers, 4 threads each, on one key.
 
   --quick        1 round, each cell 1 s after 0.3 s of warm-up
                  (default: 3 rounds, each cell 2 s after 0.5 s of warm-up)
@@ -21,11 +22,12 @@ raw references, stops the servers, and prints a table and one summary line.
                  so all implementations share the machine's noise
   --secs S       measured seconds per cell and round
   --warmup S     warm-up seconds per cell (not measured)
-  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9
+  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,rslock,
                  redlock,raw-seq,raw-floor,raw-ceiling
   --hot-retry MIN-MAX
-                 our retry pauses in the hot-key mode, in ms (default 1-5)
+                 our retry pauses in the hot-key and fair modes, in ms
+                 (default 1-5)
 
 Ratios whose inputs were not run (or failed) print as nan.";
 
@@ -37,7 +39,7 @@ pub(crate) struct Options {
     pub(crate) rounds: usize,
     pub(crate) modes: Vec<Mode>,
     pub(crate) impls: Vec<Impl>,
-    /// Our retry pauses (min, max) in the hot-key mode.
+    /// Our retry pauses (min, max) in the hot-key and fair modes.
     pub(crate) hot_retry: (Duration, Duration),
     pub(crate) help: bool,
 }
@@ -175,6 +177,22 @@ mod tests {
             (Duration::from_micros(500), Duration::from_millis(2))
         );
         assert_eq!(options.rounds, 3);
+        Ok(())
+    }
+
+    #[test]
+    fn fair_mode_by_name() -> anyhow::Result<()> {
+        let options = parse(args(&["--quick", "--modes", "fair", "--impls", "ours"]))?;
+        assert_eq!(options.modes, [Mode::Fair]);
+        assert_eq!(options.impls, [Impl::Ours]);
+        let options = parse(args(&["--modes", "hot, fair,1x1"]))?;
+        assert_eq!(options.modes, [Mode::Hot, Mode::Fair, Mode::One]);
+        // Every mode by default, the fair one last; its name round-trips.
+        let options = parse(args(&[]))?;
+        assert_eq!(options.modes.last(), Some(&Mode::Fair));
+        assert_eq!(Mode::Fair.cli_name(), "fair");
+        assert!(parse(args(&["--modes", "fairness"])).is_err());
+        assert!(parse(args(&["--modes", "Fair"])).is_err());
         Ok(())
     }
 

@@ -13,6 +13,7 @@
 
 mod cell;
 mod cli;
+mod fair;
 mod measure;
 mod ours;
 mod peers;
@@ -98,6 +99,14 @@ fn run() -> anyhow::Result<()> {
     for row in &rows {
         println!("{}", row.markdown());
     }
+    let fairness: Vec<String> = rows.iter().filter_map(Row::fairness).collect();
+    if !fairness.is_empty() {
+        println!();
+        println!("Fairness between two managers on one key (time from one's release to the other's acquisition):");
+        for line in fairness {
+            println!("  {line}");
+        }
+    }
     let summary = Summary::from_rows(&rows);
     println!();
     println!(
@@ -150,6 +159,7 @@ fn run_cell(
         },
     };
     let outcome = match imp {
+        Impl::Ours if mode == Mode::Fair => fair::run(&cell, options.hot_retry),
         Impl::Ours => {
             let (min, max) = options.hot_retry;
             ours::run(&cell, ours::Jitter::Hot(min, max))
@@ -194,7 +204,7 @@ fn print_machine(options: &Options) {
     println!("servers: {redis}");
     println!(
         "plan: {} round(s) over all cells, each cell {:.1} s warm-up + {:.1} s measured; TTL {} s; \
-         ours: node timeout {} ms, hot-key retry {}–{} ms",
+         ours: node timeout {} ms, hot-key and fair retry {}–{} ms",
         options.rounds,
         options.plan.warmup.as_secs_f64(),
         options.plan.window.as_secs_f64(),

@@ -39,7 +39,8 @@ impl Window {
         Instant::now() < self.end
     }
 
-    fn contains(&self, started: Instant, ended: Instant) -> bool {
+    /// Whether an interval `started..ended` lies inside the window.
+    pub(crate) fn contains(&self, started: Instant, ended: Instant) -> bool {
         started >= self.start && ended <= self.end
     }
 }
@@ -55,13 +56,23 @@ pub(crate) struct Recorder {
     fault: Option<String>,
 }
 
+/// An empty latency histogram in nanoseconds, up to [`MAX_LATENCY`], with
+/// three significant digits: 0.1 % resolution at any latency.
+pub(crate) fn latency_histogram() -> Histogram<u64> {
+    let high = u64::try_from(MAX_LATENCY.as_nanos()).unwrap_or(u64::MAX);
+    Histogram::new_with_bounds(1, high, 3).expect("valid histogram bounds")
+}
+
+/// Records `latency` into a [`latency_histogram`] (saturating at its top).
+fn record_latency(hist: &mut Histogram<u64>, latency: Duration) {
+    let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+    hist.saturating_record(nanos.max(1));
+}
+
 impl Recorder {
     pub(crate) fn new() -> Self {
-        let high = u64::try_from(MAX_LATENCY.as_nanos()).unwrap_or(u64::MAX);
-        // Three significant digits: 0.1% resolution at any latency.
-        let hist = Histogram::new_with_bounds(1, high, 3).expect("valid histogram bounds");
         Recorder {
-            hist,
+            hist: latency_histogram(),
             ok: 0,
             errors: 0,
             first_error: None,
@@ -133,6 +144,84 @@ impl Recorder {
     /// The latency at quantile `q` (0.5, 0.99, 0.999), if any cycle counted.
     pub(crate) fn quantile(&self, q: f64) -> Option<Duration> {
         (self.ok > 0).then(|| Duration::from_nanos(self.hist.value_at_quantile(q)))
+    }
+}
+
+/// The fair mode's figures beyond the cycles: each side's (manager's)
+/// acquisitions, and the cross-side hand-offs: from one side starting a
+/// release to the other side's next acquire returning.
+#[derive(Debug)]
+pub(crate) struct FairRecord {
+    /// Acquisitions per side whose cycle counted (it started and ended
+    /// inside the window, as for `ok/s`).
+    acquired: Vec<u64>,
+    /// Cross-side hand-off latencies inside the window.
+    handoffs: Histogram<u64>,
+}
+
+impl FairRecord {
+    pub(crate) fn new(sides: usize) -> Self {
+        FairRecord {
+            acquired: vec![0; sides],
+            handoffs: latency_histogram(),
+        }
+    }
+
+    /// One more counted acquisition of `side`.
+    pub(crate) fn count(&mut self, side: usize) {
+        if self.acquired.len() <= side {
+            self.acquired.resize(side + 1, 0);
+        }
+        self.acquired[side] += 1;
+    }
+
+    /// One cross-side hand-off that took `latency`.
+    pub(crate) fn handoff(&mut self, latency: Duration) {
+        record_latency(&mut self.handoffs, latency);
+    }
+
+    /// Folds another round's record into this one.
+    pub(crate) fn merge(&mut self, other: &FairRecord) {
+        if self.acquired.len() < other.acquired.len() {
+            self.acquired.resize(other.acquired.len(), 0);
+        }
+        for (mine, theirs) in self.acquired.iter_mut().zip(&other.acquired) {
+            *mine += theirs;
+        }
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.handoffs.add(&other.handoffs);
+    }
+
+    /// All sides' acquisitions.
+    pub(crate) fn total(&self) -> u64 {
+        self.acquired.iter().sum()
+    }
+
+    /// Each side's share of the acquisitions, in percent; `None` without any.
+    pub(crate) fn shares(&self) -> Option<Vec<f64>> {
+        let total = self.total();
+        (total > 0).then(|| {
+            self.acquired
+                .iter()
+                .map(|&n| n as f64 * 100.0 / total as f64)
+                .collect()
+        })
+    }
+
+    /// The smallest side's share in percent: 50 is an even split of two, 0 a
+    /// side that never got the lock.
+    pub(crate) fn min_share(&self) -> Option<f64> {
+        self.shares()?.into_iter().reduce(f64::min)
+    }
+
+    /// How many times the lock passed from one side to another.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs.len()
+    }
+
+    /// The cross-side hand-off latency at quantile `q`, if any was seen.
+    pub(crate) fn handoff_quantile(&self, q: f64) -> Option<Duration> {
+        (self.handoffs() > 0).then(|| Duration::from_nanos(self.handoffs.value_at_quantile(q)))
     }
 }
 
@@ -327,5 +416,36 @@ fn sleep_until(instant: Instant) {
     let now = Instant::now();
     if instant > now {
         std::thread::sleep(instant - now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fair_shares_and_the_smaller_side() {
+        let mut record = FairRecord::new(2);
+        assert_eq!(record.shares(), None);
+        assert_eq!(record.min_share(), None);
+        assert_eq!(record.handoff_quantile(0.5), None);
+        for side in [0, 0, 0, 1] {
+            record.count(side);
+        }
+        let mut other = FairRecord::new(2);
+        for _ in 0..4 {
+            other.count(1);
+        }
+        other.handoff(Duration::from_micros(300));
+        record.merge(&other);
+        assert_eq!(record.total(), 8);
+        assert_eq!(record.shares(), Some(vec![37.5, 62.5]));
+        assert_eq!(record.min_share(), Some(37.5));
+        assert_eq!(record.handoffs(), 1);
+        let p50 = record.handoff_quantile(0.5).expect("one hand-off");
+        assert!(p50.abs_diff(Duration::from_micros(300)) < Duration::from_micros(1));
+        let mut starved = FairRecord::new(2);
+        starved.count(0);
+        assert_eq!(starved.min_share(), Some(0.0));
     }
 }

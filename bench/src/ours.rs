@@ -11,9 +11,9 @@ use crate::runner;
 
 /// The per-node timeout, for the backends and the manager (the default).
 pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(50);
-/// Retry pauses in the hot-key mode unless `--hot-retry` says otherwise:
-/// short, since all contenders are in this process. The other modes never
-/// retry on a healthy cluster.
+/// Retry pauses in the hot-key and fair modes unless `--hot-retry` says
+/// otherwise: short, since all contenders are on this machine. The other
+/// modes never retry on a healthy cluster.
 pub(crate) const HOT_RETRY: (Duration, Duration) =
     (Duration::from_millis(1), Duration::from_millis(5));
 /// How long one `lock_timeout` call may retry.
@@ -28,7 +28,12 @@ pub(crate) enum Jitter {
     Default,
 }
 
-fn manager(urls: &[String], retry: Option<(Duration, Duration)>) -> anyhow::Result<Redlock> {
+/// A manager of its own: new backends (pools) and node workers, sharing
+/// nothing with another manager built here, as in another process.
+pub(crate) fn manager(
+    urls: &[String],
+    retry: Option<(Duration, Duration)>,
+) -> anyhow::Result<Redlock> {
     let backends = urls
         .iter()
         .map(|url| {
@@ -78,5 +83,6 @@ pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
         record,
         usage,
         overlaps: detector.map(|d| d.overlaps()),
+        fair: None,
     })
 }

@@ -54,6 +54,7 @@ pub(crate) fn rslock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         record,
         usage,
         overlaps: detector.map(|d| d.overlaps()),
+        fair: None,
     })
 }
 
@@ -97,5 +98,6 @@ pub(crate) fn redlock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         record,
         usage,
         overlaps: detector.map(|d| d.overlaps()),
+        fair: None,
     })
 }

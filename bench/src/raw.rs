@@ -193,6 +193,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         record,
         usage,
         overlaps: None,
+        fair: None,
     })
 }
 

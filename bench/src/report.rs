@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cell::{Impl, Mode, Outcome};
-use crate::measure::{Recorder, Usage};
+use crate::cell::{Impl, Mode, Outcome, FAIR_SIDES};
+use crate::measure::{FairRecord, Recorder, Usage};
 
 /// One implementation in one mode, over all rounds.
 #[derive(Debug)]
@@ -17,6 +17,8 @@ pub(crate) struct Row {
     record: Recorder,
     usage: Usage,
     overlaps: Option<u64>,
+    /// Fair mode: the sides' acquisitions and the hand-offs between them.
+    fair: Option<FairRecord>,
     /// A failure that ends the row: setup failed, a client stalled or could
     /// not go on. Later rounds skip the row.
     broken: Option<String>,
@@ -32,6 +34,7 @@ impl Row {
             record: Recorder::new(),
             usage: Usage::default(),
             overlaps: None,
+            fair: None,
             broken: None,
         }
     }
@@ -56,6 +59,11 @@ impl Row {
                 self.usage.add(&outcome.usage);
                 if let Some(n) = outcome.overlaps {
                     *self.overlaps.get_or_insert(0) += n;
+                }
+                if let Some(fair) = &outcome.fair {
+                    self.fair
+                        .get_or_insert_with(|| FairRecord::new(FAIR_SIDES))
+                        .merge(fair);
                 }
             }
             Err(e) => {
@@ -161,14 +169,68 @@ impl Row {
                 one_line(Some(&failure))
             ),
             None => format!(
-                "{} / {}: {:.0} ok/s, p50 {:.0} µs (so far)",
+                "{} / {}: {:.0} ok/s, p50 {:.0} µs{} (so far)",
                 self.mode,
                 self.imp.name(),
                 self.ok_per_sec().unwrap_or(0.0),
                 self.quantile(0.5).map_or(0.0, |d| d.as_secs_f64() * 1e6),
+                self.fair.as_ref().and_then(FairRecord::shares).map_or_else(
+                    String::new,
+                    |shares| format!(", shares {}", percents(&shares))
+                ),
             ),
         }
     }
+
+    /// The smaller side's share of a fair-mode row that succeeded, in
+    /// percent.
+    pub(crate) fn fair_min_share(&self) -> Option<f64> {
+        if self.failure().is_some() {
+            return None;
+        }
+        self.fair.as_ref().and_then(FairRecord::min_share)
+    }
+
+    /// The fair mode's own figures, one line, or `None` for other rows.
+    pub(crate) fn fairness(&self) -> Option<String> {
+        let fair = self.fair.as_ref()?;
+        let mut line = format!("{} / {}: ", self.mode, self.imp.name());
+        if let Some(failure) = self.failure() {
+            let _ = write!(line, "FAILED: {}", one_line(Some(&failure)));
+            return Some(line);
+        }
+        match fair.shares() {
+            Some(shares) => {
+                let _ = write!(
+                    line,
+                    "shares of the {} acquisitions {} (manager 1 / 2), {:.0} acquisitions/s",
+                    fair.total(),
+                    percents(&shares),
+                    fair.total() as f64 / self.measured.as_secs_f64().max(f64::MIN_POSITIVE),
+                );
+            }
+            None => line.push_str("no acquisition counted"),
+        }
+        match (fair.handoff_quantile(0.5), fair.handoff_quantile(0.99)) {
+            (Some(p50), Some(p99)) => {
+                let _ = write!(
+                    line,
+                    "; {} cross-manager hand-offs, p50 {:.0} µs, p99 {:.0} µs",
+                    fair.handoffs(),
+                    p50.as_secs_f64() * 1e6,
+                    p99.as_secs_f64() * 1e6,
+                );
+            }
+            _ => line.push_str("; no cross-manager hand-off"),
+        }
+        Some(line)
+    }
+}
+
+/// Shares as "50.0 % / 50.0 %".
+fn percents(shares: &[f64]) -> String {
+    let parts: Vec<String> = shares.iter().map(|s| format!("{s:.1} %")).collect();
+    parts.join(" / ")
 }
 
 /// A message fit for a table cell.
@@ -192,6 +254,8 @@ pub(crate) struct Summary {
     pub(crate) hot_p999_ms: Option<f64>,
     pub(crate) frozen_p50_ratio: Option<f64>,
     pub(crate) n9_vs_n3_p50: Option<f64>,
+    /// The smaller manager's share of the fair mode's acquisitions, in %.
+    pub(crate) fair_min_share: Option<f64>,
 }
 
 impl Summary {
@@ -220,6 +284,7 @@ impl Summary {
                 p50(Mode::Nodes(9), Impl::Ours),
                 p50(Mode::Nodes(3), Impl::Ours),
             ),
+            fair_min_share: find(rows, Mode::Fair, Impl::Ours).and_then(Row::fair_min_share),
         }
     }
 
@@ -285,6 +350,11 @@ impl Summary {
             ("hot_p999_ms", self.hot_p999_ms, "<= 20"),
             ("frozen_p50_ratio", self.frozen_p50_ratio, "<= 1.2"),
             ("n9_vs_n3_p50", self.n9_vs_n3_p50, "<= 1.5"),
+            (
+                "fair_min_share",
+                self.fair_min_share,
+                "(% of acquisitions; 50 = an even split)",
+            ),
         ];
         let mut out = String::new();
         for (name, value, target) in lines {
@@ -298,7 +368,7 @@ impl Summary {
         format!(
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
              distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
-             n9_vs_n3_p50={}",
+             n9_vs_n3_p50={} fair_min_share={}",
             number(self.p50_vs_floor),
             number(self.distinct8_vs_ceiling),
             number(self.distinct32_vs_ceiling),
@@ -307,6 +377,7 @@ impl Summary {
             number(self.hot_p999_ms),
             number(self.frozen_p50_ratio),
             number(self.n9_vs_n3_p50),
+            number(self.fair_min_share),
         )
     }
 }
@@ -338,13 +409,49 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fair_min_share_is_the_smaller_managers_percent() {
+        use std::time::Instant;
+
+        use crate::measure::Window;
+
+        let start = Instant::now();
+        let window = Window {
+            start,
+            end: start + Duration::from_secs(1),
+        };
+        let mut record = Recorder::new();
+        record.ok_at(&window, start, start + Duration::from_millis(1), 40);
+        let mut fair = FairRecord::new(2);
+        for side in std::iter::repeat_n(0, 39).chain([1]) {
+            fair.count(side);
+        }
+        let mut row = Row::new(Mode::Fair, Impl::Ours);
+        row.add(
+            Duration::from_secs(1),
+            Ok(Outcome {
+                record,
+                usage: Usage::default(),
+                overlaps: Some(0),
+                fair: Some(fair),
+            }),
+        );
+        let summary = Summary::from_rows(&[row]);
+        assert_eq!(summary.fair_min_share, Some(2.5));
+        assert!(
+            summary.line().ends_with(" fair_min_share=2.50"),
+            "{}",
+            summary.line()
+        );
+    }
+
+    #[test]
     fn missing_ratios_print_as_nan() {
         let line = Summary::from_rows(&[]).line();
         assert_eq!(
             line,
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
              distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
-             n9_vs_n3_p50=nan"
+             n9_vs_n3_p50=nan fair_min_share=nan"
         );
     }
 }
