@@ -118,6 +118,12 @@ pub struct RetryDelay {
 }
 
 impl RetryDelay {
+    /// The default range, 10 ms to 200 ms.
+    pub(crate) const DEFAULT: RetryDelay = RetryDelay {
+        min: Duration::from_millis(10),
+        max: Duration::from_millis(200),
+    };
+
     /// A delay range.
     ///
     /// # Errors

@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::collect::{Pending, Until};
 use crate::config::Config;
-use crate::fanout::{Launched, Round, Shared};
+use crate::engine::{Acquire, Acquired, Settings};
+use crate::fanout::{Deadlines, Shared};
 use crate::keeper::Keeper;
 use crate::line::Lines;
 use crate::line::{Baton, Place};
-use crate::worker::{Job, Op, Worker};
+use crate::mailbox::Mailbox;
+use crate::worker::Worker;
 use crate::{
     Builder, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError,
-    LostReason, NodeId, Resources, RoundReport, Token, Ttl, Verdict,
+    LostReason, NodeId, Resources, RoundReport, Token, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -162,10 +163,16 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 .saturating_mul(2)
                 .max(Duration::from_millis(1)),
         )?;
+        let settings = Settings::new(workers.iter().map(|w| w.id.clone()).collect())
+            .node_timeout(config.node_timeout)
+            .drift_factor(config.drift_factor)
+            .retry(config.retry)
+            .fencing(config.fencing);
         Ok(Redlock {
             shared: Arc::new(Shared {
                 id,
                 mark_ttl,
+                settings,
                 workers,
                 flush_claim,
                 config,
@@ -205,7 +212,13 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
         let ttl = self.shared.config.check_ttl(ttl)?;
-        self.attempt(&resources, ttl, false)
+        self.acquire(Acquire::new(
+            self.shared.settings.clone(),
+            resources,
+            ttl,
+            None,
+            None,
+        ))
     }
 
     /// Acquires, retrying with random pauses until the configured acquire
@@ -294,11 +307,13 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let shared = &self.shared;
         let config = &shared.config;
         let ttl = config.check_ttl(ttl)?;
-        let (ticket, mut first) = match shared.join_line(&resources, ttl, deadline) {
+        let (ticket, handed) = match shared.join_line(&resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
             Place::Waiting(waiter) => match shared.await_turn(&resources, &waiter) {
                 Some(Baton::Turn) => (waiter.ticket(), None),
-                Some(Baton::Round(claim, launched)) => (waiter.ticket(), Some((claim, launched))),
+                Some(Baton::Round(mailbox, deadlines)) => {
+                    (waiter.ticket(), Some((mailbox, deadlines)))
+                }
                 None => {
                     return Err(LockError::Timeout {
                         attempts: 0,
@@ -316,41 +331,30 @@ impl<B: LockBackend + 'static> Redlock<B> {
             resources: &resources,
             ticket,
         };
-        let mut attempts = 0u32;
-        loop {
-            attempts = attempts.saturating_add(1);
-            let handed = first.is_some();
-            let result = match first.take() {
-                Some((claim, launched)) => self.conclude(claim, &launched, ttl),
-                None => self.attempt(&resources, ttl, true),
-            };
-            let err = match result {
-                Ok(mut lock) => {
-                    std::mem::forget(line);
-                    if shared.hold_line(&resources, ticket, lock.state(), handed) {
-                        lock.set_line(ticket);
-                    }
-                    return Ok(lock);
-                }
-                Err(err) if err.is_retryable() => err,
-                Err(err) => return Err(err),
-            };
-            let now = config.clock.now();
-            if now >= deadline {
-                return Err(LockError::Timeout {
-                    attempts,
-                    last: Box::new(err),
-                });
+        let (acquired, handed) = match handed {
+            // A hand-off started our acquisition behind the release.
+            Some((mailbox, deadlines)) => {
+                let acquired = shared.drive(&mailbox, deadlines)?;
+                let handed = acquired.attempts == 1;
+                (acquired, handed)
             }
-            let pause = config.retry.pick(shared.rng.lock().u64(..));
-            config.clock.sleep(pause.min(deadline - now));
-            if config.clock.now() >= deadline {
-                return Err(LockError::Timeout {
-                    attempts,
-                    last: Box::new(err),
-                });
+            None => {
+                let acquire = Acquire::new(
+                    shared.settings.clone(),
+                    resources.clone(),
+                    ttl,
+                    Some(deadline),
+                    Some(shared.queued(true)),
+                );
+                (self.acquire_with(acquire)?, false)
             }
+        };
+        std::mem::forget(line);
+        let mut lock = Lock::new(Arc::clone(shared), acquired);
+        if shared.hold_line(&resources, ticket, lock.state(), handed) {
+            lock.set_line(ticket);
         }
+        Ok(lock)
     }
 
     /// The node ids, in configuration order.
@@ -396,30 +400,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     #[must_use = "false means some node did not catch up in time"]
     pub fn flush(&self, timeout: Duration) -> bool {
-        let deadline = crate::config::later(Instant::now(), timeout);
-        let n = self.shared.workers.len();
-        let pending = Pending::new(
-            Round::new(n, Instant::now()),
-            Until::Answers(n),
-            std::thread::current(),
-        );
-        let pending = Arc::new(pending);
-        for (node, worker) in self.shared.workers.iter().enumerate() {
-            let job = Job {
-                op: Op::Flush,
-                claim: Arc::clone(&self.shared.flush_claim),
-                node,
-                stale_after: deadline,
-                reply: Some(Arc::clone(&pending)),
-                retry: None,
-            };
-            if worker.submit(job).is_err() {
-                return false;
-            }
-        }
-        pending
-            .wait(deadline, false)
-            .is_some_and(|round| round.tally.pending() == 0 && round.failures.is_empty())
+        self.shared.flush(timeout)
     }
 
     /// How many nodes must grant: `n / 2 + 1`.
@@ -518,80 +499,37 @@ impl<B: LockBackend + 'static> Redlock<B> {
         }
     }
 
-    /// One acquire round of a fresh claim; `queued` for a caller of `lock`,
-    /// which leaves a waiting mark when refused and gives way to the marks
-    /// of other managers (see [`Queued`](crate::Queued)).
-    fn attempt(
-        &self,
-        resources: &Resources,
-        ttl: Ttl,
-        queued: bool,
-    ) -> Result<Lock<B>, LockError<B::Error>> {
-        let mut claim = Claim::new(resources.clone(), Token::random()?);
-        if queued {
-            claim = claim.queued(self.shared.queued(true));
-        }
-        let claim = Arc::new(claim);
-        let op = Op::Acquire {
-            ttl,
-            fence: self.shared.config.fencing,
-        };
-        let launched = self
-            .shared
-            .launch(op, &claim, Until::Decided, std::thread::current(), None);
-        self.conclude(claim, &launched, ttl)
+    /// Drives `acquire` from its first round on this thread.
+    fn acquire(&self, acquire: Acquire<B::Error>) -> Result<Lock<B>, LockError<B::Error>> {
+        let acquired = self.acquire_with(acquire)?;
+        Ok(Lock::new(Arc::clone(&self.shared), acquired))
     }
 
-    /// Decides a launched acquire round of `claim`: the lock (fenced when so
-    /// configured), or why not, with the round released on every node.
-    fn conclude(
+    fn acquire_with(
         &self,
-        claim: Arc<Claim>,
-        launched: &Launched<B::Error>,
-        ttl: Ttl,
-    ) -> Result<Lock<B>, LockError<B::Error>> {
+        mut acquire: Acquire<B::Error>,
+    ) -> Result<Acquired, LockError<B::Error>> {
         let shared = &self.shared;
-        let fencing = shared.config.fencing;
-        let round = shared.finish(launched);
-        let mut valid_until = match shared.judge(&round, ttl) {
-            Verdict::Held { validity } => crate::config::later(round.decided_at, validity),
-            verdict => {
-                shared.abandon(&claim, &round, ttl);
-                return Err(shared.failure(verdict, round, ttl, LockError::Contended));
-            }
-        };
-        let mut fence = None;
-        if fencing {
-            match shared.fence(&claim, &round, ttl) {
-                Ok((token, until)) => {
-                    fence = Some(token);
-                    valid_until = until.unwrap_or(valid_until);
-                }
-                Err(err) => {
-                    shared.abandon(&claim, &round, ttl);
-                    return Err(err);
-                }
-            }
-        }
-        Ok(Lock::new(
-            Arc::clone(shared),
-            claim,
-            ttl,
-            valid_until,
-            fence,
-        ))
+        let clock = &shared.config.clock;
+        acquire.start(clock.now(), &mut shared.entropy());
+        let mailbox = Arc::new(Mailbox::new(
+            acquire,
+            Arc::clone(clock),
+            std::thread::current(),
+        ));
+        shared.drive(&mailbox, Deadlines::default())
     }
 }
 
 /// A line's ownership on its way through `lock_deadline`: passed on to the
 /// next waiter when the caller returns without the lock (also on a panic).
-struct LineTurn<'a, E: Send + 'static> {
+struct LineTurn<'a, E: Send + Sync + 'static> {
     shared: &'a Shared<E>,
     resources: &'a Resources,
     ticket: u64,
 }
 
-impl<E: Send + 'static> Drop for LineTurn<'_, E> {
+impl<E: Send + Sync + 'static> Drop for LineTurn<'_, E> {
     fn drop(&mut self) {
         self.shared.leave_line(self.resources, self.ticket);
     }

@@ -1,22 +1,20 @@
-//! The fan-out of one round: one request to every node's worker at once,
-//! replies collected until the sans-IO [`Tally`] decides.
+//! The shell around the machines: what the manager and its guards share,
+//! how a machine's requests reach every node's worker at once, and the loop
+//! that drives a machine on the calling thread with the real clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::{self, Thread};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::collect::{Pending, Until};
 use crate::config::{later, Config};
+use crate::engine::{Entropy, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::keeper::Keeper;
 use crate::line::Lines;
-use crate::worker::{Job, Op, Worker};
-use crate::{
-    fence_step, judge, AcquireOutcome, Claim, ConfigError, FenceStep, FencingToken, LockError,
-    NodeError, NodeFailure, Queued, Response, RoundReport, Tally, Token, Ttl, Verdict, Vote,
-};
+use crate::mailbox::{Inbox, Machine, Mailbox};
+use crate::worker::{Job, Worker};
+use crate::{Claim, EntropyError, Queued, Token, Ttl};
 
 /// What the manager and its guards share: the workers and the settings.
 pub(crate) struct Shared<E> {
@@ -30,225 +28,234 @@ pub(crate) struct Shared<E> {
     /// The (never executed) claim carried by flush barriers.
     pub(crate) flush_claim: Arc<Claim>,
     pub(crate) config: Config,
+    /// What the machines need of the configuration.
+    pub(crate) settings: Settings,
     pub(crate) rng: Mutex<fastrand::Rng>,
     pub(crate) keeper: Keeper<E>,
     pub(crate) lines: Lines<E>,
-    /// Callers waiting for a round right now.
+    /// Callers driving a machine right now.
     pub(crate) waiting: AtomicUsize,
 }
 
-/// The state of one round, as far as it got.
-pub(crate) struct Round<E> {
-    pub(crate) tally: Tally,
-    pub(crate) started: Instant,
-    /// Clock reading when the round was decided (or gave up waiting).
-    pub(crate) decided_at: Instant,
-    pub(crate) failures: Vec<(usize, NodeFailure<E>)>,
-    /// Fencing counters returned by the granting nodes.
-    pub(crate) fences: Vec<u64>,
+/// The blocking manager's randomness: tokens from the OS, jitter from the
+/// manager's (seedable) generator.
+pub(crate) struct ShellEntropy<'a>(&'a Mutex<fastrand::Rng>);
+
+impl Entropy for ShellEntropy<'_> {
+    fn token(&mut self) -> Result<Token, EntropyError> {
+        Token::random()
+    }
+    fn holder(&mut self) -> Result<u64, EntropyError> {
+        Token::random_u64()
+    }
+    fn jitter(&mut self) -> u64 {
+        self.0.lock().u64(..)
+    }
 }
 
-impl<E> Shared<E> {
+/// The real-time deadlines of the rounds a driver sent.
+#[derive(Debug, Default)]
+pub(crate) struct Deadlines(Vec<(RoundId, Instant)>);
+
+impl Deadlines {
+    pub(crate) fn of(round: RoundId, at: Instant) -> Self {
+        Deadlines(vec![(round, at)])
+    }
+
+    fn insert(&mut self, round: RoundId, at: Instant) {
+        // Only the latest few rounds matter.
+        if self.0.len() >= 8 {
+            self.0.remove(0);
+        }
+        self.0.push((round, at));
+    }
+
+    fn get(&self, round: RoundId) -> Option<Instant> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(r, _)| *r == round)
+            .map(|(_, at)| *at)
+    }
+}
+
+impl<E: Send + Sync + 'static> Shared<E> {
+    pub(crate) fn entropy(&self) -> ShellEntropy<'_> {
+        ShellEntropy(&self.rng)
+    }
+
     /// How an acquire of a caller in this manager's line waits; `yields`
     /// gives way to other managers' waiting marks.
     pub(crate) fn queued(&self, yields: bool) -> Queued {
         Queued::new(self.id, self.mark_ttl, yields)
     }
 
-    pub(crate) fn node_error(&self, (node, failure): (usize, NodeFailure<E>)) -> NodeError<E> {
-        NodeError::new(self.workers[node].id.clone(), failure)
-    }
-
-    /// Sends `op` to every node at once and collects replies until the tally
-    /// decides or the per-node timeout passes; nodes silent by then are
-    /// counted as timed out.
-    pub(crate) fn run(&self, op: Op, claim: &Arc<Claim>) -> Round<E> {
-        let launched = self.launch(op, claim, Until::Decided, thread::current(), None);
-        self.finish(&launched)
-    }
-
-    /// Starts a round of `op` on every node, to be waited for by `waiter`.
-    /// With `before`, each node gets that request first, in the same batch:
-    /// a release that the round's acquire follows right behind.
-    pub(crate) fn launch(
+    fn job(
         &self,
-        op: Op,
-        claim: &Arc<Claim>,
-        until: Until,
-        waiter: Thread,
-        before: Option<Ahead<'_, E>>,
-    ) -> Launched<E> {
-        let n = self.workers.len();
-        let wait_until = later(Instant::now(), self.config.node_timeout);
-        let round = Round::new(n, self.config.clock.now());
-        let pending = Arc::new(Pending::new(round, until, waiter));
-        let job = |node, op, claim: &Arc<Claim>, reply: Option<&Arc<Pending<E>>>| Job {
-            op,
-            claim: Arc::clone(claim),
+        t: &Transmit,
+        node: usize,
+        stale_after: Instant,
+        inbox: Option<&Arc<dyn Inbox<E>>>,
+    ) -> Job<E> {
+        Job {
+            message: t.message(),
+            claim: Arc::clone(t.claim()),
             node,
-            stale_after: wait_until,
-            reply: reply.cloned(),
+            stale_after,
+            reply: inbox
+                .filter(|_| t.wants_reply(node))
+                .map(|inbox| (Arc::clone(inbox), t.round())),
             retry: None,
-        };
-        for (node, worker) in self.workers.iter().enumerate() {
-            let ours = job(node, op, claim, Some(&pending));
-            let queued = match before {
-                None => worker.submit(ours),
-                Some(Ahead {
-                    op: first,
-                    claim: first_claim,
-                    reply: first_reply,
-                }) => {
-                    let first = job(node, first, first_claim, first_reply);
-                    worker.submit_all([first, ours]).inspect_err(|_| {
-                        if let Some(reply) = first_reply {
-                            reply.deliver(node, Err(NodeFailure::Overloaded));
-                        }
-                    })
-                }
-            };
-            if let Err(failure) = queued {
-                pending.deliver(node, Err(failure));
-            }
-        }
-        Launched {
-            pending,
-            wait_until,
         }
     }
 
-    /// Waits for a launched round (on the thread it was launched for).
-    pub(crate) fn finish(&self, launched: &Launched<E>) -> Round<E> {
-        let clock = &self.config.clock;
-        let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
-        let round = launched.pending.wait(launched.wait_until, alone);
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        let mut round = round.unwrap_or_else(|| Round::new(self.workers.len(), clock.now()));
-        round.decided_at = clock.now();
-        round
+    /// Sends `t` to every node at once, the replies to `inbox`; returns the
+    /// real-time deadline of its round (one per-node timeout from now).
+    pub(crate) fn send(&self, t: &Transmit, inbox: Option<&Arc<dyn Inbox<E>>>) -> Instant {
+        self.send_within(t, inbox, self.config.node_timeout)
     }
 
-    /// Sends `op` to every node without waiting for any answer.
-    pub(crate) fn send_detached(&self, op: Op, claim: &Arc<Claim>) {
-        let stale_after = later(Instant::now(), self.config.node_timeout);
+    fn send_within(
+        &self,
+        t: &Transmit,
+        inbox: Option<&Arc<dyn Inbox<E>>>,
+        wait: Duration,
+    ) -> Instant {
+        let deadline = later(Instant::now(), wait);
         for (node, worker) in self.workers.iter().enumerate() {
-            let job = Job {
-                op,
-                claim: Arc::clone(claim),
-                node,
-                stale_after,
-                reply: None,
-                retry: None,
-            };
-            // A full queue means the node is stuck; the key then expires by TTL.
-            let _ = worker.submit(job);
-        }
-    }
-
-    /// Releases a failed acquire round on every node, and waits (bounded by
-    /// one per-node timeout) for the nodes that granted or had not answered
-    /// when the round was decided, so that a failed round leaves no key on a
-    /// responsive node. A node that stays silent gets its release queued
-    /// behind the acquire, so a grant that arrives late is undone too.
-    pub(crate) fn abandon(&self, claim: &Arc<Claim>, round: &Round<E>, ttl: Ttl) {
-        let n = self.workers.len();
-        let wait_until = later(Instant::now(), self.config.node_timeout);
-        let may_hold: Vec<bool> = (0..n)
-            .map(|node| matches!(round.tally.vote(node), None | Some(Vote::Granted)))
-            .collect();
-        let waiting = may_hold.iter().filter(|&&m| m).count();
-        let pending = Arc::new(Pending::new(
-            Round::new(n, round.started),
-            Until::Answers(waiting),
-            thread::current(),
-        ));
-        for (node, worker) in self.workers.iter().enumerate() {
-            let job = Job {
-                op: Op::Release(ttl),
-                claim: Arc::clone(claim),
-                node,
-                stale_after: wait_until,
-                reply: may_hold[node].then(|| Arc::clone(&pending)),
-                retry: None,
-            };
+            let job = self.job(t, node, deadline, inbox);
             if let Err(failure) = worker.submit(job) {
-                if may_hold[node] {
-                    pending.deliver(node, Err(failure));
+                if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
+                    inbox.deliver(t.round(), node, Err(failure));
                 }
             }
         }
-        let _ = pending.wait(wait_until, false);
+        deadline
     }
 
-    /// Turns a won, fenced acquire round into a fencing token: the counter
-    /// itself on one node; otherwise raises the counters to `max + 1` on a
-    /// quorum, within the validity measured from the acquire's start.
-    /// Returns the token and, after a raise, the lock's new validity deadline.
-    pub(crate) fn fence(
+    /// Sends `first` and then `then` to every node in the same batch (for
+    /// Redis, the same write): a release with the next caller's acquire
+    /// right behind it. Returns the deadline of `then`'s round.
+    pub(crate) fn send_pair(
         &self,
-        claim: &Arc<Claim>,
-        acquired: &Round<E>,
-        ttl: Ttl,
-    ) -> Result<(FencingToken, Option<Instant>), LockError<E>> {
-        let holder = Token::random_u64()?;
-        match fence_step(&acquired.fences, self.workers.len()) {
-            Some(FenceStep::Done(value)) => Ok((FencingToken::new(value, holder), None)),
-            Some(FenceStep::Raise(value)) => {
-                let mut raise = self.run(Op::RaiseFence(value), claim);
-                raise.started = acquired.started;
-                match self.judge(&raise, ttl) {
-                    Verdict::Held { validity } => Ok((
-                        FencingToken::new(value, holder),
-                        Some(later(raise.decided_at, validity)),
-                    )),
-                    verdict => Err(self.failure(verdict, raise, ttl, LockError::Contended)),
+        first: (&Transmit, Option<&Arc<dyn Inbox<E>>>),
+        then: (&Transmit, &Arc<dyn Inbox<E>>),
+    ) -> Instant {
+        let deadline = later(Instant::now(), self.config.node_timeout);
+        for (node, worker) in self.workers.iter().enumerate() {
+            let a = self.job(first.0, node, deadline, first.1);
+            let b = self.job(then.0, node, deadline, Some(then.1));
+            if let Err(failure) = worker.submit_all([a, b]) {
+                // Releases are always queued: only the acquire was turned away.
+                if then.0.wants_reply(node) {
+                    then.1.deliver(then.0.round(), node, Err(failure));
                 }
             }
-            // The backend granted without counters although asked for them.
-            None => Err(LockError::Config(ConfigError::FencingUnsupported)),
+        }
+        deadline
+    }
+
+    /// Drives the machine in `mailbox` on this thread until it is done:
+    /// sends what it asks to send, waits for replies (parked, woken by the
+    /// node workers), tells it when a round's per-node timeout passed, and
+    /// sleeps its pauses on the configured clock. `deadlines` holds rounds
+    /// already sent for it by another thread.
+    pub(crate) fn drive<M: Machine<E> + 'static>(
+        &self,
+        mailbox: &Arc<Mailbox<M>>,
+        mut deadlines: Deadlines,
+    ) -> M::Output {
+        let inbox: Arc<dyn Inbox<E>> = Arc::clone(mailbox) as Arc<dyn Inbox<E>>;
+        let clock = mailbox.clock();
+        let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
+        let _leave = Leave(&self.waiting);
+        loop {
+            let (transmits, output, timer) = {
+                let mut machine = mailbox.lock();
+                let mut transmits = Vec::new();
+                while let Some(t) = machine.poll_transmit() {
+                    transmits.push(t);
+                }
+                let output = machine.poll();
+                (transmits, output, machine.poll_timeout())
+            };
+            for t in &transmits {
+                let deadline = self.send(t, Some(&inbox));
+                deadlines.insert(t.round(), deadline);
+            }
+            if let Some(output) = output {
+                return output;
+            }
+            match timer {
+                Some(Timer::Round(round)) => {
+                    let deadline = deadlines
+                        .get(round)
+                        .unwrap_or_else(|| later(Instant::now(), self.config.node_timeout));
+                    if Instant::now() >= deadline {
+                        mailbox.lock().handle_expired(clock.now(), round);
+                    } else {
+                        mailbox.park_until(deadline, alone);
+                    }
+                }
+                Some(Timer::At(at)) => {
+                    let now = clock.now();
+                    if now < at {
+                        clock.sleep(at - now);
+                    }
+                    mailbox
+                        .lock()
+                        .handle_timeout(clock.now(), &mut self.entropy());
+                }
+                // A machine with nothing under way and no result does not
+                // exist; wait for a worker all the same rather than spin.
+                None => mailbox.park_until(later(Instant::now(), self.config.node_timeout), false),
+            }
         }
     }
 
-    pub(crate) fn judge(&self, round: &Round<E>, ttl: Ttl) -> Verdict {
-        let elapsed = round.decided_at.saturating_duration_since(round.started);
-        judge(
-            &round.tally,
-            ttl.as_duration(),
-            elapsed,
-            self.config.drift(ttl),
-        )
-        .unwrap_or(Verdict::NoQuorum)
+    /// Runs one round of `single`, started now, to its decision.
+    pub(crate) fn run_single(&self, mut single: Single<E>) -> crate::engine::Decided<E> {
+        single.start(self.config.clock.now());
+        let mailbox = Arc::new(Mailbox::new(
+            single,
+            Arc::clone(&self.config.clock),
+            std::thread::current(),
+        ));
+        self.drive(&mailbox, Deadlines::default())
     }
 
-    /// The typed error for a failed round. `refused` builds the error for a
-    /// round lost to refusals (contention on acquire, not-held otherwise).
-    pub(crate) fn failure(
-        &self,
-        verdict: Verdict,
-        round: Round<E>,
-        ttl: Ttl,
-        refused: fn(RoundReport<E>) -> LockError<E>,
-    ) -> LockError<E> {
-        let elapsed = round.decided_at.saturating_duration_since(round.started);
-        let report = RoundReport {
-            nodes: round.tally.nodes(),
-            quorum: round.tally.quorum(),
-            granted: round.tally.granted(),
-            refused: round.tally.refused(),
-            failures: {
-                let mut failures = round.failures;
-                failures.sort_by_key(|(node, _)| *node);
-                failures.into_iter().map(|f| self.node_error(f)).collect()
-            },
+    /// Waits until every request queued so far has run on every node (and
+    /// no failed release is kept), or `timeout` passes.
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
+        let n = self.workers.len();
+        let mut barrier = Single::new(
+            &self.settings,
+            crate::engine::Message::Flush,
+            Arc::clone(&self.flush_claim),
+            Until::AllAnswered,
+        );
+        barrier.start(self.config.clock.now());
+        let Some(t) = barrier.poll_transmit() else {
+            return false;
         };
-        match verdict {
-            Verdict::NoQuorum => LockError::NoQuorum(report),
-            Verdict::ValidityExhausted => LockError::ValidityExhausted {
-                elapsed,
-                ttl: ttl.as_duration(),
-            },
-            Verdict::Refused | Verdict::Held { .. } => refused(report),
-        }
+        let mailbox = Arc::new(Mailbox::new(
+            barrier,
+            Arc::clone(&self.config.clock),
+            std::thread::current(),
+        ));
+        let inbox: Arc<dyn Inbox<E>> = Arc::clone(&mailbox) as Arc<dyn Inbox<E>>;
+        let deadline = self.send_within(&t, Some(&inbox), timeout);
+        let decided = self.drive(&mailbox, Deadlines::of(t.round(), deadline));
+        decided.granted() == n
+    }
+}
+
+/// Counts a driver out however it leaves.
+struct Leave<'a>(&'a AtomicUsize);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -265,52 +272,5 @@ impl<E> Drop for Shared<E> {
         for worker in &self.workers {
             worker.wait_exit(by);
         }
-    }
-}
-
-/// A request queued on every node right ahead of a round's own, in the same
-/// batch (and so, for Redis, the same write).
-#[derive(Clone, Copy)]
-pub(crate) struct Ahead<'a, E> {
-    pub(crate) op: Op,
-    pub(crate) claim: &'a Arc<Claim>,
-    pub(crate) reply: Option<&'a Arc<Pending<E>>>,
-}
-
-/// A round under way: its replies and how long to wait for them.
-pub(crate) struct Launched<E> {
-    pub(crate) pending: Arc<Pending<E>>,
-    pub(crate) wait_until: Instant,
-}
-
-impl<E> Round<E> {
-    /// A round over `nodes` nodes started at `started` (the manager's clock).
-    pub(crate) fn new(nodes: usize, started: Instant) -> Self {
-        Round {
-            tally: Tally::new(nodes),
-            started,
-            decided_at: started,
-            failures: Vec::new(),
-            fences: Vec::new(),
-        }
-    }
-
-    pub(crate) fn record(&mut self, node: usize, result: Result<Response, NodeFailure<E>>) {
-        if self.tally.has_voted(node) {
-            return;
-        }
-        let vote = match result {
-            Ok(Response::Acquire(AcquireOutcome::Granted { fence })) => {
-                self.fences.extend(fence);
-                Vote::Granted
-            }
-            Ok(Response::Held(true)) => Vote::Granted,
-            Ok(_) => Vote::Refused,
-            Err(failure) => {
-                self.failures.push((node, failure));
-                Vote::Failed
-            }
-        };
-        self.tally.record(node, vote);
     }
 }

@@ -3,48 +3,23 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::config::later;
+use crate::engine::{Acquired, Lease, Single, Until};
 use crate::fanout::Shared;
 use crate::keeper::KeepAlive;
-use crate::worker::Op;
-use crate::{
-    Claim, FencingToken, LockBackend, LockError, LostReason, Resources, RoundReport, Ttl, Verdict,
-};
+use crate::{Claim, FencingToken, LockBackend, LockError, Resources, Ttl};
 
 /// What the guard and the keeper thread share about one held lock.
 pub(crate) struct LockState<E> {
     pub(crate) claim: Arc<Claim>,
-    pub(crate) life: Mutex<Lifetime<E>>,
+    pub(crate) life: Mutex<Lease<E>>,
     /// Held for the whole of an extend round, so that the keeper's and the
     /// caller's extensions never interleave (each sets the validity from
     /// its own round).
     extending: Mutex<()>,
-}
-
-pub(crate) struct Lifetime<E> {
-    pub(crate) ttl: Ttl,
-    /// The longest TTL ever sent for this lock: how long a key may outlive
-    /// a failed release.
-    pub(crate) longest: Ttl,
-    pub(crate) valid_until: Instant,
-    pub(crate) released: bool,
-    pub(crate) lost: Option<(LostReason, Option<Arc<LockError<E>>>)>,
-}
-
-impl<E> LockState<E> {
-    /// Records a loss (the first one wins) and returns whether it was new.
-    pub(crate) fn mark_lost(&self, reason: LostReason, cause: Option<LockError<E>>) -> bool {
-        let mut life = self.life.lock();
-        if life.lost.is_some() || life.released {
-            return false;
-        }
-        life.lost = Some((reason, cause.map(Arc::new)));
-        true
-    }
 }
 
 /// A held Redlock. Releases on all nodes when dropped.
@@ -83,29 +58,16 @@ pub struct Lock<B: LockBackend> {
 }
 
 impl<B: LockBackend> Lock<B> {
-    pub(crate) fn new(
-        shared: Arc<Shared<B::Error>>,
-        claim: Arc<Claim>,
-        ttl: Ttl,
-        valid_until: Instant,
-        fence: Option<FencingToken>,
-    ) -> Self {
-        let life = Lifetime {
-            ttl,
-            longest: ttl,
-            valid_until,
-            released: false,
-            lost: None,
-        };
+    pub(crate) fn new(shared: Arc<Shared<B::Error>>, acquired: Acquired) -> Self {
         let state = Arc::new(LockState {
-            claim,
-            life: Mutex::new(life),
+            claim: acquired.claim,
+            life: Mutex::new(Lease::new(acquired.ttl, acquired.valid_until)),
             extending: Mutex::new(()),
         });
         Lock {
             shared,
             state,
-            fence,
+            fence: acquired.fence,
             released: false,
             line: None,
         }
@@ -150,7 +112,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn ttl(&self) -> Duration {
-        self.state.life.lock().ttl.as_duration()
+        self.state.life.lock().ttl().as_duration()
     }
 
     /// The fencing token, when the manager was built with
@@ -184,8 +146,8 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn validity(&self) -> Duration {
-        let valid_until = self.state.life.lock().valid_until;
-        valid_until.saturating_duration_since(self.shared.config.clock.now())
+        let now = self.shared.config.clock.now();
+        self.state.life.lock().validity(now)
     }
 
     /// Whether any validity is left.
@@ -218,7 +180,8 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        self.state.life.lock().lost.is_some() || !self.is_valid()
+        let now = self.shared.config.clock.now();
+        self.state.life.lock().is_lost(now)
     }
 
     /// `Ok` while the lock is held and valid: call it right before committing
@@ -239,20 +202,8 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn ensure_held(&self) -> Result<(), LockError<B::Error>> {
-        if let Some((reason, cause)) = &self.state.life.lock().lost {
-            return Err(LockError::Lost {
-                reason: *reason,
-                cause: cause.clone(),
-            });
-        }
-        if self.is_valid() {
-            Ok(())
-        } else {
-            Err(LockError::Lost {
-                reason: LostReason::Expired,
-                cause: None,
-            })
-        }
+        let now = self.shared.config.clock.now();
+        self.state.life.lock().ensure_held(now)
     }
 
     /// Keeps the lock alive from the manager's shared keeper thread: it
@@ -340,22 +291,22 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         self.released = true;
-        let (ttl, longest) = {
-            let mut life = self.state.life.lock();
-            life.released = true;
-            (life.ttl, life.longest)
-        };
+        let message = self.state.life.lock().begin_release();
         let shared = &self.shared;
-        let fencing = shared.config.fencing;
         let claim = &self.state.claim;
-        let round = match shared.release_handing_off(claim, longest, self.line, fencing, true) {
-            Some(launched) => shared.finish(&launched),
-            None => shared.run(Op::Release(longest), claim),
+        let decided = match shared.release_handing_off(claim, message, self.line, true) {
+            Some(decided) => decided,
+            None => shared.run_single(Single::new(
+                &shared.settings,
+                message,
+                Arc::clone(claim),
+                Until::Decided,
+            )),
         };
-        match self.shared.judge(&round, ttl) {
-            Verdict::Held { .. } | Verdict::ValidityExhausted => Ok(()),
-            verdict => Err(self.shared.failure(verdict, round, ttl, LockError::NotHeld)),
-        }
+        self.state
+            .life
+            .lock()
+            .end_release(decided, &shared.settings)
     }
 
     /// The loss recorded so far, as an error (used by `with_lock`).
@@ -365,72 +316,31 @@ impl<B: LockBackend> Lock<B> {
 }
 
 /// One extend round for `state`; shared by [`Lock::extend`] and the keeper.
-pub(crate) fn extend<E>(
+pub(crate) fn extend<E: Send + Sync + 'static>(
     shared: &Shared<E>,
     state: &LockState<E>,
     ttl: Ttl,
 ) -> Result<Duration, LockError<E>> {
     let _turn = state.extending.lock();
-    {
-        let mut life = state.life.lock();
-        if let Some((reason, cause)) = &life.lost {
-            return Err(LockError::Lost {
-                reason: *reason,
-                cause: cause.clone(),
-            });
-        }
-        if shared.config.clock.now() >= life.valid_until {
-            // Expired: another client may have held the lock since, so it
-            // is not extended back to life.
-            life.lost = Some((LostReason::Expired, None));
-            return Err(LockError::NotHeld(RoundReport::untried(
-                shared.workers.len(),
-            )));
-        }
-        life.longest = life.longest.max(ttl);
-    }
-    let round = shared.run(Op::Extend(ttl), &state.claim);
-    match shared.judge(&round, ttl) {
-        Verdict::Held { validity } => {
-            let mut life = state.life.lock();
-            life.ttl = ttl;
-            life.valid_until = later(round.decided_at, validity);
-            Ok(validity)
-        }
-        verdict => {
-            let mut life = state.life.lock();
-            // Nodes that granted, or did not answer, may now hold the key
-            // for just `ttl` from some time after the round started.
-            let bound = ttl
-                .as_duration()
-                .checked_sub(shared.config.drift(ttl))
-                .map_or(round.started, |left| later(round.started, left));
-            life.valid_until = life.valid_until.min(bound);
-            if verdict == Verdict::Refused {
-                life.valid_until = round.decided_at.min(life.valid_until);
-            }
-            drop(life);
-            Err(shared.failure(verdict, round, ttl, LockError::NotHeld))
-        }
-    }
+    let now = shared.config.clock.now();
+    let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
+    let single = Single::new(
+        &shared.settings,
+        message,
+        Arc::clone(&state.claim),
+        Until::Decided,
+    );
+    let decided = shared.run_single(single);
+    state.life.lock().end_extend(ttl, decided, &shared.settings)
 }
 
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
-            let longest = {
-                let mut life = self.state.life.lock();
-                life.released = true;
-                life.longest
-            };
-            let fencing = self.shared.config.fencing;
-            let _ = self.shared.release_handing_off(
-                &self.state.claim,
-                longest,
-                self.line,
-                fencing,
-                false,
-            );
+            let message = self.state.life.lock().begin_release();
+            let _ = self
+                .shared
+                .release_handing_off(&self.state.claim, message, self.line, false);
         }
     }
 }
@@ -442,16 +352,7 @@ impl<B: LockBackend> fmt::Debug for Lock<B> {
             .field("token", self.state.claim.token())
             .field("fence", &self.fence)
             .field("validity", &self.validity())
-            .field(
-                "lost",
-                &self
-                    .state
-                    .life
-                    .lock()
-                    .lost
-                    .as_ref()
-                    .map(|(reason, _)| *reason),
-            )
+            .field("lost", &self.state.life.lock().lost())
             .finish_non_exhaustive()
     }
 }

@@ -3,12 +3,12 @@
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use crate::config::later;
+use crate::engine::{Keep, KeepStep};
 use crate::fanout::Shared;
 use crate::guard::{self, LockState};
 use crate::{ConfigError, LockError, LostReason, NodeId};
@@ -116,13 +116,11 @@ impl fmt::Debug for KeepAlive {
     }
 }
 
-/// One kept-alive lock.
+/// One kept-alive lock and its schedule.
 pub(crate) struct Entry<E> {
     state: Weak<LockState<E>>,
-    policy: KeepAlive,
-    hold_until: Instant,
-    extensions: u32,
-    due: Instant,
+    on_lost: Option<Box<dyn FnOnce(LostReason) + Send>>,
+    keep: Keep,
 }
 
 /// The manager's handle on its keeper thread, started on first use.
@@ -138,17 +136,6 @@ impl<E> Keeper<E> {
     }
 }
 
-/// When to extend a lock valid until `valid_until`: when about a third of its
-/// validity is left, or earlier when a failing round (up to one per-node
-/// timeout) would otherwise end after the validity, so that a loss is
-/// reported as such while the lock is still valid; never before two thirds
-/// of the validity are left, so short TTLs do not make the keeper spin.
-fn due(now: Instant, valid_until: Instant, node_timeout: Duration) -> Instant {
-    let remaining = valid_until.saturating_duration_since(now);
-    let margin_point = remaining.saturating_sub(node_timeout * 2);
-    later(now, margin_point.clamp(remaining / 3, remaining * 2 / 3))
-}
-
 /// Hands `state` to the keeper thread of `shared`, starting it if needed.
 pub(crate) fn register<E: Send + Sync + 'static>(
     shared: &Arc<Shared<E>>,
@@ -156,13 +143,17 @@ pub(crate) fn register<E: Send + Sync + 'static>(
     policy: KeepAlive,
 ) -> Result<(), ConfigError> {
     let now = shared.config.clock.now();
-    let valid_until = state.life.lock().valid_until;
+    let valid_until = state.life.lock().valid_until();
     let entry = Entry {
         state: Arc::downgrade(state),
-        hold_until: later(now, policy.max_hold),
-        policy,
-        extensions: 0,
-        due: due(now, valid_until, shared.config.node_timeout),
+        on_lost: policy.on_lost,
+        keep: Keep::new(
+            now,
+            valid_until,
+            shared.config.node_timeout,
+            policy.max_hold,
+            policy.max_extensions,
+        ),
     };
     let mut sender = shared.keeper.sender.lock();
     if sender.is_none() {
@@ -186,10 +177,10 @@ pub(crate) fn register<E: Send + Sync + 'static>(
 
 /// The keeper loop: sleeps until the earliest due lock or a new one, extends
 /// what is due, and ends when the manager is dropped.
-fn run<E>(shared: &Weak<Shared<E>>, queue: &Receiver<Entry<E>>) {
+fn run<E: Send + Sync + 'static>(shared: &Weak<Shared<E>>, queue: &Receiver<Entry<E>>) {
     let mut entries: Vec<Entry<E>> = Vec::new();
     loop {
-        let next_due = entries.iter().map(|e| e.due).min();
+        let next_due = entries.iter().map(|e| e.keep.due()).min();
         let received = match next_due {
             None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(due) => {
@@ -213,43 +204,40 @@ fn run<E>(shared: &Weak<Shared<E>>, queue: &Receiver<Entry<E>>) {
             return;
         };
         let now = shared.config.clock.now();
-        entries.retain_mut(|entry| entry.due > now || tend(&shared, entry));
+        entries.retain_mut(|entry| entry.keep.due() > now || tend(&shared, entry));
     }
 }
 
-/// Extends one due lock; returns whether to keep tending it.
-fn tend<E>(shared: &Shared<E>, entry: &mut Entry<E>) -> bool {
+/// Does what one due lock needs; returns whether to keep tending it.
+fn tend<E: Send + Sync + 'static>(shared: &Shared<E>, entry: &mut Entry<E>) -> bool {
     let Some(state) = entry.state.upgrade() else {
         return false;
     };
-    let ttl = {
+    let clock = &shared.config.clock;
+    let (ttl, step) = {
         let life = state.life.lock();
-        if life.released || life.lost.is_some() {
+        if life.is_released() || life.lost().is_some() {
             return false;
         }
-        life.ttl
+        (life.ttl(), entry.keep.step(clock.now(), life.valid_until()))
     };
-    let clock = &shared.config.clock;
-    if clock.now() >= entry.hold_until {
-        lose(&state, entry, LostReason::HoldLimit, None);
-        return false;
-    }
-    if entry.extensions >= entry.policy.max_extensions {
-        lose(&state, entry, LostReason::ExtensionLimit, None);
-        return false;
-    }
-    match guard::extend(shared, &state, ttl) {
-        Ok(_) => {
-            entry.extensions += 1;
-            let now = clock.now();
-            let valid_until = state.life.lock().valid_until;
-            entry.due = due(now, valid_until, shared.config.node_timeout);
-            true
-        }
-        Err(e) => {
-            lose(&state, entry, LostReason::ExtendFailed, Some(e));
+    match step {
+        KeepStep::Wait(_) => true,
+        KeepStep::Lose(reason) => {
+            lose(&state, entry, reason, None);
             false
         }
+        KeepStep::Extend => match guard::extend(shared, &state, ttl) {
+            Ok(_) => {
+                let valid_until = state.life.lock().valid_until();
+                entry.keep.extended(clock.now(), valid_until);
+                true
+            }
+            Err(e) => {
+                lose(&state, entry, LostReason::ExtendFailed, Some(e));
+                false
+            }
+        },
     }
 }
 
@@ -259,33 +247,17 @@ fn lose<E>(
     reason: LostReason,
     cause: Option<LockError<E>>,
 ) {
-    state.mark_lost(reason, cause);
     // The first loss recorded wins, whoever recorded it (an extend that
     // found the lock expired records that itself); a released lock is not
     // lost.
-    let recorded = state.life.lock().lost.as_ref().map(|(reason, _)| *reason);
+    let recorded = {
+        let mut life = state.life.lock();
+        life.mark_lost(reason, cause);
+        life.lost()
+    };
     if let Some(reason) = recorded {
-        if let Some(callback) = entry.policy.on_lost.take() {
+        if let Some(callback) = entry.on_lost.take() {
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn extensions_are_due_between_a_third_and_two_thirds_of_the_validity() {
-        let now = Instant::now();
-        let ms = Duration::from_millis;
-        // A long TTL against the node timeout: a third left.
-        assert_eq!(due(now, now + ms(30_000), ms(50)), now + ms(20_000));
-        // The failing round must end before the validity does.
-        assert_eq!(due(now, now + ms(300), ms(100)), now + ms(100));
-        assert_eq!(due(now, now + ms(900), ms(200)), now + ms(500));
-        // Never spinning, whatever the node timeout.
-        assert_eq!(due(now, now + ms(300), ms(10_000)), now + ms(100));
-        assert_eq!(due(now, now, ms(50)), now);
     }
 }

@@ -58,15 +58,16 @@
 
 mod backend;
 mod clock;
-mod collect;
 mod config;
 mod driver;
+pub mod engine;
 mod error;
 mod fanout;
 mod fence;
 mod guard;
 mod keeper;
 mod line;
+mod mailbox;
 mod quorum;
 mod report;
 mod resource;

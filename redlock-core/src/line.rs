@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::collect::{Pending, Until};
 use crate::config::later;
-use crate::fanout::{Ahead, Launched, Round, Shared};
+use crate::engine::{Acquire, Decided, Message, Single, Until};
+use crate::fanout::{Deadlines, Shared};
 use crate::guard::LockState;
-use crate::worker::Op;
+use crate::mailbox::{Inbox, Mailbox};
 use crate::{Claim, Resources, Token, Ttl};
 
 /// The longest a waiter parks before it looks at its line again; waits are
@@ -68,8 +68,9 @@ pub(crate) struct Waiter<E> {
 pub(crate) enum Baton<E> {
     /// Acquire through the nodes.
     Turn,
-    /// An acquire round was started for it, right behind a release.
-    Round(Arc<Claim>, Launched<E>),
+    /// An acquisition was started for it, its first round right behind a
+    /// release: drive it.
+    Round(Arc<Mailbox<Acquire<E>>>, Deadlines),
 }
 
 /// Where a caller of `lock` stands.
@@ -102,7 +103,7 @@ impl<E> Line<E> {
     /// have ended.
     fn owner_lapses(&self, now: Instant, grace: Duration) -> Instant {
         match self.holder.as_ref().map(Weak::upgrade) {
-            Some(Some(state)) => state.life.lock().valid_until,
+            Some(Some(state)) => state.life.lock().valid_until(),
             // Nothing holds the lock any more, yet it did not hand over.
             Some(None) => now,
             None => self.owner_deadline + grace,
@@ -110,7 +111,7 @@ impl<E> Line<E> {
     }
 }
 
-impl<E: Send + 'static> Shared<E> {
+impl<E: Send + Sync + 'static> Shared<E> {
     /// Joins the line for `resources`: owner at once when nobody else of
     /// this manager wants them, otherwise a waiter at the back.
     pub(crate) fn join_line(&self, resources: &Resources, ttl: Ttl, deadline: Instant) -> Place<E> {
@@ -229,23 +230,30 @@ impl<E: Send + 'static> Shared<E> {
         }
     }
 
-    /// Releases `claim` on every node. When `line` is the ticket of the
-    /// line's owner and somebody waits, the next waiter's acquire goes to
-    /// every node right behind the release, in the same batch. With `wait`,
-    /// returns the release round to wait for.
+    /// Releases `claim` on every node with `message` (its release). When
+    /// `line` is the ticket of the line's owner and somebody waits, the next
+    /// waiter's acquisition starts with a round queued on every node right
+    /// behind the release, in the same batch. With `wait`, returns the
+    /// release's decided round.
     pub(crate) fn release_handing_off(
         &self,
         claim: &Arc<Claim>,
-        longest: Ttl,
+        message: Message,
         line: Option<u64>,
-        fencing: bool,
         wait: bool,
-    ) -> Option<Launched<E>> {
+    ) -> Option<Decided<E>> {
+        let clock = &self.config.clock;
+        let mut release = Single::new(&self.settings, message, Arc::clone(claim), Until::Decided);
+        release.start(clock.now());
+        let sent = release.poll_transmit()?;
+        let mine =
+            wait.then(|| Arc::new(Mailbox::new(release, Arc::clone(clock), thread::current())));
+        let my_inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
         let mut map = self.lines.map.lock();
         let resources = claim.resources();
         let next = match (line, map.get_mut(resources)) {
             (Some(ticket), Some(line)) if line.owner == ticket => {
-                match next_waiter(line, self.config.clock.now()) {
+                match next_waiter(line, clock.now()) {
                     Some(next) => Some((line, next)),
                     None => {
                         remove_line(&mut map, resources);
@@ -270,56 +278,52 @@ impl<E: Send + 'static> Shared<E> {
                 }
                 // Queued before the line's lock is let go, so that whoever
                 // joins the line next has its acquire behind this release.
-                let launched = if wait {
-                    Some(self.launch(
-                        Op::Release(longest),
-                        claim,
-                        Until::Decided,
-                        thread::current(),
-                        None,
-                    ))
-                } else {
-                    self.send_detached(Op::Release(longest), claim);
-                    None
-                };
+                let deadline = self.send(&sent, my_inbox.as_ref());
                 drop(map);
-                return launched;
+                return mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)));
             }
         };
-        let released = wait.then(|| {
-            let round = Round::new(self.workers.len(), self.config.clock.now());
-            Arc::new(Pending::new(round, Until::Decided, thread::current()))
-        });
-        let now = self.config.clock.now();
+        let now = clock.now();
         let yields = line
             .streak_since
             .is_none_or(|since| now.saturating_duration_since(since) >= self.config.retry.max());
         let theirs = Arc::new(Claim::new(resources.clone(), token).queued(self.queued(yields)));
-        let launched = self.launch(
-            Op::Acquire {
-                ttl: next.ttl,
-                fence: fencing,
-            },
-            &theirs,
-            Until::Decided,
-            next.thread.clone(),
-            Some(Ahead {
-                op: Op::Release(longest),
-                claim,
-                reply: released.as_ref(),
-            }),
+        let mut acquire = Acquire::new(
+            self.settings.clone(),
+            resources.clone(),
+            next.ttl,
+            Some(next.deadline),
+            Some(self.queued(true)),
         );
-        let wait_until = launched.wait_until;
+        acquire.start_with(now, theirs, &mut self.entropy());
+        let Some(first) = acquire.poll_transmit() else {
+            // It could not even start (no entropy): it acquires itself.
+            line.owner = next.ticket;
+            line.holder = None;
+            line.owner_deadline = next.deadline;
+            *next.baton.lock() = Some(Baton::Turn);
+            next.thread.unpark();
+            let deadline = self.send(&sent, my_inbox.as_ref());
+            drop(map);
+            return mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)));
+        };
+        let their_box = Arc::new(Mailbox::new(
+            acquire,
+            Arc::clone(clock),
+            next.thread.clone(),
+        ));
+        let their_inbox: Arc<dyn Inbox<E>> = Arc::clone(&their_box) as Arc<dyn Inbox<E>>;
+        let deadline = self.send_pair((&sent, my_inbox.as_ref()), (&first, &their_inbox));
         line.owner = next.ticket;
         line.holder = None;
         line.owner_deadline = next.deadline;
-        *next.baton.lock() = Some(Baton::Round(theirs, launched));
+        *next.baton.lock() = Some(Baton::Round(
+            their_box,
+            Deadlines::of(first.round(), deadline),
+        ));
         drop(map);
         next.thread.unpark();
-        released.map(|pending| Launched {
-            pending,
-            wait_until,
-        })
+        mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)))
     }
 }
 

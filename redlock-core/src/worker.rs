@@ -17,36 +17,19 @@ use crate::config::later;
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
-use crate::collect::Pending;
+use crate::engine::{Message, RoundId};
+use crate::mailbox::Inbox;
 use crate::{Claim, ConfigError, LockBackend, NodeFailure, NodeId, Request, Response, Ttl};
 
-/// A request to one node.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Op {
-    Acquire {
-        ttl: Ttl,
-        fence: bool,
-    },
-    Extend(Ttl),
-    /// Carries the longest TTL ever sent for the claim: a release that
-    /// fails is kept and retried until the node answers it or that long
-    /// after the failure, when every key it could delete has expired.
-    Release(Ttl),
-    RaiseFence(u64),
-    /// A barrier: answered without touching the backend once every earlier
-    /// request to the node has run.
-    Flush,
-}
-
 pub(crate) struct Job<E> {
-    pub(crate) op: Op,
+    pub(crate) message: Message,
     pub(crate) claim: Arc<Claim>,
     pub(crate) node: usize,
     /// After this (real) instant nobody waits for the answer: an acquire,
     /// or extend still queued then is dropped unexecuted. A
     /// release always runs, since it may clean up a late grant; so does a flush.
     pub(crate) stale_after: Instant,
-    pub(crate) reply: Option<Arc<Pending<E>>>,
+    pub(crate) reply: Option<(Arc<dyn Inbox<E>>, RoundId)>,
     /// Set on a failed release tried again.
     pub(crate) retry: Option<Retry>,
 }
@@ -166,7 +149,7 @@ impl<E> Worker<E> {
         let full = state.jobs.len() + K > self.queue.depth.max(K);
         let mut refused = false;
         for job in jobs {
-            if full && !matches!(job.op, Op::Release(_) | Op::Flush) {
+            if full && !matches!(job.message, Message::Release(_) | Message::Flush) {
                 refused = true;
             } else {
                 state.jobs.push(job);
@@ -241,28 +224,19 @@ impl<E> Drop for Dead<'_, E> {
 /// The most requests one node's worker hands its backend at once.
 const MAX_BATCH: usize = 128;
 
-impl Op {
-    /// Whether a request nobody waits for any more can be dropped unexecuted.
-    fn skippable(self) -> bool {
-        matches!(self, Op::Acquire { .. } | Op::Extend(_) | Op::RaiseFence(_))
-    }
-
-    fn request(self, claim: &Claim) -> Option<Request<'_>> {
-        Some(match self {
-            Op::Acquire { ttl, fence } => Request::Acquire { claim, ttl, fence },
-            Op::Extend(ttl) => Request::Extend { claim, ttl },
-            Op::Release(_) => Request::Release { claim },
-            Op::RaiseFence(at_least) => Request::RaiseFence { claim, at_least },
-            Op::Flush => return None,
-        })
-    }
+/// Whether a request nobody waits for any more can be dropped unexecuted.
+fn skippable(message: Message) -> bool {
+    matches!(
+        message,
+        Message::Acquire { .. } | Message::Extend(_) | Message::RaiseFence(_)
+    )
 }
 
 impl<E> Job<E> {
     fn answer(self, result: Result<Response, NodeFailure<E>>) {
-        if let Some(reply) = self.reply {
+        if let Some((inbox, round)) = self.reply {
             // A round already decided ignores the answer.
-            reply.deliver(self.node, result);
+            inbox.deliver(round, self.node, result);
         }
     }
 }
@@ -326,10 +300,10 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
         // Failed releases that are due go first, ahead of newer requests.
         retry_due(&mut retained, now, &mut segment);
         for job in jobs.drain(..) {
-            if job.op.skippable() && now > job.stale_after {
+            if skippable(job.message) && now > job.stale_after {
                 continue;
             }
-            if matches!(job.op, Op::Flush) {
+            if matches!(job.message, Message::Flush) {
                 run_segment(backend, &mut segment, &mut results, &mut retained);
                 // Whatever is still kept gets one more try now: a flush
                 // reports whether the node has caught up.
@@ -384,7 +358,7 @@ fn retry_all<E>(retained: &mut Vec<Retained>, segment: &mut Vec<Job<E>>) {
 impl Retained {
     fn into_job<E>(self) -> Job<E> {
         Job {
-            op: Op::Release(self.ttl),
+            message: Message::Release(self.ttl),
             claim: self.claim,
             node: 0,
             stale_after: self.give_up,
@@ -400,7 +374,7 @@ impl Retained {
 /// Keeps a release that failed for another try; `job.retry` is set when it
 /// was itself a retry.
 fn retain<E>(job: &Job<E>, retained: &mut Vec<Retained>) {
-    let Op::Release(ttl) = job.op else {
+    let Message::Release(ttl) = job.message else {
         return;
     };
     let now = Instant::now();
@@ -430,7 +404,7 @@ fn run_segment<B: LockBackend>(
     retained: &mut Vec<Retained>,
 ) {
     if let [job] = segment.as_slice() {
-        let outcome = catch_unwind(AssertUnwindSafe(|| match job.op.request(&job.claim) {
+        let outcome = catch_unwind(AssertUnwindSafe(|| match job.message.request(&job.claim) {
             Some(request) => request.run_on(backend).map_err(NodeFailure::Backend),
             None => Ok(Response::Held(true)),
         }));
@@ -449,7 +423,7 @@ fn run_segment<B: LockBackend>(
     results.clear();
     let requests: Vec<Request<'_>> = segment
         .iter()
-        .filter_map(|job| job.op.request(&job.claim))
+        .filter_map(|job| job.message.request(&job.claim))
         .collect();
     let panicked =
         catch_unwind(AssertUnwindSafe(|| backend.run_batch(&requests, results))).is_err();
@@ -474,9 +448,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::collect::Until;
-    use crate::fanout::Round;
+    use crate::engine::Round;
     use crate::{AcquireOutcome, Resources, Token, Vote};
+
+    /// Records every answer into a round.
+    struct Collect(parking_lot::Mutex<Round<Never>>);
+
+    impl Inbox<Never> for Collect {
+        fn deliver(&self, _: RoundId, node: usize, result: Result<Response, NodeFailure<Never>>) {
+            self.0.lock().record(node, result);
+        }
+    }
 
     /// Grants everything; its batches answer all but the last `short_by`.
     #[derive(Debug)]
@@ -519,13 +501,13 @@ mod tests {
 
     /// Runs `ops` (job `i` for node `i`) as one segment and returns the
     /// round the answers made.
-    fn run(short_by: usize, ops: &[Op]) -> Round<Never> {
-        let round = Round::new(ops.len(), Instant::now());
-        let pending = Arc::new(Pending::new(
-            round,
-            Until::Answers(ops.len()),
-            std::thread::current(),
-        ));
+    fn run(short_by: usize, ops: &[Message]) -> Round<Never> {
+        let collect = Arc::new(Collect(parking_lot::Mutex::new(Round::new(
+            RoundId::FIRST,
+            ops.len(),
+            Instant::now(),
+        ))));
+        let inbox: Arc<dyn Inbox<Never>> = Arc::clone(&collect) as Arc<dyn Inbox<Never>>;
         let claim = Arc::new(Claim::new(
             Resources::one("k").unwrap_or_else(|_| unreachable!()),
             Token::from_bytes([1; crate::TOKEN_LEN]),
@@ -533,12 +515,12 @@ mod tests {
         let mut segment: Vec<Job<Never>> = ops
             .iter()
             .enumerate()
-            .map(|(node, &op)| Job {
-                op,
+            .map(|(node, &message)| Job {
+                message,
                 claim: Arc::clone(&claim),
                 node,
                 stale_after: Instant::now() + Duration::from_secs(3600),
-                reply: Some(Arc::clone(&pending)),
+                reply: Some((Arc::clone(&inbox), RoundId::FIRST)),
                 retry: None,
             })
             .collect();
@@ -547,10 +529,11 @@ mod tests {
             short_by,
         };
         run_segment(&stub, &mut segment, &mut Vec::new(), &mut Vec::new());
-        // Every job was answered, so this does not wait.
-        pending
-            .wait(Instant::now() + Duration::from_secs(3600), false)
-            .unwrap_or_else(|| unreachable!())
+        drop(inbox);
+        match Arc::try_unwrap(collect) {
+            Ok(collect) => collect.0.into_inner(),
+            Err(_) => unreachable!(),
+        }
     }
 
     fn ttl() -> Ttl {
@@ -562,12 +545,12 @@ mod tests {
         let round = run(
             0,
             &[
-                Op::Acquire {
+                Message::Acquire {
                     ttl: ttl(),
                     fence: false,
                 },
-                Op::Extend(ttl()),
-                Op::Release(ttl()),
+                Message::Extend(ttl()),
+                Message::Release(ttl()),
             ],
         );
         let votes: Vec<_> = (0..3).map(|node| round.tally.vote(node)).collect();
@@ -584,7 +567,7 @@ mod tests {
 
     #[test]
     fn requests_a_batch_left_unanswered_fail_instead_of_hanging() {
-        let round = run(1, &[Op::Extend(ttl()), Op::Release(ttl())]);
+        let round = run(1, &[Message::Extend(ttl()), Message::Release(ttl())]);
         assert_eq!(round.tally.pending(), 0, "every job is answered");
         assert_eq!(round.tally.vote(0), Some(Vote::Granted));
         assert!(matches!(round.failures[..], [(1, NodeFailure::Unanswered)]));

@@ -1,0 +1,516 @@
+//! One lock acquisition as a state machine: acquire rounds, the fencing
+//! raise round, the release of a failed round, retry pauses, the deadline.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::config::later;
+use crate::engine::{Entropy, Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::{
+    fence_step, Claim, ConfigError, Decision, FenceStep, FencingToken, LockError, NodeFailure,
+    Queued, Resources, Response, Ttl, Verdict,
+};
+
+/// A lock won by an [`Acquire`].
+///
+/// # Examples
+///
+/// See the [`engine`](crate::engine) module docs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Acquired {
+    /// The lock's keys and token.
+    pub claim: Arc<Claim>,
+    /// The TTL it was acquired with.
+    pub ttl: Ttl,
+    /// When its validity ends, on the manager's clock.
+    pub valid_until: Instant,
+    /// Its fencing token, when fencing is on.
+    pub fence: Option<FencingToken>,
+    /// The rounds it took (the last one won).
+    pub attempts: u32,
+}
+
+/// One acquisition of a lock: a round to every node, decided by the
+/// [`Tally`](crate::Tally) and [`judge`](crate::judge); with fencing on more
+/// than one node, a raise round; a failed round released on every node
+/// (waiting, at most one per-node timeout, for the nodes that granted or had
+/// not answered, so that a late grant is undone); then, with a deadline, a
+/// random pause and another round, until the deadline.
+///
+/// # Examples
+///
+/// See the [`engine`](crate::engine) module docs.
+#[derive(Debug)]
+pub struct Acquire<E> {
+    settings: Settings,
+    resources: Resources,
+    ttl: Ttl,
+    /// `None`: one round (`try_lock`).
+    deadline: Option<Instant>,
+    /// How this caller's own rounds wait (fairness marks), if it waits.
+    queued: Option<Queued>,
+    attempts: u32,
+    /// The pause after the current round if it fails, drawn when it started.
+    pause: Duration,
+    next_round: RoundId,
+    phase: Phase<E>,
+    transmits: VecDeque<Transmit>,
+    outcome: Option<Result<Acquired, LockError<E>>>,
+}
+
+#[derive(Debug)]
+enum Phase<E> {
+    Idle,
+    /// An acquire round under way.
+    Acquiring {
+        claim: Arc<Claim>,
+        round: Round<E>,
+        holder: Option<u64>,
+    },
+    /// A won fenced round raising the counters to `value` on a quorum.
+    Raising {
+        claim: Arc<Claim>,
+        acquired: Round<E>,
+        raise: Round<E>,
+        token: FencingToken,
+    },
+    /// A failed round's release, waiting for the nodes that may hold.
+    Abandoning {
+        round: RoundId,
+        waiting: Vec<bool>,
+        left: usize,
+        error: LockError<E>,
+    },
+    /// Between rounds.
+    Pausing {
+        until: Instant,
+        error: LockError<E>,
+    },
+    Done,
+}
+
+impl<E> Acquire<E> {
+    /// An acquisition of `resources` for `ttl`: one round when `deadline` is
+    /// `None`, rounds until `deadline` (manager's clock) otherwise. With
+    /// `queued`, its rounds carry that fairness mark (see [`Queued`]).
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    #[must_use]
+    pub fn new(
+        settings: Settings,
+        resources: Resources,
+        ttl: Ttl,
+        deadline: Option<Instant>,
+        queued: Option<Queued>,
+    ) -> Self {
+        Acquire {
+            settings,
+            resources,
+            ttl,
+            deadline,
+            queued,
+            attempts: 0,
+            pause: Duration::ZERO,
+            next_round: RoundId::FIRST,
+            phase: Phase::Idle,
+            transmits: VecDeque::new(),
+            outcome: None,
+        }
+    }
+
+    /// Starts the first round, with a fresh token from `entropy`.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn start(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        self.attempt(now, entropy);
+    }
+
+    /// Starts the first round with a claim made by someone else (a local
+    /// hand-off, which queues it behind the previous holder's release);
+    /// `entropy` gives its fencing holder id and pause.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::{Duration, Instant}};
+    /// # use redlock_core::{Claim, NodeId, Resources, Token, Ttl, engine::{Acquire, Settings}};
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
+    /// let mut acquire = Acquire::<std::io::Error>::new(
+    ///     settings, claim.resources().clone(), Ttl::new(Duration::from_secs(1))?, None, None);
+    /// # struct Zero;
+    /// # impl redlock_core::engine::Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { 0 }
+    /// # }
+    /// acquire.start_with(Instant::now(), claim, &mut Zero);
+    /// assert!(acquire.poll_transmit().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn start_with(&mut self, now: Instant, claim: Arc<Claim>, entropy: &mut dyn Entropy) {
+        self.round_with(now, claim, entropy);
+    }
+
+    /// How many rounds were started.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The resources being acquired.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    #[must_use]
+    pub fn resources(&self) -> &Resources {
+        &self.resources
+    }
+
+    /// A reply from `node` to round `round`; replies of other rounds are
+    /// ignored.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn handle_reply(
+        &mut self,
+        now: Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) {
+        let mut decided = false;
+        let mut released = false;
+        match &mut self.phase {
+            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
+                if r.id == round =>
+            {
+                decided = r.record(node, result) != Decision::Pending;
+            }
+            Phase::Abandoning {
+                round: id,
+                waiting,
+                left,
+                ..
+            } if *id == round && waiting.get(node) == Some(&true) => {
+                waiting[node] = false;
+                *left -= 1;
+                released = *left == 0;
+            }
+            _ => {}
+        }
+        if decided {
+            self.decide(now);
+        } else if released {
+            self.after_abandon(now);
+        }
+    }
+
+    /// Round `round`'s per-node timeout passed (see [`Timer::Round`]).
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn handle_expired(&mut self, now: Instant, round: RoundId) {
+        match &mut self.phase {
+            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
+                if r.id == round =>
+            {
+                r.expire();
+                self.decide(now);
+            }
+            Phase::Abandoning { round: id, .. } if *id == round => self.after_abandon(now),
+            _ => {}
+        }
+    }
+
+    /// The clock reached a [`Timer::At`]: ends a pause.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        let Phase::Pausing { until, .. } = &self.phase else {
+            return;
+        };
+        if now < *until {
+            return;
+        }
+        let Phase::Pausing { error, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return;
+        };
+        if self.deadline.is_some_and(|deadline| now >= deadline) {
+            self.give_up(error);
+        } else {
+            self.attempt(now, entropy);
+        }
+    }
+
+    /// The next request to send to every node.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// What the machine waits for next, besides replies.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timer> {
+        match &self.phase {
+            Phase::Acquiring { round, .. } => Some(Timer::Round(round.id)),
+            Phase::Raising { raise, .. } => Some(Timer::Round(raise.id)),
+            Phase::Abandoning { round, .. } => Some(Timer::Round(*round)),
+            Phase::Pausing { until, .. } => Some(Timer::At(*until)),
+            Phase::Idle | Phase::Done => None,
+        }
+    }
+
+    /// The result, once (then `None`).
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn poll(&mut self) -> Option<Result<Acquired, LockError<E>>> {
+        self.outcome.take()
+    }
+
+    /// Whether the driver has something to do: a request to send, a result
+    /// to take, or a pause to start.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    #[must_use]
+    pub fn needs_driver(&self) -> bool {
+        !self.transmits.is_empty()
+            || self.outcome.is_some()
+            || matches!(self.phase, Phase::Pausing { .. })
+    }
+
+    fn round_id(&mut self) -> RoundId {
+        let id = self.next_round;
+        self.next_round = id.next();
+        id
+    }
+
+    fn send(
+        &mut self,
+        round: RoundId,
+        message: Message,
+        claim: &Arc<Claim>,
+        wanted: Option<Vec<bool>>,
+    ) {
+        self.transmits.push_back(Transmit {
+            round,
+            message,
+            claim: Arc::clone(claim),
+            wanted,
+        });
+    }
+
+    /// A new round with a fresh token.
+    fn attempt(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        let token = match entropy.token() {
+            Ok(token) => token,
+            Err(e) => return self.finish(Err(LockError::Entropy(e))),
+        };
+        let mut claim = Claim::new(self.resources.clone(), token);
+        if let Some(queued) = self.queued {
+            claim = claim.queued(queued);
+        }
+        self.round_with(now, Arc::new(claim), entropy);
+    }
+
+    fn round_with(&mut self, now: Instant, claim: Arc<Claim>, entropy: &mut dyn Entropy) {
+        let holder = if self.settings.fencing {
+            match entropy.holder() {
+                Ok(holder) => Some(holder),
+                Err(e) => return self.finish(Err(LockError::Entropy(e))),
+            }
+        } else {
+            None
+        };
+        self.pause = self.settings.retry.pick(entropy.jitter());
+        self.attempts = self.attempts.saturating_add(1);
+        let id = self.round_id();
+        let message = Message::Acquire {
+            ttl: self.ttl,
+            fence: self.settings.fencing,
+        };
+        self.send(id, message, &claim, None);
+        let round = Round::new(id, self.settings.nodes.len(), now);
+        self.phase = Phase::Acquiring {
+            claim,
+            round,
+            holder,
+        };
+    }
+
+    /// The current round is decided (or timed out) at `now`.
+    fn decide(&mut self, now: Instant) {
+        let drift = self.settings.drift(self.ttl);
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Acquiring {
+                claim,
+                round,
+                holder,
+            } => match round.verdict(now, self.ttl, drift) {
+                Verdict::Held { validity } if !self.settings.fencing => self.finish(Ok(Acquired {
+                    claim,
+                    ttl: self.ttl,
+                    valid_until: later(now, validity),
+                    fence: None,
+                    attempts: self.attempts,
+                })),
+                Verdict::Held { validity } => {
+                    let holder = holder.unwrap_or_default();
+                    match fence_step(&round.fences, self.settings.nodes.len()) {
+                        Some(FenceStep::Done(value)) => self.finish(Ok(Acquired {
+                            claim,
+                            ttl: self.ttl,
+                            valid_until: later(now, validity),
+                            fence: Some(FencingToken::new(value, holder)),
+                            attempts: self.attempts,
+                        })),
+                        Some(FenceStep::Raise(value)) => {
+                            let id = self.round_id();
+                            self.send(id, Message::RaiseFence(value), &claim, None);
+                            // Validity counts from the acquire's start.
+                            let raise = Round::new(id, self.settings.nodes.len(), round.started);
+                            self.phase = Phase::Raising {
+                                claim,
+                                acquired: round,
+                                raise,
+                                token: FencingToken::new(value, holder),
+                            };
+                        }
+                        // The backend granted without counters although
+                        // asked for them.
+                        None => {
+                            let error = LockError::Config(ConfigError::FencingUnsupported);
+                            self.abandon(now, &claim, &round, error);
+                        }
+                    }
+                }
+                verdict => {
+                    let may_hold = round.may_hold();
+                    let error = round.into_error(
+                        verdict,
+                        now,
+                        self.ttl,
+                        &self.settings.nodes,
+                        LockError::Contended,
+                    );
+                    self.abandon_nodes(now, &claim, may_hold, error);
+                }
+            },
+            Phase::Raising {
+                claim,
+                acquired,
+                raise,
+                token,
+            } => match raise.verdict(now, self.ttl, drift) {
+                Verdict::Held { validity } => self.finish(Ok(Acquired {
+                    claim,
+                    ttl: self.ttl,
+                    valid_until: later(now, validity),
+                    fence: Some(token),
+                    attempts: self.attempts,
+                })),
+                verdict => {
+                    let error = raise.into_error(
+                        verdict,
+                        now,
+                        self.ttl,
+                        &self.settings.nodes,
+                        LockError::Contended,
+                    );
+                    self.abandon(now, &claim, &acquired, error);
+                }
+            },
+            other => self.phase = other,
+        }
+    }
+
+    fn abandon(&mut self, now: Instant, claim: &Arc<Claim>, round: &Round<E>, error: LockError<E>) {
+        self.abandon_nodes(now, claim, round.may_hold(), error);
+    }
+
+    /// Releases `claim` on every node and waits for those in `may_hold`.
+    fn abandon_nodes(
+        &mut self,
+        now: Instant,
+        claim: &Arc<Claim>,
+        may_hold: Vec<bool>,
+        error: LockError<E>,
+    ) {
+        let id = self.round_id();
+        let left = may_hold.iter().filter(|&&m| m).count();
+        self.send(
+            id,
+            Message::Release(self.ttl),
+            claim,
+            Some(may_hold.clone()),
+        );
+        self.phase = Phase::Abandoning {
+            round: id,
+            waiting: may_hold,
+            left,
+            error,
+        };
+        if left == 0 {
+            self.after_abandon(now);
+        }
+    }
+
+    /// After a failed round's release: pause and retry, or give up.
+    fn after_abandon(&mut self, now: Instant) {
+        let Phase::Abandoning { error, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
+            return;
+        };
+        let Some(deadline) = self.deadline else {
+            return self.finish(Err(error));
+        };
+        if !error.is_retryable() {
+            return self.finish(Err(error));
+        }
+        if now >= deadline {
+            return self.give_up(error);
+        }
+        // Cut at the deadline: a round starts only before it.
+        let until = later(now, self.pause).min(deadline);
+        self.phase = Phase::Pausing { until, error };
+    }
+
+    fn give_up(&mut self, last: LockError<E>) {
+        let attempts = self.attempts;
+        self.finish(Err(LockError::Timeout {
+            attempts,
+            last: Box::new(last),
+        }));
+    }
+
+    fn finish(&mut self, outcome: Result<Acquired, LockError<E>>) {
+        self.phase = Phase::Done;
+        self.outcome = Some(outcome);
+    }
+}

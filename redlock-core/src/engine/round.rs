@@ -1,0 +1,157 @@
+//! One round: a request to every node, the replies as they come, and what
+//! they decide.
+
+use std::time::{Duration, Instant};
+
+use crate::{
+    judge, AcquireOutcome, Decision, LockError, NodeError, NodeFailure, NodeId, Response,
+    RoundReport, Tally, Ttl, Verdict, Vote,
+};
+
+/// Names one round of one machine, so that late replies of an earlier
+/// round are told apart from the current one's.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::engine::RoundId;
+/// assert_ne!(RoundId::FIRST, RoundId::FIRST.next());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RoundId(u64);
+
+impl RoundId {
+    /// The first id a machine uses.
+    pub const FIRST: RoundId = RoundId(1);
+
+    /// The id after this one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::engine::RoundId;
+    /// assert!(RoundId::FIRST.next() > RoundId::FIRST);
+    /// ```
+    #[must_use]
+    pub fn next(self) -> RoundId {
+        RoundId(self.0.wrapping_add(1))
+    }
+}
+
+/// The replies of one round as far as they came.
+#[derive(Debug)]
+pub(crate) struct Round<E> {
+    pub(crate) id: RoundId,
+    pub(crate) tally: Tally,
+    /// The manager's clock when the round started (read before sending).
+    pub(crate) started: Instant,
+    pub(crate) failures: Vec<(usize, NodeFailure<E>)>,
+    /// Fencing counters returned by the granting nodes.
+    pub(crate) fences: Vec<u64>,
+}
+
+impl<E> Round<E> {
+    pub(crate) fn new(id: RoundId, nodes: usize, started: Instant) -> Self {
+        Round {
+            id,
+            tally: Tally::new(nodes),
+            started,
+            failures: Vec::new(),
+            fences: Vec::new(),
+        }
+    }
+
+    /// Records `node`'s reply (the first one counts) and returns the
+    /// decision so far.
+    pub(crate) fn record(
+        &mut self,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) -> Decision {
+        if node >= self.tally.nodes() || self.tally.has_voted(node) {
+            return self.tally.decision();
+        }
+        let vote = match result {
+            Ok(Response::Acquire(AcquireOutcome::Granted { fence })) => {
+                self.fences.extend(fence);
+                Vote::Granted
+            }
+            Ok(Response::Held(true)) => Vote::Granted,
+            Ok(_) => Vote::Refused,
+            Err(failure) => {
+                self.failures.push((node, failure));
+                Vote::Failed
+            }
+        };
+        self.tally.record(node, vote)
+    }
+
+    /// The per-node timeout passed: the nodes still silent failed.
+    pub(crate) fn expire(&mut self) {
+        for node in 0..self.tally.nodes() {
+            if !self.tally.has_voted(node) {
+                self.record(node, Err(NodeFailure::TimedOut));
+            }
+        }
+    }
+
+    /// Whether the replies so far decide the round.
+    pub(crate) fn is_decided(&self) -> bool {
+        self.tally.decision() != Decision::Pending
+    }
+
+    /// What the round means for a lock of `ttl` with `drift`, decided at
+    /// `now` (undecided counts as no quorum).
+    pub(crate) fn verdict(&self, now: Instant, ttl: Ttl, drift: Duration) -> Verdict {
+        let elapsed = now.saturating_duration_since(self.started);
+        judge(&self.tally, ttl.as_duration(), elapsed, drift).unwrap_or(Verdict::NoQuorum)
+    }
+
+    /// The nodes where a failed acquire may have left its key: those that
+    /// granted, and those that had not answered.
+    pub(crate) fn may_hold(&self) -> Vec<bool> {
+        (0..self.tally.nodes())
+            .map(|node| matches!(self.tally.vote(node), None | Some(Vote::Granted)))
+            .collect()
+    }
+
+    /// The typed error for a failed round decided at `now`. `refused` builds
+    /// the error for a round lost to refusals (contention on acquire, not
+    /// held otherwise).
+    pub(crate) fn into_error(
+        self,
+        verdict: Verdict,
+        now: Instant,
+        ttl: Ttl,
+        nodes: &[NodeId],
+        refused: fn(RoundReport<E>) -> LockError<E>,
+    ) -> LockError<E> {
+        let elapsed = now.saturating_duration_since(self.started);
+        let mut failures = self.failures;
+        failures.sort_by_key(|(node, _)| *node);
+        let report = RoundReport {
+            nodes: self.tally.nodes(),
+            quorum: self.tally.quorum(),
+            granted: self.tally.granted(),
+            refused: self.tally.refused(),
+            failures: failures
+                .into_iter()
+                .map(|(node, failure)| {
+                    let id = nodes
+                        .get(node)
+                        .cloned()
+                        .unwrap_or_else(|| NodeId::new(format!("node {node}")));
+                    NodeError::new(id, failure)
+                })
+                .collect(),
+        };
+        match verdict {
+            Verdict::NoQuorum => LockError::NoQuorum(report),
+            Verdict::ValidityExhausted => LockError::ValidityExhausted {
+                elapsed,
+                ttl: ttl.as_duration(),
+            },
+            Verdict::Refused | Verdict::Held { .. } => refused(report),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! One round of one message to every node, decided by the tally: the shape
+//! of an extend, a release, and (answered by every node) a flush.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::engine::{Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::{Claim, NodeFailure, Response};
+
+/// When a [`Single`] round is over.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::engine::Until;
+/// assert_ne!(Until::Decided, Until::AllAnswered);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// A quorum agreed, or can no longer agree.
+    Decided,
+    /// Every node answered (or the per-node timeout passed).
+    AllAnswered,
+}
+
+/// A round over: its replies and when it was decided.
+///
+/// # Examples
+///
+/// See [`Single`].
+#[derive(Debug)]
+pub struct Decided<E> {
+    pub(crate) round: Round<E>,
+    /// When the round was decided (or timed out), on the manager's clock.
+    pub decided_at: Instant,
+}
+
+impl<E> Decided<E> {
+    /// How many nodes said yes.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    #[must_use]
+    pub fn granted(&self) -> usize {
+        self.round.tally.granted()
+    }
+
+    /// How many nodes failed or timed out.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    #[must_use]
+    pub fn failed(&self) -> usize {
+        self.round.tally.failed()
+    }
+}
+
+/// One message to every node and its replies until [`Until`].
+///
+/// # Examples
+///
+/// ```
+/// use std::{sync::Arc, time::{Duration, Instant}};
+/// use redlock_core::{Claim, NodeId, Resources, Response, Token, Ttl};
+/// use redlock_core::engine::{Message, Settings, Single, Until};
+/// let settings = Settings::new(vec![NodeId::new("a"), NodeId::new("b"), NodeId::new("c")].into());
+/// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
+/// let ttl = Ttl::new(Duration::from_secs(1))?;
+/// let now = Instant::now();
+/// let mut release = Single::<std::io::Error>::new(&settings, Message::Release(ttl), claim, Until::Decided);
+/// release.start(now);
+/// let sent = release.poll_transmit().expect("sent");
+/// release.handle_reply(now, sent.round(), 0, Ok(Response::Held(true)));
+/// release.handle_reply(now, sent.round(), 1, Ok(Response::Held(true)));
+/// assert_eq!(release.poll().expect("a quorum").granted(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Single<E> {
+    message: Message,
+    claim: Arc<Claim>,
+    until: Until,
+    round: Option<Round<E>>,
+    nodes: usize,
+    answered: usize,
+    transmit: Option<Transmit>,
+    outcome: Option<Decided<E>>,
+}
+
+impl<E> Single<E> {
+    /// A round of `message` about `claim`, over when `until`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    #[must_use]
+    pub fn new(settings: &Settings, message: Message, claim: Arc<Claim>, until: Until) -> Self {
+        Single {
+            message,
+            claim,
+            until,
+            round: None,
+            nodes: settings.nodes.len(),
+            answered: 0,
+            transmit: None,
+            outcome: None,
+        }
+    }
+
+    /// Sends the message; `now` is the round's start.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    pub fn start(&mut self, now: Instant) {
+        let id = RoundId::FIRST;
+        self.transmit = Some(Transmit {
+            round: id,
+            message: self.message,
+            claim: Arc::clone(&self.claim),
+            wanted: None,
+        });
+        self.round = Some(Round::new(id, self.nodes, now));
+        self.answered = 0;
+    }
+
+    /// A reply from `node`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    pub fn handle_reply(
+        &mut self,
+        now: Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) {
+        let Some(r) = self.round.as_mut().filter(|r| r.id == round) else {
+            return;
+        };
+        if node >= self.nodes || r.tally.has_voted(node) {
+            return;
+        }
+        r.record(node, result);
+        self.answered += 1;
+        let over = match self.until {
+            Until::Decided => r.is_decided(),
+            Until::AllAnswered => self.answered == self.nodes,
+        };
+        if over {
+            self.finish(now);
+        }
+    }
+
+    /// The per-node timeout passed: silent nodes failed.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    pub fn handle_expired(&mut self, now: Instant, round: RoundId) {
+        if let Some(r) = self.round.as_mut().filter(|r| r.id == round) {
+            r.expire();
+            self.finish(now);
+        }
+    }
+
+    /// The message to send, once.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmit.take()
+    }
+
+    /// The round's timer while it is under way.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Timer> {
+        self.round.as_ref().map(|r| Timer::Round(r.id))
+    }
+
+    /// The decided round, once.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    pub fn poll(&mut self) -> Option<Decided<E>> {
+        self.outcome.take()
+    }
+
+    /// Whether the driver has something to do.
+    ///
+    /// # Examples
+    ///
+    /// See [`Single`].
+    #[must_use]
+    pub fn needs_driver(&self) -> bool {
+        self.transmit.is_some() || self.outcome.is_some()
+    }
+
+    fn finish(&mut self, now: Instant) {
+        if let Some(round) = self.round.take() {
+            self.outcome = Some(Decided {
+                round,
+                decided_at: now,
+            });
+        }
+    }
+}
