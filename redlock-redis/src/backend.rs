@@ -1,19 +1,24 @@
 //! [`RedisBackend`]: one Redis master as a Redlock node.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
-use crate::plan::{send, Form, Planned, Read};
+use crate::line::Line;
+use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
-use crate::scripts::Via;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 
 /// The suffix of a resource's fencing counter key: the counter of `invoice:42`
 /// is `invoice:42:fence`.
 pub const FENCE_SUFFIX: &str = ":fence";
+
+/// The suffix of a resource's waiting mark key: the mark of `invoice:42` is
+/// `invoice:42:waiting` (see [`RedisBackend`], "Commands and keys").
+pub const WAIT_SUFFIX: &str = ":waiting";
 
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -82,6 +87,8 @@ pub struct RedisBackend {
     pool_size: u32,
     tls: bool,
     pool: NodePool,
+    /// The connection that owes replies, if any: calls take turns on it.
+    line: Mutex<Line>,
     /// The server refused `SET ... NX ... GET` (older than Redis 7.0).
     old_set: AtomicBool,
 }
@@ -185,6 +192,7 @@ impl RedisBackend {
             pool_size,
             tls,
             pool,
+            line: Mutex::new(Line::default()),
             old_set: AtomicBool::new(false),
         }
     }
@@ -200,45 +208,28 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    /// Runs `planned` on one pooled connection, all within one node timeout:
-    /// its commands in one write (scripts by `EVALSHA`, a single-key acquire
-    /// by `SET ... GET` unless the server is too old), then, if the server
-    /// did nothing for some (`NOSCRIPT`, or a syntax error for `SET ... GET`),
-    /// those requests again in the fallback form in a second write (see
-    /// [`LockBackend::run_batch`]). One read per request.
-    fn run_planned(&self, planned: &[Planned<'_>]) -> Result<Vec<Read>, RedisNodeError> {
-        let form = Form {
-            via: Via::Hash,
-            set_get: !self.old_set.load(Ordering::Relaxed),
-        };
-        self.pool.run(self.deadline(), |session| {
-            let mut reads = send(session, planned, form)?;
-            if !reads.iter().any(Read::must_retry) {
-                return Ok(reads);
-            }
-            let again: Vec<Planned<'_>> = planned
-                .iter()
-                .zip(&reads)
-                .filter(|(_, read)| read.must_retry())
-                .map(|(request, _)| *request)
-                .collect();
-            if again.iter().any(|p| matches!(p, Planned::SetNx { .. })) && form.set_get {
-                self.old_set.store(true, Ordering::Relaxed);
-            }
-            let mut answers = send(session, &again, Form::FALLBACK)?.into_iter();
-            for read in reads.iter_mut().filter(|read| read.must_retry()) {
-                if let Some(answer) = answers.next() {
-                    *read = answer;
-                }
-            }
-            Ok(reads)
-        })
+    /// Runs `planned` within one node timeout, in order behind whatever the
+    /// node still owes (see [`crate::line`]): one result per request. Calls
+    /// take turns; one that cannot have its turn within the node timeout
+    /// fails with [`RedisErrorKind::Timeout`].
+    fn run_planned(&self, planned: &[Planned<'_>]) -> Vec<Result<Read, RedisNodeError>> {
+        let deadline = self.deadline();
+        match self.line.try_lock_until(deadline) {
+            Some(mut line) => line.run(&self.pool, planned, deadline, &self.old_set),
+            None => planned.iter().map(|_| Err(self.pool.busy())).collect(),
+        }
+    }
+
+    /// Whether the node owes replies on its connection.
+    #[cfg(test)]
+    pub(crate) fn owes(&self) -> bool {
+        self.line.lock().owes()
     }
 
     /// Runs one request: a script by `EVALSHA`, and by `EVAL` after `NOSCRIPT`.
     fn run_one(&self, planned: Planned<'_>) -> Result<Response, RedisNodeError> {
-        match self.run_planned(&[planned])?.pop() {
-            Some(read) => self.answer(read),
+        match self.run_planned(&[planned]).pop() {
+            Some(read) => self.answer(read?),
             None => Err(self.mismatch()),
         }
     }
@@ -333,10 +324,11 @@ impl LockBackend for RedisBackend {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
-        match self.run_planned(&planned) {
-            Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
-            Ok(reads) => out.extend(reads.into_iter().map(|read| self.answer(read))),
-        }
+        out.extend(
+            self.run_planned(&planned)
+                .into_iter()
+                .map(|read| read.and_then(|read| self.answer(read))),
+        );
     }
 
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.

@@ -131,11 +131,13 @@ mod backend;
 mod builder;
 mod classify;
 mod error;
+mod line;
 mod plan;
 mod pool;
 mod scripts;
+mod wire;
 
-pub use backend::{RedisBackend, FENCE_SUFFIX};
+pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use redlock_core::*;

@@ -1,34 +1,39 @@
 //! One node's r2d2 pool: our own connection manager (connect timeout, I/O
-//! timeouts, broken-connection tracking) and a checkout bounded by a deadline.
+//! timeouts, broken-connection tracking), a checkout bounded by a deadline,
+//! and [`Session`], the I/O of one call on one connection.
+//!
+//! The pool only connects and hands out idle connections; which connection a
+//! call must use (the one that still owes replies, if any) is decided in
+//! [`crate::line`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
-use redis::{ConnectionLike, RedisError, Value};
+use redis::{RedisError, Value};
 use redlock_core::NodeId;
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::address::Secret;
 use crate::classify::deadline_passed;
 use crate::error::Stage;
+use crate::wire::{Endpoint, Wire};
 use crate::{RedisErrorKind, RedisNodeError};
 
 /// A pooled connection and whether it may still be trusted.
 pub(crate) struct Conn {
-    inner: redis::Connection,
-    /// Set after any failure other than a plain error reply: after a read
-    /// timeout the late reply is still in the socket and would be read as
-    /// the answer to the next command, so the connection must go.
+    wire: Wire,
+    /// Set when the connection can no longer be used: the server closed or
+    /// reset it, or a reply made no sense (the replies may be out of step).
     broken: bool,
-    /// The read and write timeout the socket has now (both are set
-    /// together), kept so that it is set again only when it must change
-    /// (see [`Session::arm`]).
-    io_timeout: Duration,
     /// The commands of the current call, kept to reuse the allocation.
     packed: Vec<u8>,
 }
+
+/// A connection checked out of a node's pool; dropping it puts it back (or
+/// discards it, if broken).
+pub(crate) type Pooled = PooledConnection<Manager>;
 
 /// A connection's [`Conn::packed`] is shrunk back to this after a call that
 /// needed more (a very large batch).
@@ -53,10 +58,9 @@ struct HealthState {
 }
 
 /// The r2d2 connection manager: connects within the node timeout, sets read
-/// and write timeouts (redis-rs clears them once connected) and loads the
-/// scripts.
-struct Manager {
-    client: redis::Client,
+/// and write timeouts and loads the scripts.
+pub(crate) struct Manager {
+    endpoint: Endpoint,
     timeout: Duration,
     health: Arc<Health>,
 }
@@ -67,19 +71,13 @@ impl ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, RedisError> {
         self.health.state.lock().in_flight += 1;
-        let result = self
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .and_then(|mut inner| {
-                inner.set_read_timeout(Some(self.timeout))?;
-                inner.set_write_timeout(Some(self.timeout))?;
-                crate::scripts::preload(&mut inner)?;
-                Ok(Conn {
-                    inner,
+        let result =
+            Wire::connect(&self.endpoint, self.timeout, &crate::scripts::preload()).map(|wire| {
+                Conn {
+                    wire,
                     broken: false,
-                    io_timeout: self.timeout,
                     packed: Vec::new(),
-                })
+                }
             });
         let mut state = self.health.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
@@ -90,23 +88,21 @@ impl ManageConnection for Manager {
         result
     }
 
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), RedisError> {
-        let pong = redis::cmd("PING").exec(&mut conn.inner);
-        if pong.is_err() {
-            conn.broken = true;
-        }
-        pong
+    /// Never called (`test_on_check_out` is off): checkouts cost no round
+    /// trip, and a connection that fails is seen failing by its call.
+    fn is_valid(&self, _conn: &mut Conn) -> Result<(), RedisError> {
+        Ok(())
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken || !conn.inner.is_open()
+        conn.broken
     }
 }
 
 /// How a pool is set up.
 pub(crate) struct PoolSettings {
     pub(crate) node: NodeId,
-    pub(crate) client: redis::Client,
+    pub(crate) endpoint: Endpoint,
     pub(crate) timeout: Duration,
     pub(crate) size: u32,
     pub(crate) password: Option<Secret>,
@@ -154,7 +150,7 @@ impl NodePool {
         let health = Arc::new(Health::default());
         let slack = timeout_slack(settings.timeout);
         let manager = Manager {
-            client: settings.client,
+            endpoint: settings.endpoint,
             timeout: settings.timeout,
             health: Arc::clone(&health),
         };
@@ -186,36 +182,77 @@ impl NodePool {
         }
     }
 
-    /// Runs `op` on a pooled connection, all within `deadline`: the checkout
-    /// and every command the operation sends.
-    pub(crate) fn run<T>(
-        &self,
-        deadline: Instant,
-        op: impl FnOnce(&mut Session<'_>) -> Result<T, Failure>,
-    ) -> Result<T, RedisNodeError> {
-        let mut conn = self.checkout(deadline)?;
-        let mut session = Session {
-            conn: &mut conn,
+    /// A session on `conn` for a call that ends at `deadline`.
+    pub(crate) fn session<'a>(&self, conn: &'a mut Conn, deadline: Instant) -> Session<'a> {
+        Session {
+            conn,
             deadline,
             slack: self.slack,
-        };
-        let failure = match op(&mut session) {
-            Ok(value) => return Ok(value),
-            Err(failure) => failure,
-        };
+        }
+    }
+
+    /// The typed error for `failure` on `conn`. When the connection can no
+    /// longer be used (see [`Failure::breaks_connection`]) it is marked
+    /// broken, so the pool drops it instead of taking it back; when the
+    /// server closed it, the idle ones are replaced too. A timeout leaves it
+    /// alone: its caller decides what becomes of a connection that still
+    /// owes replies.
+    pub(crate) fn failed(&self, conn: &mut Conn, failure: Failure) -> RedisNodeError {
         if failure.breaks_connection() {
             conn.broken = true;
         }
         if matches!(&failure, Failure::Redis(err) if err.is_connection_dropped()) {
-            drop(conn);
             self.discard_idle();
         }
-        Err(match failure {
+        self.error_of(failure)
+    }
+
+    /// The typed error for `failure`.
+    pub(crate) fn error_of(&self, failure: Failure) -> RedisNodeError {
+        match failure {
             Failure::Redis(err) => self.error(Stage::Command, err),
             Failure::Deadline => self.error(Stage::Command, deadline_passed()),
             Failure::Reply { kind, detail } => {
                 RedisNodeError::new(self.node.clone(), kind, Stage::Command, detail)
             }
+        }
+    }
+
+    /// The error of a request refused because the node still owes answers.
+    pub(crate) fn behind(&self) -> RedisNodeError {
+        RedisNodeError::new(
+            self.node.clone(),
+            RedisErrorKind::Behind,
+            Stage::Command,
+            "not sent: the node has not answered the requests sent before it",
+        )
+    }
+
+    /// The error of a call that found another call to the node under way
+    /// until its deadline.
+    pub(crate) fn busy(&self) -> RedisNodeError {
+        RedisNodeError::new(
+            self.node.clone(),
+            RedisErrorKind::Timeout,
+            Stage::Checkout,
+            "another call to this node held it until the node timeout",
+        )
+    }
+
+    /// Runs `op` on a pooled connection, all within `deadline` (for this
+    /// module's tests; calls go through [`crate::line`]).
+    #[cfg(test)]
+    fn run<T>(
+        &self,
+        deadline: Instant,
+        op: impl FnOnce(&mut Session<'_>) -> Result<T, Failure>,
+    ) -> Result<T, RedisNodeError> {
+        let mut conn = self.checkout(deadline)?;
+        let result = op(&mut self.session(&mut conn, deadline));
+        result.map_err(|failure| {
+            let err = self.failed(&mut conn, failure);
+            conn.broken = true;
+            err
         })
     }
 
@@ -237,7 +274,7 @@ impl NodePool {
     /// known to be unreachable (the latest connection attempt failed and
     /// the pool is retrying in the background), the call fails at once with
     /// that attempt's error; else it waits for the attempt under way.
-    fn checkout(&self, deadline: Instant) -> Result<PooledConnection<Manager>, RedisNodeError> {
+    pub(crate) fn checkout(&self, deadline: Instant) -> Result<Pooled, RedisNodeError> {
         if let Some(conn) = self.pool.try_get() {
             return Ok(conn);
         }
@@ -312,18 +349,29 @@ pub(crate) enum Failure {
 }
 
 impl Failure {
-    /// Whether the connection can no longer be trusted: anything but a
-    /// clean error reply, a deadline that ran out before sending, or a
-    /// wrong-type finding.
-    fn breaks_connection(&self) -> bool {
+    /// Whether the connection can no longer be used: the server closed or
+    /// reset it (nothing more sent on it will run), or a reply made no sense
+    /// for its command (the replies may be out of step). Not after a clean
+    /// error reply, a deadline that ran out before sending, a wrong-type
+    /// finding, or a timeout (the node may still run what it was sent, so
+    /// the connection must be kept in order, see [`crate::line`]).
+    pub(crate) fn breaks_connection(&self) -> bool {
         match self {
-            Failure::Redis(err) => !matches!(
-                err.kind(),
-                redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-            ),
+            Failure::Redis(err) => {
+                !err.is_timeout()
+                    && !matches!(
+                        err.kind(),
+                        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+                    )
+            }
             Failure::Deadline => false,
             Failure::Reply { kind, .. } => *kind != RedisErrorKind::WrongType,
         }
+    }
+
+    /// Whether a write or a read timed out: what was sent may still run.
+    pub(crate) fn timed_out(&self) -> bool {
+        matches!(self, Failure::Redis(err) if err.is_timeout())
     }
 
     /// A reply of the wrong shape for `command`.
@@ -368,7 +416,7 @@ pub(crate) struct Session<'a> {
 
 impl Session<'_> {
     /// The time left before the deadline.
-    fn left(&self) -> Duration {
+    pub(crate) fn left(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
@@ -376,11 +424,8 @@ impl Session<'_> {
     /// [slack](timeout_slack): they are set only when they differ from it
     /// by more, which normally they do not (see [`timeout_slack`]).
     fn arm(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.io_timeout) > self.slack {
-            let inner = &self.conn.inner;
-            inner.set_write_timeout(Some(left))?;
-            inner.set_read_timeout(Some(left))?;
-            self.conn.io_timeout = left;
+        if left.abs_diff(self.conn.wire.io_timeout()) > self.slack {
+            self.conn.wire.set_io_timeout(left)?;
         }
         Ok(())
     }
@@ -396,44 +441,75 @@ impl Session<'_> {
     }
 
     /// Sends the commands `write` appends to the (connection's reused,
-    /// empty) buffer, `count` of them, in one write and reads the `count`
-    /// replies. An error reply to one command is returned as its
-    /// `Value::ServerError`; only connection-level failures are errors.
+    /// empty) buffer, `count` of them, in one write, and reads the `count`
+    /// replies into `replies`. An error reply to one command is its
+    /// `Value::ServerError`; only connection-level failures are errors, and
+    /// then `replies` holds those read before it.
     ///
     /// The timeouts are checked again before each reply is read, so a
     /// server that stops answering holds the call up until its deadline
-    /// (and the slack), not a full timeout per missing reply as
-    /// `req_packed_commands` would (it reads on after a failure).
+    /// (and the slack), not a full timeout per missing reply.
     pub(crate) fn call(
         &mut self,
         count: usize,
         write: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<Vec<Value>, Failure> {
+        replies: &mut Vec<Value>,
+    ) -> Result<(), Failure> {
+        self.send(write)?;
+        for _ in 0..count {
+            replies.push(self.read()?);
+        }
+        Ok(())
+    }
+
+    /// Sends the commands `write` appends, without reading their replies.
+    /// A write that times out keeps what it could not send, for the next
+    /// write or [`flush`](Self::flush) on this connection.
+    pub(crate) fn send(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), Failure> {
         let packed = &mut self.conn.packed;
         packed.clear();
         write(packed);
         self.arm_to_send()?;
-        let packed = &mut self.conn.packed;
-        let sent = self.conn.inner.send_packed_command(packed);
+        let Conn { wire, packed, .. } = &mut *self.conn;
+        let sent = wire.write(packed);
         packed.clear();
         packed.shrink_to(KEPT_BUFFER);
-        sent?;
-        let mut replies = Vec::with_capacity(count);
-        while replies.len() < count {
-            let left = self.left();
-            if left.is_zero() {
-                // An I/O timeout, not `Failure::Deadline`: replies are left
-                // unread, so the connection must go.
-                return Err(Failure::Redis(replies_overdue()));
-            }
-            self.arm(left)?;
-            match self.conn.inner.recv_response()? {
-                // RESP3 out-of-band data, not a reply.
-                Value::Push { .. } => {}
-                reply => replies.push(reply),
-            }
+        Ok(sent.map_err(RedisError::from)?)
+    }
+
+    /// Like [`send`](Self::send), but given at least `least` to write even
+    /// when the deadline has passed: for releases that must reach the
+    /// node's socket although the call's time is spent (a socket with room
+    /// takes them at once).
+    pub(crate) fn send_anyway(
+        &mut self,
+        least: Duration,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), Failure> {
+        let now = Instant::now();
+        if self.deadline < now + least {
+            self.deadline = now + least;
         }
-        Ok(replies)
+        self.send(write)
+    }
+
+    /// Sends what earlier writes on this connection left unsent.
+    pub(crate) fn flush(&mut self) -> Result<(), Failure> {
+        if !self.conn.wire.has_unsent() {
+            return Ok(());
+        }
+        self.arm_to_send()?;
+        Ok(self.conn.wire.flush().map_err(RedisError::from)?)
+    }
+
+    /// Reads the next reply before the deadline.
+    pub(crate) fn read(&mut self) -> Result<Value, Failure> {
+        let left = self.left();
+        if left.is_zero() {
+            return Err(Failure::Redis(replies_overdue()));
+        }
+        self.arm(left)?;
+        Ok(self.conn.wire.read()?)
     }
 }
 
@@ -452,12 +528,18 @@ pub(crate) mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
-        let url = format!("redis://127.0.0.1:{port}/0");
-        let address = crate::address::parse(&url).expect("valid URL");
+    pub(crate) fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
         NodePool::new(PoolSettings {
-            node: address.node,
-            client: redis::Client::open(address.info).expect("client"),
+            node: NodeId::new(format!("127.0.0.1:{port}/0")),
+            endpoint: Endpoint {
+                address: crate::wire::Address::Tcp {
+                    host: "127.0.0.1".to_owned(),
+                    port,
+                },
+                username: None,
+                password: None,
+                db: 0,
+            },
             timeout,
             size,
             password: None,
@@ -473,7 +555,8 @@ pub(crate) mod tests {
 
     fn ping(pool: &NodePool, timeout: Duration) -> Result<Value, RedisNodeError> {
         pool.run(Instant::now() + timeout, |s| {
-            let mut replies = s.call(1, |packed| packed.extend_from_slice(PING))?;
+            let mut replies = Vec::new();
+            s.call(1, |packed| packed.extend_from_slice(PING), &mut replies)?;
             Ok(replies.pop().unwrap_or(Value::Nil))
         })
     }
@@ -518,7 +601,7 @@ pub(crate) mod tests {
     /// A fake server: answers `CLIENT` with OK; on the first connection
     /// answers the first `PING` too late with `+LATE`, on later ones `+PONG`
     /// at once. Returns its port and its count of accepted connections.
-    fn slow_then_fast_server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
+    pub(crate) fn slow_then_fast_server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -552,29 +635,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_late_reply_is_never_read_as_the_next_answer() {
-        let timeout = Duration::from_millis(100);
-        let (port, accepted) = slow_then_fast_server(timeout * 3);
-        // One connection at most, so a reused connection would be the same.
-        let pool = pool_for(port, timeout, 1);
-        let started = Instant::now();
-        let err = ping(&pool, timeout).expect_err("the first PING times out");
-        assert_eq!(err.kind(), RedisErrorKind::Timeout, "{err}");
-        assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());
-        // Wait until the late reply has surely been written.
-        std::thread::sleep(timeout * 4);
-        let mut answers = Vec::new();
-        for _ in 0..3 {
-            answers.push(ping(&pool, Duration::from_secs(2)).expect("answers"));
-        }
-        for answer in answers {
-            assert_eq!(answer, Value::SimpleString("PONG".into()));
-        }
-        // The timed-out connection was replaced, not reused.
-        assert_eq!(accepted.load(Ordering::SeqCst), 2);
-    }
-
-    #[test]
     fn a_pipeline_to_a_server_that_stopped_answering_ends_at_its_deadline() {
         let timeout = Duration::from_millis(100);
         let (port, _) = slow_then_fast_server(Duration::from_secs(5));
@@ -583,7 +643,11 @@ pub(crate) mod tests {
         let started = Instant::now();
         let err = pool
             .run(started + timeout, |s| {
-                s.call(5, |packed| packed.extend_from_slice(&pings))
+                s.call(
+                    5,
+                    |packed| packed.extend_from_slice(&pings),
+                    &mut Vec::new(),
+                )
             })
             .expect_err("times out");
         assert!(err.is_timeout(), "{err}");
@@ -610,8 +674,8 @@ pub(crate) mod tests {
         // The socket timeout after one call, with `left` before the deadline.
         let after_call = |left: Duration| {
             pool.run(Instant::now() + left, |s| {
-                s.call(1, |packed| packed.extend_from_slice(PING))?;
-                Ok(s.conn.io_timeout)
+                s.call(1, |packed| packed.extend_from_slice(PING), &mut Vec::new())?;
+                Ok(s.conn.wire.io_timeout())
             })
             .expect("answers")
         };

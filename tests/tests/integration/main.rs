@@ -9,6 +9,7 @@ mod manager;
 mod redis_common;
 mod redis_errors;
 mod redis_faults;
+mod redis_ghost;
 mod redis_lifetime;
 mod sim;
 mod sim_fencing;
