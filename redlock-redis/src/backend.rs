@@ -41,30 +41,68 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   every key or none; with fencing it also `INCR`s each resource's
 ///   counter `R:fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
 ///   never deleted) and returns the largest.
+/// - Acquire for a caller that waits in line (a claim with
+///   [`Claim::queue`]): one Lua script that also keeps the resources'
+///   *waiting marks* `R:waiting` (see [`WAIT_SUFFIX`]), each holding one
+///   manager's id for [`Queued::mark_ttl`](redlock_core::Queued::mark_ttl).
+///   When the claim [yields](redlock_core::Queued::yields) and any mark
+///   holds another manager's id, it refuses and changes nothing; else, when
+///   any lock key exists, it refuses and marks every resource with its own
+///   manager's id; else it grants as the plain acquire does (counters
+///   included) and deletes the marks that hold its manager's id. Marks
+///   never make a node grant what it would refuse otherwise. Claims
+///   without a queue never touch marks (and a single key still goes by
+///   `SET ... NX PX ... GET`).
 /// - Release: a Lua compare-and-delete over all keys; extend: a Lua
 ///   compare-and-`PEXPIRE`, all keys or none; raising fencing counters: a Lua
 ///   script that acts only while every key holds the token.
 ///
 /// Scripts are hashed once per process and sent by `EVALSHA`. Each new
-/// connection first loads them (`SCRIPT LOAD`, one round trip), which also
-/// turns away a Sentinel port with [`RedisErrorKind::UnknownCommand`]; after
+/// connection first loads them (`SCRIPT LOAD`, in the round trip that also
+/// authenticates and selects the database), which also turns away a
+/// Sentinel port with [`RedisErrorKind::UnknownCommand`]; after
 /// `NOSCRIPT` (a `SCRIPT FLUSH` mid-run) the same call resends the script
 /// with `EVAL` (for a batch, see [`LockBackend::run_batch`] on what that
 /// does to the order). Do not name resources so that one is another's
-/// counter (`R` and `R:fence`). An ACL user for the lock needs `SET`, `GET`,
-/// `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and `EVALSHA` on those keys
-/// (and `SCRIPT`, optionally).
+/// counter or mark (`R` and `R:fence` or `R:waiting`). An ACL user for the
+/// lock needs `SET`, `GET`, `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and
+/// `EVALSHA` on those keys (and `SCRIPT`, optionally).
 ///
 /// # Timeouts
 ///
-/// Each call, from waiting for a pooled connection to reading the last
-/// reply, is bounded by the node timeout. A connection that saw any failure
-/// other than a plain error reply (a timeout, a reset) is discarded, so a
-/// late reply is never read as the answer to a later command; when the
-/// server closed a connection, the idle ones are replaced too. While the
-/// node cannot be reached, the pool retries in the background (every
-/// `max(node timeout, 100 ms)`) and calls fail at once with the latest
-/// connection error.
+/// Each call, from waiting for a connection to reading the last reply, is
+/// bounded by the node timeout; calls to one node take turns (the manager
+/// makes one at a time anyway).
+///
+/// A node runs this backend's requests in the order they were sent, also
+/// those whose answer never came. Closing a connection would not cancel
+/// what was written on it (the server still runs the bytes it received, a
+/// frozen one when it resumes), and a request sent on another connection
+/// could run first: an acquire after its own release, leaving a key nobody
+/// releases for its whole TTL. So after a timeout:
+///
+/// - the connection is kept, and a compare-and-delete release (by `EVAL`,
+///   which a `SCRIPT FLUSH` cannot turn into a no-op) is written on it
+///   behind every acquire of that call whose reply was not read: whenever
+///   the node runs the acquire, its release runs next;
+/// - the next calls go on the same connection: each first reads (and drops)
+///   the replies still owed, within its node timeout, then sends its own
+///   requests as usual;
+/// - while the node has not answered (a frozen or very slow node), nothing
+///   piles up: acquires, extends and fencing raises fail at once without
+///   being sent, with [`RedisErrorKind::Behind`]; releases are sent (once
+///   each while unanswered; at most 1024 of them or 1 MiB behind one
+///   connection, beyond which they fail unsent and the manager retries
+///   them), except the release of a claim whose acquire was refused this
+///   way, which has nothing to delete and is answered "not held" (the
+///   manager never acquires a claim twice). Each such call costs at most
+///   one node timeout, plus at most 2 ms to hand releases to the socket.
+///
+/// When the server closed or reset a connection, nothing more on it will
+/// run: it is dropped, and when the server closed one, the idle ones are
+/// replaced too. While the node cannot be reached, the pool retries in the
+/// background (every `max(node timeout, 100 ms)`) and calls fail at once
+/// with the latest connection error.
 ///
 /// # Examples
 ///
@@ -355,24 +393,26 @@ mod tests {
 
     /// A fake Redis 6.2: refuses `SET` with both `NX` and `GET` as a syntax
     /// error, sets keys otherwise. Returns its port and every command it saw.
+    /// Its keys are shared by all its connections, as a server's are: the
+    /// backend may use any of its pooled connections.
     fn old_server() -> (u16, Arc<parking_lot::Mutex<Vec<String>>>) {
         use std::io::Write;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
+        let keys = Arc::new(parking_lot::Mutex::new(std::collections::HashSet::new()));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
-                let log = Arc::clone(&log);
+                let (log, keys) = (Arc::clone(&log), Arc::clone(&keys));
                 std::thread::spawn(move || {
                     let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
-                    let mut keys = std::collections::HashSet::new();
                     while let Some(words) = read_words(&mut reader) {
                         log.lock().push(words.join(" ").to_uppercase());
                         let reply = match words[0].to_uppercase().as_str() {
                             "SET" if words.len() == 7 => "-ERR syntax error\r\n".to_owned(),
-                            "SET" if keys.insert(words[1].clone()) => "+OK\r\n".to_owned(),
+                            "SET" if keys.lock().insert(words[1].clone()) => "+OK\r\n".to_owned(),
                             "SET" => "$-1\r\n".to_owned(),
                             "TYPE" => "+string\r\n".to_owned(),
                             "SCRIPT" => "-NOPERM not for you\r\n".to_owned(),
