@@ -149,6 +149,7 @@ mod line;
 mod plan;
 mod pool;
 mod scripts;
+mod session;
 mod wire;
 
 pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};

@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 use redlock_core::{Claim, Response, Token};
 
 use crate::plan::{send, write_release, Cut, Form, Planned, Read};
-use crate::pool::{Failure, NodePool, Pooled};
+use crate::pool::{NodePool, Pooled};
 use crate::scripts::Via;
+use crate::session::Failure;
 use crate::RedisNodeError;
 
 /// The most releases written behind unanswered requests, and still unanswered

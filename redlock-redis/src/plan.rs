@@ -5,10 +5,10 @@
 use redis::Value;
 use redlock_core::{AcquireOutcome, Claim, Queued, Request, Response, Ttl};
 
-use crate::pool::{Failure, Session};
 use crate::scripts::{
     is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
 };
+use crate::session::{Failure, Session};
 use crate::RedisErrorKind;
 
 /// A request of a kind this backend knows, as it goes to the server.

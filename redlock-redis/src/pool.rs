@@ -1,6 +1,6 @@
 //! One node's r2d2 pool: our own connection manager (connect timeout, I/O
-//! timeouts, broken-connection tracking), a checkout bounded by a deadline,
-//! and [`Session`], the I/O of one call on one connection.
+//! timeouts, broken-connection tracking) and a checkout bounded by a
+//! deadline.
 //!
 //! The pool only connects and hands out idle connections; which connection a
 //! call must use (the one that still owes replies, if any) is decided in
@@ -11,33 +11,20 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
-use redis::{RedisError, Value};
+use redis::RedisError;
 use redlock_core::NodeId;
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::address::Secret;
 use crate::classify::deadline_passed;
 use crate::error::Stage;
+use crate::session::{Conn, Failure, Session};
 use crate::wire::{Endpoint, Wire};
 use crate::{RedisErrorKind, RedisNodeError};
-
-/// A pooled connection and whether it may still be trusted.
-pub(crate) struct Conn {
-    wire: Wire,
-    /// Set when the connection can no longer be used: the server closed or
-    /// reset it, or a reply made no sense (the replies may be out of step).
-    broken: bool,
-    /// The commands of the current call, kept to reuse the allocation.
-    packed: Vec<u8>,
-}
 
 /// A connection checked out of a node's pool; dropping it puts it back (or
 /// discards it, if broken).
 pub(crate) type Pooled = PooledConnection<Manager>;
-
-/// A connection's [`Conn::packed`] is shrunk back to this after a call that
-/// needed more (a very large batch).
-const KEPT_BUFFER: usize = 16 * 1024;
 
 /// The outcome of the latest connection attempts, shared by the manager
 /// (which records them) and checkouts (which wait for them).
@@ -72,13 +59,7 @@ impl ManageConnection for Manager {
     fn connect(&self) -> Result<Conn, RedisError> {
         self.health.state.lock().in_flight += 1;
         let result =
-            Wire::connect(&self.endpoint, self.timeout, &crate::scripts::preload()).map(|wire| {
-                Conn {
-                    wire,
-                    broken: false,
-                    packed: Vec::new(),
-                }
-            });
+            Wire::connect(&self.endpoint, self.timeout, &crate::scripts::preload()).map(Conn::new);
         let mut state = self.health.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         state.finished += 1;
@@ -95,7 +76,7 @@ impl ManageConnection for Manager {
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken
+        conn.is_broken()
     }
 }
 
@@ -184,11 +165,7 @@ impl NodePool {
 
     /// A session on `conn` for a call that ends at `deadline`.
     pub(crate) fn session<'a>(&self, conn: &'a mut Conn, deadline: Instant) -> Session<'a> {
-        Session {
-            conn,
-            deadline,
-            slack: self.slack,
-        }
+        Session::new(conn, deadline, self.slack)
     }
 
     /// The typed error for `failure` on `conn`. When the connection can no
@@ -199,7 +176,7 @@ impl NodePool {
     /// owes replies.
     pub(crate) fn failed(&self, conn: &mut Conn, failure: Failure) -> RedisNodeError {
         if failure.breaks_connection() {
-            conn.broken = true;
+            conn.set_broken();
         }
         if matches!(&failure, Failure::Redis(err) if err.is_connection_dropped()) {
             self.discard_idle();
@@ -251,7 +228,7 @@ impl NodePool {
         let result = op(&mut self.session(&mut conn, deadline));
         result.map_err(|failure| {
             let err = self.failed(&mut conn, failure);
-            conn.broken = true;
+            conn.set_broken();
             err
         })
     }
@@ -262,7 +239,7 @@ impl NodePool {
     fn discard_idle(&self) {
         for _ in 0..self.pool.max_size() {
             match self.pool.try_get() {
-                Some(mut idle) => idle.broken = true,
+                Some(mut idle) => idle.set_broken(),
                 None => break,
             }
         }
@@ -334,196 +311,10 @@ impl NodePool {
     }
 }
 
-/// Why an operation failed, before it is named after the node.
-pub(crate) enum Failure {
-    /// redis-rs reported an error (I/O, or an error reply).
-    Redis(RedisError),
-    /// The node timeout ran out before a command could be sent.
-    Deadline,
-    /// The reply made no sense for the command, or showed a problem of
-    /// ours (a lock key of another type).
-    Reply {
-        kind: RedisErrorKind,
-        detail: String,
-    },
-}
-
-impl Failure {
-    /// Whether the connection can no longer be used: the server closed or
-    /// reset it (nothing more sent on it will run), or a reply made no sense
-    /// for its command (the replies may be out of step). Not after a clean
-    /// error reply, a deadline that ran out before sending, a wrong-type
-    /// finding, or a timeout (the node may still run what it was sent, so
-    /// the connection must be kept in order, see [`crate::line`]).
-    pub(crate) fn breaks_connection(&self) -> bool {
-        match self {
-            Failure::Redis(err) => {
-                !err.is_timeout()
-                    && !matches!(
-                        err.kind(),
-                        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-                    )
-            }
-            Failure::Deadline => false,
-            Failure::Reply { kind, .. } => *kind != RedisErrorKind::WrongType,
-        }
-    }
-
-    /// Whether a write or a read timed out: what was sent may still run.
-    pub(crate) fn timed_out(&self) -> bool {
-        matches!(self, Failure::Redis(err) if err.is_timeout())
-    }
-
-    /// A reply of the wrong shape for `command`.
-    pub(crate) fn unexpected(command: &str, reply: &Value) -> Self {
-        Failure::Reply {
-            kind: RedisErrorKind::UnexpectedReply,
-            detail: format!("{command} answered {}", describe(reply)),
-        }
-    }
-}
-
-impl From<RedisError> for Failure {
-    fn from(err: RedisError) -> Self {
-        Failure::Redis(err)
-    }
-}
-
-/// Names a reply's type without its content (which could hold a token).
-fn describe(reply: &Value) -> &'static str {
-    match reply {
-        Value::Nil => "nil",
-        Value::Int(_) => "an integer",
-        Value::BulkString(_) => "a bulk string",
-        Value::Array(_) => "an array",
-        Value::SimpleString(_) => "a status string",
-        Value::Okay => "OK",
-        Value::Map(_) => "a map",
-        Value::Set(_) => "a set",
-        Value::Double(_) => "a double",
-        Value::Boolean(_) => "a boolean",
-        _ => "a reply of another type",
-    }
-}
-
-/// A checked-out connection with the deadline of the current operation.
-pub(crate) struct Session<'a> {
-    conn: &'a mut Conn,
-    deadline: Instant,
-    /// See [`timeout_slack`].
-    slack: Duration,
-}
-
-impl Session<'_> {
-    /// The time left before the deadline.
-    pub(crate) fn left(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
-    /// Makes the socket's read and write timeouts `left`, give or take the
-    /// [slack](timeout_slack): they are set only when they differ from it
-    /// by more, which normally they do not (see [`timeout_slack`]).
-    fn arm(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.wire.io_timeout()) > self.slack {
-            self.conn.wire.set_io_timeout(left)?;
-        }
-        Ok(())
-    }
-
-    /// Arms the socket for sending a command, or fails with
-    /// [`Failure::Deadline`] when no time is left.
-    fn arm_to_send(&mut self) -> Result<(), Failure> {
-        let left = self.left();
-        if left.is_zero() {
-            return Err(Failure::Deadline);
-        }
-        Ok(self.arm(left)?)
-    }
-
-    /// Sends the commands `write` appends to the (connection's reused,
-    /// empty) buffer, `count` of them, in one write, and reads the `count`
-    /// replies into `replies`. An error reply to one command is its
-    /// `Value::ServerError`; only connection-level failures are errors, and
-    /// then `replies` holds those read before it.
-    ///
-    /// The timeouts are checked again before each reply is read, so a
-    /// server that stops answering holds the call up until its deadline
-    /// (and the slack), not a full timeout per missing reply.
-    pub(crate) fn call(
-        &mut self,
-        count: usize,
-        write: impl FnOnce(&mut Vec<u8>),
-        replies: &mut Vec<Value>,
-    ) -> Result<(), Failure> {
-        self.send(write)?;
-        for _ in 0..count {
-            replies.push(self.read()?);
-        }
-        Ok(())
-    }
-
-    /// Sends the commands `write` appends, without reading their replies.
-    /// A write that times out keeps what it could not send, for the next
-    /// write or [`flush`](Self::flush) on this connection.
-    pub(crate) fn send(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), Failure> {
-        let packed = &mut self.conn.packed;
-        packed.clear();
-        write(packed);
-        self.arm_to_send()?;
-        let Conn { wire, packed, .. } = &mut *self.conn;
-        let sent = wire.write(packed);
-        packed.clear();
-        packed.shrink_to(KEPT_BUFFER);
-        Ok(sent.map_err(RedisError::from)?)
-    }
-
-    /// Like [`send`](Self::send), but given at least `least` to write even
-    /// when the deadline has passed: for releases that must reach the
-    /// node's socket although the call's time is spent (a socket with room
-    /// takes them at once).
-    pub(crate) fn send_anyway(
-        &mut self,
-        least: Duration,
-        write: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<(), Failure> {
-        let now = Instant::now();
-        if self.deadline < now + least {
-            self.deadline = now + least;
-        }
-        self.send(write)
-    }
-
-    /// Sends what earlier writes on this connection left unsent.
-    pub(crate) fn flush(&mut self) -> Result<(), Failure> {
-        if !self.conn.wire.has_unsent() {
-            return Ok(());
-        }
-        self.arm_to_send()?;
-        Ok(self.conn.wire.flush().map_err(RedisError::from)?)
-    }
-
-    /// Reads the next reply before the deadline.
-    pub(crate) fn read(&mut self) -> Result<Value, Failure> {
-        let left = self.left();
-        if left.is_zero() {
-            return Err(Failure::Redis(replies_overdue()));
-        }
-        self.arm(left)?;
-        Ok(self.conn.wire.read()?)
-    }
-}
-
-/// The error for a call whose deadline passed while replies were due.
-fn replies_overdue() -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "the node timeout ran out before every reply was read",
-    ))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use redis::Value;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -675,7 +466,7 @@ pub(crate) mod tests {
         let after_call = |left: Duration| {
             pool.run(Instant::now() + left, |s| {
                 s.call(1, |packed| packed.extend_from_slice(PING), &mut Vec::new())?;
-                Ok(s.conn.wire.io_timeout())
+                Ok(s.io_timeout())
             })
             .expect("answers")
         };
