@@ -148,6 +148,8 @@ mod error;
 mod line;
 mod plan;
 mod pool;
+#[cfg(test)]
+mod real_server;
 mod scripts;
 mod session;
 mod wire;

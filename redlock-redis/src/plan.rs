@@ -468,4 +468,31 @@ pub(crate) mod tests {
         );
         assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
     }
+
+    #[test]
+    fn only_a_queued_claim_goes_by_the_queued_script_with_its_marks() {
+        use redlock_core::Queued;
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let mark_ttl = Ttl::new(Duration::from_millis(300)).expect("ttl");
+        let one = claim(&["k"]);
+        assert!(matches!(
+            Planned::acquire(&one, ttl, false),
+            Planned::SetNx { .. }
+        ));
+        let queued = claim(&["k"]).queued(Queued::new(42, mark_ttl, true));
+        let packed = written(Planned::acquire(&queued, ttl, true), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(QUEUED_ACQUIRE.hash())
+            .arg(3)
+            .arg(&["k", "k:fence", "k:waiting"])
+            .arg(&[7_u8; 20][..])
+            .arg(1500)
+            .arg(1)
+            .arg(1)
+            .arg(42)
+            .arg(300)
+            .arg(1)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+    }
 }
