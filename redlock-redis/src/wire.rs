@@ -187,7 +187,7 @@ impl Wire {
             .bulk(b"CLIENT")
             .bulk(b"SETINFO")
             .bulk(b"LIB-NAME")
-            .bulk(b"redlock-redis")
+            .bulk(crate::address::LIB_NAME.as_bytes())
             .command(4)
             .bulk(b"CLIENT")
             .bulk(b"SETINFO")
