@@ -373,3 +373,61 @@ fn tcp(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, RedisError
         )),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::tests::read_words;
+    use std::net::TcpListener;
+
+    /// A fake server that answers the handshake with OK and `PING` with
+    /// `+PONG` in two halves, `pause` apart.
+    fn split_pong(pause: Duration) -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            let Some(Ok(mut stream)) = listener.incoming().next() else {
+                return;
+            };
+            let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
+            while let Some(words) = read_words(&mut reader) {
+                let written = if words[0] == "PING" {
+                    stream.write_all(b"+PO").and_then(|()| {
+                        std::thread::sleep(pause);
+                        stream.write_all(b"NG\r\n")
+                    })
+                } else {
+                    stream.write_all(b"+OK\r\n")
+                };
+                if written.is_err() {
+                    return;
+                }
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn a_read_that_times_out_mid_reply_loses_nothing() {
+        let timeout = Duration::from_millis(100);
+        let endpoint = Endpoint {
+            address: Address::Tcp {
+                host: "127.0.0.1".to_owned(),
+                port: split_pong(timeout * 3),
+            },
+            username: None,
+            password: None,
+            db: 0,
+        };
+        let mut wire = Wire::connect(&endpoint, timeout, &[]).expect("connects");
+        wire.write(b"*1\r\n$4\r\nPING\r\n").expect("sent");
+        let err = wire.read().expect_err("only half the reply so far");
+        assert!(err.is_timeout(), "{err}");
+        wire.set_io_timeout(Duration::from_secs(5))
+            .expect("timeout");
+        assert_eq!(
+            wire.read().expect("the rest"),
+            Value::SimpleString("PONG".to_owned())
+        );
+    }
+}
