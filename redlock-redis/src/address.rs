@@ -36,7 +36,7 @@ impl fmt::Debug for Secret {
 
 /// A parsed Redis URL.
 pub(crate) struct Address {
-    /// What redis-rs connects with (holds the credentials).
+    /// The parsed settings: address, credentials, database.
     pub(crate) info: ConnectionInfo,
     /// The normalized, secret-free name.
     pub(crate) node: NodeId,
@@ -48,7 +48,7 @@ pub(crate) struct Address {
 
 /// The client name reported to the server with `CLIENT SETINFO` (Redis 7.2+;
 /// older servers ignore it).
-const LIB_NAME: &str = "redlock-redis";
+pub(crate) const LIB_NAME: &str = "redlock-redis";
 
 /// Parses `url` into connection settings and its node id.
 pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
@@ -103,11 +103,8 @@ pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
         ConnectionAddr::Unix(path) => format!("unix:{}/{db}", path.display()),
         _ => return Err(invalid("unsupported kind of address")),
     };
-    let settings = settings
-        .clone()
-        .set_lib_name(LIB_NAME, env!("CARGO_PKG_VERSION"));
     Ok(Address {
-        info: info.set_redis_settings(settings),
+        info,
         node: NodeId::new(node),
         tls,
         password,

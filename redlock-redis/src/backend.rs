@@ -1,19 +1,24 @@
 //! [`RedisBackend`]: one Redis master as a Redlock node.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
-use crate::plan::{send, Form, Planned, Read};
+use crate::line::Line;
+use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
-use crate::scripts::Via;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 
 /// The suffix of a resource's fencing counter key: the counter of `invoice:42`
 /// is `invoice:42:fence`.
 pub const FENCE_SUFFIX: &str = ":fence";
+
+/// The suffix of a resource's waiting mark key: the mark of `invoice:42` is
+/// `invoice:42:waiting` (see [`RedisBackend`], "Commands and keys").
+pub const WAIT_SUFFIX: &str = ":waiting";
 
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -36,30 +41,68 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   every key or none; with fencing it also `INCR`s each resource's
 ///   counter `R:fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
 ///   never deleted) and returns the largest.
+/// - Acquire for a caller that waits in line (a claim with
+///   [`Claim::queue`]): one Lua script that also keeps the resources'
+///   *waiting marks* `R:waiting` (see [`WAIT_SUFFIX`]), each holding one
+///   manager's id for [`Queued::mark_ttl`](redlock_core::Queued::mark_ttl).
+///   When the claim [yields](redlock_core::Queued::yields) and any mark
+///   holds another manager's id, it refuses and changes nothing; else, when
+///   any lock key exists, it refuses and marks every resource with its own
+///   manager's id; else it grants as the plain acquire does (counters
+///   included) and deletes the marks that hold its manager's id. Marks
+///   never make a node grant what it would refuse otherwise. Claims
+///   without a queue never touch marks (and a single key still goes by
+///   `SET ... NX PX ... GET`).
 /// - Release: a Lua compare-and-delete over all keys; extend: a Lua
 ///   compare-and-`PEXPIRE`, all keys or none; raising fencing counters: a Lua
 ///   script that acts only while every key holds the token.
 ///
 /// Scripts are hashed once per process and sent by `EVALSHA`. Each new
-/// connection first loads them (`SCRIPT LOAD`, one round trip), which also
-/// turns away a Sentinel port with [`RedisErrorKind::UnknownCommand`]; after
+/// connection first loads them (`SCRIPT LOAD`, in the round trip that also
+/// authenticates and selects the database), which also turns away a
+/// Sentinel port with [`RedisErrorKind::UnknownCommand`]; after
 /// `NOSCRIPT` (a `SCRIPT FLUSH` mid-run) the same call resends the script
 /// with `EVAL` (for a batch, see [`LockBackend::run_batch`] on what that
 /// does to the order). Do not name resources so that one is another's
-/// counter (`R` and `R:fence`). An ACL user for the lock needs `SET`, `GET`,
-/// `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and `EVALSHA` on those keys
-/// (and `SCRIPT`, optionally).
+/// counter or mark (`R` and `R:fence` or `R:waiting`). An ACL user for the
+/// lock needs `SET`, `GET`, `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and
+/// `EVALSHA` on those keys (and `SCRIPT`, optionally).
 ///
 /// # Timeouts
 ///
-/// Each call, from waiting for a pooled connection to reading the last
-/// reply, is bounded by the node timeout. A connection that saw any failure
-/// other than a plain error reply (a timeout, a reset) is discarded, so a
-/// late reply is never read as the answer to a later command; when the
-/// server closed a connection, the idle ones are replaced too. While the
-/// node cannot be reached, the pool retries in the background (every
-/// `max(node timeout, 100 ms)`) and calls fail at once with the latest
-/// connection error.
+/// Each call, from waiting for a connection to reading the last reply, is
+/// bounded by the node timeout; calls to one node take turns (the manager
+/// makes one at a time anyway).
+///
+/// A node runs this backend's requests in the order they were sent, also
+/// those whose answer never came. Closing a connection would not cancel
+/// what was written on it (the server still runs the bytes it received, a
+/// frozen one when it resumes), and a request sent on another connection
+/// could run first: an acquire after its own release, leaving a key nobody
+/// releases for its whole TTL. So after a timeout:
+///
+/// - the connection is kept, and a compare-and-delete release (by `EVAL`,
+///   which a `SCRIPT FLUSH` cannot turn into a no-op) is written on it
+///   behind every acquire of that call whose reply was not read: whenever
+///   the node runs the acquire, its release runs next;
+/// - the next calls go on the same connection: each first reads (and drops)
+///   the replies still owed, within its node timeout, then sends its own
+///   requests as usual;
+/// - while the node has not answered (a frozen or very slow node), nothing
+///   piles up: acquires, extends and fencing raises fail at once without
+///   being sent, with [`RedisErrorKind::Behind`]; releases are sent (once
+///   each while unanswered; at most 1024 of them or 1 MiB behind one
+///   connection, beyond which they fail unsent and the manager retries
+///   them), except the release of a claim whose acquire was refused this
+///   way, which has nothing to delete and is answered "not held" (the
+///   manager never acquires a claim twice). Each such call costs at most
+///   one node timeout, plus at most 2 ms to hand releases to the socket.
+///
+/// When the server closed or reset a connection, nothing more on it will
+/// run: it is dropped, and when the server closed one, the idle ones are
+/// replaced too. While the node cannot be reached, the pool retries in the
+/// background (every `max(node timeout, 100 ms)`) and calls fail at once
+/// with the latest connection error.
 ///
 /// # Examples
 ///
@@ -82,6 +125,8 @@ pub struct RedisBackend {
     pool_size: u32,
     tls: bool,
     pool: NodePool,
+    /// The connection that owes replies, if any: calls take turns on it.
+    line: Mutex<Line>,
     /// The server refused `SET ... NX ... GET` (older than Redis 7.0).
     old_set: AtomicBool,
 }
@@ -185,6 +230,7 @@ impl RedisBackend {
             pool_size,
             tls,
             pool,
+            line: Mutex::new(Line::default()),
             old_set: AtomicBool::new(false),
         }
     }
@@ -200,45 +246,28 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    /// Runs `planned` on one pooled connection, all within one node timeout:
-    /// its commands in one write (scripts by `EVALSHA`, a single-key acquire
-    /// by `SET ... GET` unless the server is too old), then, if the server
-    /// did nothing for some (`NOSCRIPT`, or a syntax error for `SET ... GET`),
-    /// those requests again in the fallback form in a second write (see
-    /// [`LockBackend::run_batch`]). One read per request.
-    fn run_planned(&self, planned: &[Planned<'_>]) -> Result<Vec<Read>, RedisNodeError> {
-        let form = Form {
-            via: Via::Hash,
-            set_get: !self.old_set.load(Ordering::Relaxed),
-        };
-        self.pool.run(self.deadline(), |session| {
-            let mut reads = send(session, planned, form)?;
-            if !reads.iter().any(Read::must_retry) {
-                return Ok(reads);
-            }
-            let again: Vec<Planned<'_>> = planned
-                .iter()
-                .zip(&reads)
-                .filter(|(_, read)| read.must_retry())
-                .map(|(request, _)| *request)
-                .collect();
-            if again.iter().any(|p| matches!(p, Planned::SetNx { .. })) && form.set_get {
-                self.old_set.store(true, Ordering::Relaxed);
-            }
-            let mut answers = send(session, &again, Form::FALLBACK)?.into_iter();
-            for read in reads.iter_mut().filter(|read| read.must_retry()) {
-                if let Some(answer) = answers.next() {
-                    *read = answer;
-                }
-            }
-            Ok(reads)
-        })
+    /// Runs `planned` within one node timeout, in order behind whatever the
+    /// node still owes (see [`crate::line`]): one result per request. Calls
+    /// take turns; one that cannot have its turn within the node timeout
+    /// fails with [`RedisErrorKind::Timeout`].
+    fn run_planned(&self, planned: &[Planned<'_>]) -> Vec<Result<Read, RedisNodeError>> {
+        let deadline = self.deadline();
+        match self.line.try_lock_until(deadline) {
+            Some(mut line) => line.run(&self.pool, planned, deadline, &self.old_set),
+            None => planned.iter().map(|_| Err(self.pool.busy())).collect(),
+        }
+    }
+
+    /// Whether the node owes replies on its connection.
+    #[cfg(test)]
+    pub(crate) fn owes(&self) -> bool {
+        self.line.lock().owes()
     }
 
     /// Runs one request: a script by `EVALSHA`, and by `EVAL` after `NOSCRIPT`.
     fn run_one(&self, planned: Planned<'_>) -> Result<Response, RedisNodeError> {
-        match self.run_planned(&[planned])?.pop() {
-            Some(read) => self.answer(read),
+        match self.run_planned(&[planned]).pop() {
+            Some(read) => self.answer(read?),
             None => Err(self.mismatch()),
         }
     }
@@ -333,10 +362,11 @@ impl LockBackend for RedisBackend {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
-        match self.run_planned(&planned) {
-            Err(err) => out.extend(requests.iter().map(|_| Err(err.clone()))),
-            Ok(reads) => out.extend(reads.into_iter().map(|read| self.answer(read))),
-        }
+        out.extend(
+            self.run_planned(&planned)
+                .into_iter()
+                .map(|read| read.and_then(|read| self.answer(read))),
+        );
     }
 
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.
@@ -363,24 +393,26 @@ mod tests {
 
     /// A fake Redis 6.2: refuses `SET` with both `NX` and `GET` as a syntax
     /// error, sets keys otherwise. Returns its port and every command it saw.
+    /// Its keys are shared by all its connections, as a server's are: the
+    /// backend may use any of its pooled connections.
     fn old_server() -> (u16, Arc<parking_lot::Mutex<Vec<String>>>) {
         use std::io::Write;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let log = Arc::clone(&seen);
+        let keys = Arc::new(parking_lot::Mutex::new(std::collections::HashSet::new()));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
-                let log = Arc::clone(&log);
+                let (log, keys) = (Arc::clone(&log), Arc::clone(&keys));
                 std::thread::spawn(move || {
                     let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
-                    let mut keys = std::collections::HashSet::new();
                     while let Some(words) = read_words(&mut reader) {
                         log.lock().push(words.join(" ").to_uppercase());
                         let reply = match words[0].to_uppercase().as_str() {
                             "SET" if words.len() == 7 => "-ERR syntax error\r\n".to_owned(),
-                            "SET" if keys.insert(words[1].clone()) => "+OK\r\n".to_owned(),
+                            "SET" if keys.lock().insert(words[1].clone()) => "+OK\r\n".to_owned(),
                             "SET" => "$-1\r\n".to_owned(),
                             "TYPE" => "+string\r\n".to_owned(),
                             "SCRIPT" => "-NOPERM not for you\r\n".to_owned(),

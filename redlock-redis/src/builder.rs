@@ -3,9 +3,12 @@
 use std::fmt;
 use std::time::Duration;
 
+use redis::ConnectionAddr;
+
 use crate::address::{self, Secret};
 use crate::error::Stage;
 use crate::pool::{NodePool, PoolSettings};
+use crate::wire::{Address, Endpoint};
 use crate::{RedisBackend, RedisErrorKind, RedisNodeError};
 
 /// The default per-node timeout, the same as the core manager's.
@@ -150,10 +153,19 @@ impl RedisBackendBuilder {
             return Err(invalid("the node timeout must not be zero"));
         }
         let timeout = RedisBackend::effective_timeout(self.node_timeout);
-        let client = self.client(&address, &invalid)?;
+        let settings = address.info.redis_settings();
+        let endpoint = Endpoint {
+            address: self.address(&address, &invalid)?,
+            username: settings.username().map(str::to_owned),
+            password: settings
+                .password()
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned),
+            db: settings.db(),
+        };
         let pool = NodePool::new(PoolSettings {
             node: address.node.clone(),
-            client,
+            endpoint,
             timeout,
             size: self.pool_size,
             password: address.password.clone(),
@@ -167,54 +179,73 @@ impl RedisBackendBuilder {
         ))
     }
 
-    #[cfg(feature = "tls")]
-    fn client(
+    /// Where to connect, with the TLS settings for `rediss://`.
+    fn address(
         &self,
         address: &address::Address,
         invalid: &dyn Fn(&str) -> RedisNodeError,
-    ) -> Result<redis::Client, RedisNodeError> {
+    ) -> Result<Address, RedisNodeError> {
+        #[cfg(feature = "tls")]
+        if self.root_certificate.is_some() && !address.tls {
+            return Err(invalid("a TLS root certificate needs a rediss:// URL"));
+        }
+        match address.info.addr() {
+            ConnectionAddr::Tcp(host, port) => Ok(Address::Tcp {
+                host: host.clone(),
+                port: *port,
+            }),
+            #[cfg(feature = "tls")]
+            ConnectionAddr::TcpTls { host, port, .. } => Ok(Address::Tls {
+                host: host.clone(),
+                port: *port,
+                config: self.tls_config(invalid)?,
+            }),
+            ConnectionAddr::Unix(path) => Ok(Address::Unix(path.clone())),
+            _ => Err(invalid("unsupported kind of address")),
+        }
+    }
+
+    /// The TLS client settings: the given roots, else the system's.
+    #[cfg(feature = "tls")]
+    fn tls_config(
+        &self,
+        invalid: &dyn Fn(&str) -> RedisNodeError,
+    ) -> Result<std::sync::Arc<rustls::ClientConfig>, RedisNodeError> {
         use rustls::pki_types::pem::PemObject;
         use rustls::pki_types::CertificateDer;
 
-        if address.tls {
-            ensure_crypto_provider();
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.root_certificate {
+            Some(pem) => {
+                let certificates = CertificateDer::pem_slice_iter(pem)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| invalid(&format!("the root certificate is not valid PEM: {e}")))?;
+                if certificates.is_empty() {
+                    return Err(invalid("the root certificate PEM holds no certificate"));
+                }
+                for certificate in certificates {
+                    roots
+                        .add(certificate)
+                        .map_err(|e| invalid(&format!("unusable root certificate: {e}")))?;
+                }
+            }
+            None => {
+                // Unreadable system certificates are skipped; with none at
+                // all, handshakes fail as untrusted (a TLS error).
+                let (added, _ignored) =
+                    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+                let _ = added;
+            }
         }
-        let Some(pem) = &self.root_certificate else {
-            return redis::Client::open(address.info.clone()).map_err(|e| invalid(&e.to_string()));
-        };
-        if !address.tls {
-            return Err(invalid("a TLS root certificate needs a rediss:// URL"));
-        }
-        let certificates = CertificateDer::pem_slice_iter(pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| invalid(&format!("the root certificate is not valid PEM: {e}")))?;
-        if certificates.is_empty() {
-            return Err(invalid("the root certificate PEM holds no certificate"));
-        }
-        let certificates = redis::TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem.clone()),
-        };
-        redis::Client::build_with_tls(address.info.clone(), certificates)
-            .map_err(|e| invalid(&e.to_string()))
-    }
-
-    #[cfg(not(feature = "tls"))]
-    fn client(
-        &self,
-        address: &address::Address,
-        invalid: &dyn Fn(&str) -> RedisNodeError,
-    ) -> Result<redis::Client, RedisNodeError> {
-        redis::Client::open(address.info.clone()).map_err(|e| invalid(&e.to_string()))
-    }
-}
-
-/// rustls needs a process-wide crypto provider; install `ring`'s unless the
-/// application installed one.
-#[cfg(feature = "tls")]
-fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Another thread may win the race to install one: that is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        // The application's process-wide provider if it installed one.
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| std::sync::Arc::new(rustls::crypto::ring::default_provider()));
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| invalid(&format!("TLS settings: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(std::sync::Arc::new(config))
     }
 }

@@ -38,6 +38,12 @@ pub enum RedisErrorKind {
     /// connection took longer than the node timeout (a frozen, overloaded or
     /// unreachable node).
     Timeout,
+    /// The node has not yet answered requests sent to it earlier (they timed
+    /// out and it may still run them): this request was not sent, so that
+    /// nothing piles up behind them, or it is a release sent earlier and
+    /// still unanswered. A frozen or overloaded node, like
+    /// [`RedisErrorKind::Timeout`]; it clears once the node has answered.
+    Behind,
     /// Authentication failed: `NOAUTH` (a password is required) or
     /// `WRONGPASS` / a refused `AUTH` (wrong user or password).
     Auth,
@@ -102,6 +108,7 @@ impl RedisErrorKind {
             RedisErrorKind::InvalidConfig => "invalid configuration",
             RedisErrorKind::ConnectionRefused => "connection refused",
             RedisErrorKind::Timeout => "timed out",
+            RedisErrorKind::Behind => "the node has not answered earlier requests",
             RedisErrorKind::Auth => "authentication failed (NOAUTH/WRONGPASS)",
             RedisErrorKind::NoPermission => "permission denied by ACL (NOPERM)",
             RedisErrorKind::ReadOnly => "the node is a read-only replica (READONLY)",
@@ -276,7 +283,9 @@ impl RedisNodeError {
         self.code.as_deref()
     }
 
-    /// Whether the node did not answer within the node timeout.
+    /// Whether the node did not answer within the node timeout, or was not
+    /// asked because it still owes answers to earlier requests
+    /// ([`RedisErrorKind::Timeout`] or [`RedisErrorKind::Behind`]).
     ///
     /// # Examples
     ///
@@ -286,7 +295,7 @@ impl RedisNodeError {
     /// ```
     #[must_use]
     pub fn is_timeout(&self) -> bool {
-        self.kind == RedisErrorKind::Timeout
+        matches!(self.kind, RedisErrorKind::Timeout | RedisErrorKind::Behind)
     }
 
     /// Shorthand for [`RedisErrorKind::is_misconfiguration`] of this error's
@@ -395,6 +404,7 @@ mod tests {
         for kind in [
             RedisErrorKind::ConnectionRefused,
             RedisErrorKind::Timeout,
+            RedisErrorKind::Behind,
             RedisErrorKind::Loading,
             RedisErrorKind::OutOfMemory,
             RedisErrorKind::Io,

@@ -71,7 +71,7 @@
 //! | `redis://host:6380/2` | port 6380, database 2 |
 //! | `redis://:password@host` | `AUTH password` |
 //! | `redis://user:password@host` | ACL user |
-//! | `rediss://host:6380` | TLS (feature `tls`; system roots or [`RedisBackendBuilder::tls_root_certificate`]) |
+//! | `rediss://host:6380` | TLS (feature `tls`; system roots or `tls_root_certificate` on the [`RedisBackendBuilder`]) |
 //! | `redis+unix:///run/redis.sock?db=1&user=u&pass=p` | unix socket (also `unix://`) |
 //!
 //! Each master is named by a secret-free, normalized [`NodeId`]
@@ -111,8 +111,22 @@
 //! # Keys and commands
 //!
 //! A lock on resource `R` is the string key `R` holding the lock's random
-//! token; fencing counters live in `R:fence` (see [`FENCE_SUFFIX`]). The
-//! commands and Lua scripts are described on [`RedisBackend`].
+//! token; fencing counters live in `R:fence` (see [`FENCE_SUFFIX`]) and the
+//! waiting marks of callers that wait in line in `R:waiting` (see
+//! [`WAIT_SUFFIX`]). The commands and Lua scripts are described on
+//! [`RedisBackend`].
+//!
+//! # Timeouts and order
+//!
+//! Every call to a master is bounded by the node timeout. A master runs a
+//! backend's requests in the order they were sent, also those that timed
+//! out: the connection that timed out is kept, a release goes behind every
+//! acquire whose answer did not come, and later calls go behind them on the
+//! same connection. So an acquire that a frozen or slow master runs late is
+//! released right after, instead of leaving a key for its whole TTL. While
+//! a master has not answered, new acquires to it fail at once with
+//! [`RedisErrorKind::Behind`] (a failed node for the round) and releases
+//! still go out. See `# Timeouts` on [`RedisBackend`].
 //!
 //! # Tests without a server
 //!
@@ -131,11 +145,16 @@ mod backend;
 mod builder;
 mod classify;
 mod error;
+mod line;
 mod plan;
 mod pool;
+#[cfg(test)]
+mod real_server;
 mod scripts;
+mod session;
+mod wire;
 
-pub use backend::{RedisBackend, FENCE_SUFFIX};
+pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use redlock_core::*;

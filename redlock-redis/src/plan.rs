@@ -3,28 +3,32 @@
 //! first try, and the fallback every server takes).
 
 use redis::Value;
-use redlock_core::{AcquireOutcome, Claim, Request, Response, Ttl};
+use redlock_core::{AcquireOutcome, Claim, Queued, Request, Response, Ttl};
 
-use crate::pool::{Failure, Session};
-use crate::scripts::{is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, RAISE_FENCE, RELEASE};
+use crate::scripts::{
+    is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
+};
+use crate::session::{Failure, Session};
 use crate::RedisErrorKind;
 
 /// A request of a kind this backend knows, as it goes to the server.
 #[derive(Clone, Copy)]
 pub(crate) enum Planned<'a> {
-    /// Acquire one key without fencing: `SET key token NX PX ttl GET` (see
-    /// [`Form::set_get`]); a key of another type answers `WRONGTYPE`
-    /// (which would otherwise look like contention forever).
+    /// Acquire one key without fencing or waiting marks:
+    /// `SET key token NX PX ttl GET` (see [`Form::set_get`]); a key of
+    /// another type answers `WRONGTYPE` (which would otherwise look like
+    /// contention forever).
     SetNx {
-        key: &'a str,
-        token: &'a [u8],
+        claim: &'a Claim,
         ttl: Ttl,
     },
-    /// Acquire several keys, or with fencing: the acquire script.
+    /// Acquire several keys, or with fencing, or for a caller waiting in
+    /// line (`queue`): the acquire script (the queued one with a queue).
     Acquire {
         claim: &'a Claim,
         ttl: Ttl,
         fence: bool,
+        queue: Option<Queued>,
     },
     Extend {
         claim: &'a Claim,
@@ -52,14 +56,32 @@ impl<'a> Planned<'a> {
     }
 
     pub(crate) fn acquire(claim: &'a Claim, ttl: Ttl, fence: bool) -> Self {
-        match (claim.keys(), fence) {
-            ([key], false) => Planned::SetNx {
-                key,
-                token: claim.token().as_bytes(),
+        let queue = claim.queue();
+        match (claim.keys(), fence, queue) {
+            ([_], false, None) => Planned::SetNx { claim, ttl },
+            _ => Planned::Acquire {
+                claim,
                 ttl,
+                fence,
+                queue,
             },
-            _ => Planned::Acquire { claim, ttl, fence },
         }
+    }
+
+    /// The lock this request is about.
+    pub(crate) fn claim(&self) -> &'a Claim {
+        match *self {
+            Planned::SetNx { claim, .. }
+            | Planned::Acquire { claim, .. }
+            | Planned::Extend { claim, .. }
+            | Planned::Release { claim }
+            | Planned::RaiseFence { claim, .. } => claim,
+        }
+    }
+
+    /// Whether this is an acquire.
+    pub(crate) fn is_acquire(&self) -> bool {
+        matches!(self, Planned::SetNx { .. } | Planned::Acquire { .. })
     }
 
     /// How many replies its commands get.
@@ -74,7 +96,8 @@ impl<'a> Planned<'a> {
     pub(crate) fn write(&self, packed: &mut Vec<u8>, form: Form) {
         let via = form.via;
         match *self {
-            Planned::SetNx { key, token, ttl } if form.set_get => {
+            Planned::SetNx { claim, ttl } if form.set_get => {
+                let (key, token) = single(claim);
                 Resp(packed)
                     .command(7)
                     .bulk(b"SET")
@@ -85,7 +108,8 @@ impl<'a> Planned<'a> {
                     .int(ttl.as_millis())
                     .bulk(b"GET");
             }
-            Planned::SetNx { key, token, ttl } => {
+            Planned::SetNx { claim, ttl } => {
+                let (key, token) = single(claim);
                 Resp(packed)
                     .command(6)
                     .bulk(b"SET")
@@ -98,26 +122,53 @@ impl<'a> Planned<'a> {
                     .bulk(b"TYPE")
                     .bulk(key.as_bytes());
             }
-            Planned::Acquire { claim, ttl, fence } => {
+            Planned::Acquire {
+                claim,
+                ttl,
+                fence,
+                queue: None,
+            } => {
                 let keys = Keys {
                     locks: claim.keys(),
                     counters: fence,
+                    marks: false,
                 };
                 let count = claim.keys().len() as u64;
                 let args = [token(claim), Arg::Int(ttl.as_millis()), Arg::Int(count)];
                 ACQUIRE.write(packed, via, keys, &args);
             }
+            Planned::Acquire {
+                claim,
+                ttl,
+                fence,
+                queue: Some(queue),
+            } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    counters: fence,
+                    marks: true,
+                };
+                let args = [
+                    token(claim),
+                    Arg::Int(ttl.as_millis()),
+                    Arg::Int(claim.keys().len() as u64),
+                    Arg::Int(u64::from(fence)),
+                    Arg::Int(queue.manager()),
+                    Arg::Int(queue.mark_ttl().as_millis()),
+                    Arg::Int(u64::from(queue.yields())),
+                ];
+                QUEUED_ACQUIRE.write(packed, via, keys, &args);
+            }
             Planned::Extend { claim, ttl } => {
                 let args = [token(claim), Arg::Int(ttl.as_millis())];
-                EXTEND.write(packed, via, lock_keys(claim), &args);
+                EXTEND.write(packed, via, Keys::locks(claim.keys()), &args);
             }
-            Planned::Release { claim } => {
-                RELEASE.write(packed, via, lock_keys(claim), &[token(claim)]);
-            }
+            Planned::Release { claim } => write_release(packed, claim, via),
             Planned::RaiseFence { claim, at_least } => {
                 let keys = Keys {
                     locks: claim.keys(),
                     counters: true,
+                    marks: false,
                 };
                 // Redis counters are signed 64-bit.
                 let at_least = at_least.min(i64::MAX.unsigned_abs());
@@ -134,7 +185,8 @@ impl<'a> Planned<'a> {
         replies: &mut impl Iterator<Item = Value>,
         form: Form,
     ) -> Result<Read, Failure> {
-        if let Planned::SetNx { key, .. } = *self {
+        if let Planned::SetNx { claim, .. } = *self {
+            let (key, _) = single(claim);
             if form.set_get {
                 return read_set_get(key, replies.next());
             }
@@ -167,11 +219,15 @@ fn token(claim: &Claim) -> Arg<'_> {
     Arg::Bytes(claim.token().as_bytes())
 }
 
-fn lock_keys(claim: &Claim) -> Keys<'_> {
-    Keys {
-        locks: claim.keys(),
-        counters: false,
-    }
+/// A single-key claim's key and token.
+fn single(claim: &Claim) -> (&str, &[u8]) {
+    let key = claim.keys().first().map_or("", String::as_str);
+    (key, claim.token().as_bytes())
+}
+
+/// Appends the compare-and-delete release of `claim`, sent `via`.
+pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via) {
+    RELEASE.write(packed, via, Keys::locks(claim.keys()), &[token(claim)]);
 }
 
 /// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
@@ -273,24 +329,70 @@ impl Form {
     };
 }
 
+/// Why [`send`] got no answer for some requests.
+pub(crate) struct Cut {
+    pub(crate) failure: Failure,
+    /// Replies the node still owes on the connection: it may yet run the
+    /// requests they answer (none if nothing was sent).
+    pub(crate) owed: usize,
+    /// The requests (by index) whose replies were not all read.
+    pub(crate) unanswered: Vec<usize>,
+}
+
 /// Sends the commands of `planned` in one write, in `form`, and reads the
 /// replies.
+///
+/// # Errors
+///
+/// A failure of the connection (or a reply of the wrong shape) fails the
+/// whole call; the [`Cut`] says which requests got no answer and how many
+/// replies are still due.
 pub(crate) fn send(
     session: &mut Session<'_>,
     planned: &[Planned<'_>],
     form: Form,
-) -> Result<Vec<Read>, Failure> {
+) -> Result<Vec<Read>, Cut> {
     let count = planned.iter().map(|p| p.replies(form)).sum();
-    let replies = session.call(count, |packed| {
-        for request in planned {
-            request.write(packed, form);
-        }
-    })?;
+    let mut replies = Vec::with_capacity(count);
+    let called = session.call(
+        count,
+        |packed| {
+            for request in planned {
+                request.write(packed, form);
+            }
+        },
+        &mut replies,
+    );
+    if let Err(failure) = called {
+        let owed = match failure {
+            Failure::Deadline => 0,
+            _ => count - replies.len(),
+        };
+        let mut read = 0;
+        let unanswered = planned
+            .iter()
+            .enumerate()
+            .filter_map(|(i, request)| {
+                read += request.replies(form);
+                (read > replies.len()).then_some(i)
+            })
+            .collect();
+        return Err(Cut {
+            failure,
+            owed,
+            unanswered,
+        });
+    }
     let mut replies = replies.into_iter();
     planned
         .iter()
         .map(|request| request.read(&mut replies, form))
-        .collect()
+        .collect::<Result<_, _>>()
+        .map_err(|failure| Cut {
+            failure,
+            owed: 0,
+            unanswered: (0..planned.len()).collect(),
+        })
 }
 
 #[cfg(test)]
@@ -365,5 +467,32 @@ pub(crate) mod tests {
             2
         );
         assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
+    }
+
+    #[test]
+    fn only_a_queued_claim_goes_by_the_queued_script_with_its_marks() {
+        use redlock_core::Queued;
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let mark_ttl = Ttl::new(Duration::from_millis(300)).expect("ttl");
+        let one = claim(&["k"]);
+        assert!(matches!(
+            Planned::acquire(&one, ttl, false),
+            Planned::SetNx { .. }
+        ));
+        let queued = claim(&["k"]).queued(Queued::new(42, mark_ttl, true));
+        let packed = written(Planned::acquire(&queued, ttl, true), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(QUEUED_ACQUIRE.hash())
+            .arg(3)
+            .arg(&["k", "k:fence", "k:waiting"])
+            .arg(&[7_u8; 20][..])
+            .arg(1500)
+            .arg(1)
+            .arg(1)
+            .arg(42)
+            .arg(300)
+            .arg(1)
+            .get_packed_command();
+        assert_eq!(packed, expected);
     }
 }

@@ -1,38 +1,30 @@
 //! One node's r2d2 pool: our own connection manager (connect timeout, I/O
-//! timeouts, broken-connection tracking) and a checkout bounded by a deadline.
+//! timeouts, broken-connection tracking) and a checkout bounded by a
+//! deadline.
+//!
+//! The pool only connects and hands out idle connections; which connection a
+//! call must use (the one that still owes replies, if any) is decided in
+//! [`crate::line`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
-use redis::{ConnectionLike, RedisError, Value};
+use redis::RedisError;
 use redlock_core::NodeId;
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::address::Secret;
 use crate::classify::deadline_passed;
 use crate::error::Stage;
+use crate::session::{Conn, Failure, Session};
+use crate::wire::{Endpoint, Wire};
 use crate::{RedisErrorKind, RedisNodeError};
 
-/// A pooled connection and whether it may still be trusted.
-pub(crate) struct Conn {
-    inner: redis::Connection,
-    /// Set after any failure other than a plain error reply: after a read
-    /// timeout the late reply is still in the socket and would be read as
-    /// the answer to the next command, so the connection must go.
-    broken: bool,
-    /// The read and write timeout the socket has now (both are set
-    /// together), kept so that it is set again only when it must change
-    /// (see [`Session::arm`]).
-    io_timeout: Duration,
-    /// The commands of the current call, kept to reuse the allocation.
-    packed: Vec<u8>,
-}
-
-/// A connection's [`Conn::packed`] is shrunk back to this after a call that
-/// needed more (a very large batch).
-const KEPT_BUFFER: usize = 16 * 1024;
+/// A connection checked out of a node's pool; dropping it puts it back (or
+/// discards it, if broken).
+pub(crate) type Pooled = PooledConnection<Manager>;
 
 /// The outcome of the latest connection attempts, shared by the manager
 /// (which records them) and checkouts (which wait for them).
@@ -53,10 +45,9 @@ struct HealthState {
 }
 
 /// The r2d2 connection manager: connects within the node timeout, sets read
-/// and write timeouts (redis-rs clears them once connected) and loads the
-/// scripts.
-struct Manager {
-    client: redis::Client,
+/// and write timeouts and loads the scripts.
+pub(crate) struct Manager {
+    endpoint: Endpoint,
     timeout: Duration,
     health: Arc<Health>,
 }
@@ -67,20 +58,8 @@ impl ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, RedisError> {
         self.health.state.lock().in_flight += 1;
-        let result = self
-            .client
-            .get_connection_with_timeout(self.timeout)
-            .and_then(|mut inner| {
-                inner.set_read_timeout(Some(self.timeout))?;
-                inner.set_write_timeout(Some(self.timeout))?;
-                crate::scripts::preload(&mut inner)?;
-                Ok(Conn {
-                    inner,
-                    broken: false,
-                    io_timeout: self.timeout,
-                    packed: Vec::new(),
-                })
-            });
+        let result =
+            Wire::connect(&self.endpoint, self.timeout, &crate::scripts::preload()).map(Conn::new);
         let mut state = self.health.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         state.finished += 1;
@@ -90,23 +69,21 @@ impl ManageConnection for Manager {
         result
     }
 
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), RedisError> {
-        let pong = redis::cmd("PING").exec(&mut conn.inner);
-        if pong.is_err() {
-            conn.broken = true;
-        }
-        pong
+    /// Never called (`test_on_check_out` is off): checkouts cost no round
+    /// trip, and a connection that fails is seen failing by its call.
+    fn is_valid(&self, _conn: &mut Conn) -> Result<(), RedisError> {
+        Ok(())
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken || !conn.inner.is_open()
+        conn.is_broken()
     }
 }
 
 /// How a pool is set up.
 pub(crate) struct PoolSettings {
     pub(crate) node: NodeId,
-    pub(crate) client: redis::Client,
+    pub(crate) endpoint: Endpoint,
     pub(crate) timeout: Duration,
     pub(crate) size: u32,
     pub(crate) password: Option<Secret>,
@@ -154,7 +131,7 @@ impl NodePool {
         let health = Arc::new(Health::default());
         let slack = timeout_slack(settings.timeout);
         let manager = Manager {
-            client: settings.client,
+            endpoint: settings.endpoint,
             timeout: settings.timeout,
             health: Arc::clone(&health),
         };
@@ -186,36 +163,73 @@ impl NodePool {
         }
     }
 
-    /// Runs `op` on a pooled connection, all within `deadline`: the checkout
-    /// and every command the operation sends.
-    pub(crate) fn run<T>(
-        &self,
-        deadline: Instant,
-        op: impl FnOnce(&mut Session<'_>) -> Result<T, Failure>,
-    ) -> Result<T, RedisNodeError> {
-        let mut conn = self.checkout(deadline)?;
-        let mut session = Session {
-            conn: &mut conn,
-            deadline,
-            slack: self.slack,
-        };
-        let failure = match op(&mut session) {
-            Ok(value) => return Ok(value),
-            Err(failure) => failure,
-        };
+    /// A session on `conn` for a call that ends at `deadline`.
+    pub(crate) fn session<'a>(&self, conn: &'a mut Conn, deadline: Instant) -> Session<'a> {
+        Session::new(conn, deadline, self.slack)
+    }
+
+    /// The typed error for `failure` on `conn`. When the connection can no
+    /// longer be used (see [`Failure::breaks_connection`]) it is marked
+    /// broken, so the pool drops it instead of taking it back; when the
+    /// server closed it, the idle ones are replaced too. A timeout leaves it
+    /// alone: its caller decides what becomes of a connection that still
+    /// owes replies.
+    pub(crate) fn failed(&self, conn: &mut Conn, failure: Failure) -> RedisNodeError {
         if failure.breaks_connection() {
-            conn.broken = true;
+            conn.set_broken();
         }
         if matches!(&failure, Failure::Redis(err) if err.is_connection_dropped()) {
-            drop(conn);
             self.discard_idle();
         }
-        Err(match failure {
+        self.error_of(failure)
+    }
+
+    /// The typed error for `failure`.
+    pub(crate) fn error_of(&self, failure: Failure) -> RedisNodeError {
+        match failure {
             Failure::Redis(err) => self.error(Stage::Command, err),
             Failure::Deadline => self.error(Stage::Command, deadline_passed()),
             Failure::Reply { kind, detail } => {
                 RedisNodeError::new(self.node.clone(), kind, Stage::Command, detail)
             }
+        }
+    }
+
+    /// The error of a request refused because the node still owes answers.
+    pub(crate) fn behind(&self) -> RedisNodeError {
+        RedisNodeError::new(
+            self.node.clone(),
+            RedisErrorKind::Behind,
+            Stage::Command,
+            "not sent: the node has not answered the requests sent before it",
+        )
+    }
+
+    /// The error of a call that found another call to the node under way
+    /// until its deadline.
+    pub(crate) fn busy(&self) -> RedisNodeError {
+        RedisNodeError::new(
+            self.node.clone(),
+            RedisErrorKind::Timeout,
+            Stage::Checkout,
+            "another call to this node held it until the node timeout",
+        )
+    }
+
+    /// Runs `op` on a pooled connection, all within `deadline` (for this
+    /// module's tests; calls go through [`crate::line`]).
+    #[cfg(test)]
+    fn run<T>(
+        &self,
+        deadline: Instant,
+        op: impl FnOnce(&mut Session<'_>) -> Result<T, Failure>,
+    ) -> Result<T, RedisNodeError> {
+        let mut conn = self.checkout(deadline)?;
+        let result = op(&mut self.session(&mut conn, deadline));
+        result.map_err(|failure| {
+            let err = self.failed(&mut conn, failure);
+            conn.set_broken();
+            err
         })
     }
 
@@ -225,7 +239,7 @@ impl NodePool {
     fn discard_idle(&self) {
         for _ in 0..self.pool.max_size() {
             match self.pool.try_get() {
-                Some(mut idle) => idle.broken = true,
+                Some(mut idle) => idle.set_broken(),
                 None => break,
             }
         }
@@ -237,7 +251,7 @@ impl NodePool {
     /// known to be unreachable (the latest connection attempt failed and
     /// the pool is retrying in the background), the call fails at once with
     /// that attempt's error; else it waits for the attempt under way.
-    fn checkout(&self, deadline: Instant) -> Result<PooledConnection<Manager>, RedisNodeError> {
+    pub(crate) fn checkout(&self, deadline: Instant) -> Result<Pooled, RedisNodeError> {
         if let Some(conn) = self.pool.try_get() {
             return Ok(conn);
         }
@@ -297,167 +311,26 @@ impl NodePool {
     }
 }
 
-/// Why an operation failed, before it is named after the node.
-pub(crate) enum Failure {
-    /// redis-rs reported an error (I/O, or an error reply).
-    Redis(RedisError),
-    /// The node timeout ran out before a command could be sent.
-    Deadline,
-    /// The reply made no sense for the command, or showed a problem of
-    /// ours (a lock key of another type).
-    Reply {
-        kind: RedisErrorKind,
-        detail: String,
-    },
-}
-
-impl Failure {
-    /// Whether the connection can no longer be trusted: anything but a
-    /// clean error reply, a deadline that ran out before sending, or a
-    /// wrong-type finding.
-    fn breaks_connection(&self) -> bool {
-        match self {
-            Failure::Redis(err) => !matches!(
-                err.kind(),
-                redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-            ),
-            Failure::Deadline => false,
-            Failure::Reply { kind, .. } => *kind != RedisErrorKind::WrongType,
-        }
-    }
-
-    /// A reply of the wrong shape for `command`.
-    pub(crate) fn unexpected(command: &str, reply: &Value) -> Self {
-        Failure::Reply {
-            kind: RedisErrorKind::UnexpectedReply,
-            detail: format!("{command} answered {}", describe(reply)),
-        }
-    }
-}
-
-impl From<RedisError> for Failure {
-    fn from(err: RedisError) -> Self {
-        Failure::Redis(err)
-    }
-}
-
-/// Names a reply's type without its content (which could hold a token).
-fn describe(reply: &Value) -> &'static str {
-    match reply {
-        Value::Nil => "nil",
-        Value::Int(_) => "an integer",
-        Value::BulkString(_) => "a bulk string",
-        Value::Array(_) => "an array",
-        Value::SimpleString(_) => "a status string",
-        Value::Okay => "OK",
-        Value::Map(_) => "a map",
-        Value::Set(_) => "a set",
-        Value::Double(_) => "a double",
-        Value::Boolean(_) => "a boolean",
-        _ => "a reply of another type",
-    }
-}
-
-/// A checked-out connection with the deadline of the current operation.
-pub(crate) struct Session<'a> {
-    conn: &'a mut Conn,
-    deadline: Instant,
-    /// See [`timeout_slack`].
-    slack: Duration,
-}
-
-impl Session<'_> {
-    /// The time left before the deadline.
-    fn left(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
-    }
-
-    /// Makes the socket's read and write timeouts `left`, give or take the
-    /// [slack](timeout_slack): they are set only when they differ from it
-    /// by more, which normally they do not (see [`timeout_slack`]).
-    fn arm(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.io_timeout) > self.slack {
-            let inner = &self.conn.inner;
-            inner.set_write_timeout(Some(left))?;
-            inner.set_read_timeout(Some(left))?;
-            self.conn.io_timeout = left;
-        }
-        Ok(())
-    }
-
-    /// Arms the socket for sending a command, or fails with
-    /// [`Failure::Deadline`] when no time is left.
-    fn arm_to_send(&mut self) -> Result<(), Failure> {
-        let left = self.left();
-        if left.is_zero() {
-            return Err(Failure::Deadline);
-        }
-        Ok(self.arm(left)?)
-    }
-
-    /// Sends the commands `write` appends to the (connection's reused,
-    /// empty) buffer, `count` of them, in one write and reads the `count`
-    /// replies. An error reply to one command is returned as its
-    /// `Value::ServerError`; only connection-level failures are errors.
-    ///
-    /// The timeouts are checked again before each reply is read, so a
-    /// server that stops answering holds the call up until its deadline
-    /// (and the slack), not a full timeout per missing reply as
-    /// `req_packed_commands` would (it reads on after a failure).
-    pub(crate) fn call(
-        &mut self,
-        count: usize,
-        write: impl FnOnce(&mut Vec<u8>),
-    ) -> Result<Vec<Value>, Failure> {
-        let packed = &mut self.conn.packed;
-        packed.clear();
-        write(packed);
-        self.arm_to_send()?;
-        let packed = &mut self.conn.packed;
-        let sent = self.conn.inner.send_packed_command(packed);
-        packed.clear();
-        packed.shrink_to(KEPT_BUFFER);
-        sent?;
-        let mut replies = Vec::with_capacity(count);
-        while replies.len() < count {
-            let left = self.left();
-            if left.is_zero() {
-                // An I/O timeout, not `Failure::Deadline`: replies are left
-                // unread, so the connection must go.
-                return Err(Failure::Redis(replies_overdue()));
-            }
-            self.arm(left)?;
-            match self.conn.inner.recv_response()? {
-                // RESP3 out-of-band data, not a reply.
-                Value::Push { .. } => {}
-                reply => replies.push(reply),
-            }
-        }
-        Ok(replies)
-    }
-}
-
-/// The error for a call whose deadline passed while replies were due.
-fn replies_overdue() -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "the node timeout ran out before every reply was read",
-    ))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use redis::Value;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
-        let url = format!("redis://127.0.0.1:{port}/0");
-        let address = crate::address::parse(&url).expect("valid URL");
+    pub(crate) fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
         NodePool::new(PoolSettings {
-            node: address.node,
-            client: redis::Client::open(address.info).expect("client"),
+            node: NodeId::new(format!("127.0.0.1:{port}/0")),
+            endpoint: Endpoint {
+                address: crate::wire::Address::Tcp {
+                    host: "127.0.0.1".to_owned(),
+                    port,
+                },
+                username: None,
+                password: None,
+                db: 0,
+            },
             timeout,
             size,
             password: None,
@@ -473,7 +346,8 @@ pub(crate) mod tests {
 
     fn ping(pool: &NodePool, timeout: Duration) -> Result<Value, RedisNodeError> {
         pool.run(Instant::now() + timeout, |s| {
-            let mut replies = s.call(1, |packed| packed.extend_from_slice(PING))?;
+            let mut replies = Vec::new();
+            s.call(1, |packed| packed.extend_from_slice(PING), &mut replies)?;
             Ok(replies.pop().unwrap_or(Value::Nil))
         })
     }
@@ -518,7 +392,7 @@ pub(crate) mod tests {
     /// A fake server: answers `CLIENT` with OK; on the first connection
     /// answers the first `PING` too late with `+LATE`, on later ones `+PONG`
     /// at once. Returns its port and its count of accepted connections.
-    fn slow_then_fast_server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
+    pub(crate) fn slow_then_fast_server(delay: Duration) -> (u16, Arc<AtomicUsize>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
@@ -552,29 +426,6 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_late_reply_is_never_read_as_the_next_answer() {
-        let timeout = Duration::from_millis(100);
-        let (port, accepted) = slow_then_fast_server(timeout * 3);
-        // One connection at most, so a reused connection would be the same.
-        let pool = pool_for(port, timeout, 1);
-        let started = Instant::now();
-        let err = ping(&pool, timeout).expect_err("the first PING times out");
-        assert_eq!(err.kind(), RedisErrorKind::Timeout, "{err}");
-        assert!(started.elapsed() < timeout * 2, "{:?}", started.elapsed());
-        // Wait until the late reply has surely been written.
-        std::thread::sleep(timeout * 4);
-        let mut answers = Vec::new();
-        for _ in 0..3 {
-            answers.push(ping(&pool, Duration::from_secs(2)).expect("answers"));
-        }
-        for answer in answers {
-            assert_eq!(answer, Value::SimpleString("PONG".into()));
-        }
-        // The timed-out connection was replaced, not reused.
-        assert_eq!(accepted.load(Ordering::SeqCst), 2);
-    }
-
-    #[test]
     fn a_pipeline_to_a_server_that_stopped_answering_ends_at_its_deadline() {
         let timeout = Duration::from_millis(100);
         let (port, _) = slow_then_fast_server(Duration::from_secs(5));
@@ -583,7 +434,11 @@ pub(crate) mod tests {
         let started = Instant::now();
         let err = pool
             .run(started + timeout, |s| {
-                s.call(5, |packed| packed.extend_from_slice(&pings))
+                s.call(
+                    5,
+                    |packed| packed.extend_from_slice(&pings),
+                    &mut Vec::new(),
+                )
             })
             .expect_err("times out");
         assert!(err.is_timeout(), "{err}");
@@ -610,8 +465,8 @@ pub(crate) mod tests {
         // The socket timeout after one call, with `left` before the deadline.
         let after_call = |left: Duration| {
             pool.run(Instant::now() + left, |s| {
-                s.call(1, |packed| packed.extend_from_slice(PING))?;
-                Ok(s.conn.io_timeout)
+                s.call(1, |packed| packed.extend_from_slice(PING), &mut Vec::new())?;
+                Ok(s.io_timeout())
             })
             .expect("answers")
         };

@@ -7,9 +7,9 @@
 
 use std::sync::LazyLock;
 
-use redis::{ConnectionLike, ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-use crate::FENCE_SUFFIX;
+use crate::{FENCE_SUFFIX, WAIT_SUFFIX};
 
 /// Acquires all lock keys or none; with fencing, increments each key's
 /// counter.
@@ -44,6 +44,78 @@ end
 for i = n + 1, #KEYS do
   if tonumber(redis.call('GET', KEYS[i])) < top then
     redis.call('SET', KEYS[i], top)
+  end
+end
+return top
+";
+
+/// Acquires all lock keys or none for a caller that waits in line, keeping
+/// the waiting marks (see `redlock_core::Queued`).
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..n+c]`: their fencing counters
+/// (`c` is `n` with fencing, else 0); `KEYS[n+c+1..n+c+n]`: their waiting
+/// marks. `ARGV`: token, TTL in ms, `n`, fencing (`1` or `0`), the waiting
+/// manager's id, the marks' TTL in ms, whether to give way to other
+/// managers' marks (`1` or `0`).
+///
+/// Returns -1 when it gave way to another manager's mark (changing
+/// nothing) or when a lock key exists (then every key is marked as waited
+/// for by this manager); else grants as [`ACQUIRE_LUA`] does, removes this
+/// manager's marks and returns the largest counter (0 without fencing).
+const QUEUED_ACQUIRE_LUA: &str = r"
+local n = tonumber(ARGV[3])
+local c = 0
+if ARGV[4] == '1' then
+  c = n
+end
+local me = ARGV[5]
+local marks = {}
+for i = 1, n do
+  marks[i] = redis.call('GET', KEYS[n + c + i])
+end
+local held = false
+for i = 1, n do
+  if redis.call('GET', KEYS[i]) then
+    held = true
+  end
+end
+for i = n + 1, n + c do
+  local v = redis.call('GET', KEYS[i])
+  if v and not string.match(v, '^%d+$') then
+    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
+  end
+end
+if ARGV[7] == '1' then
+  for i = 1, n do
+    if marks[i] and marks[i] ~= me then
+      return -1
+    end
+  end
+end
+if held then
+  for i = 1, n do
+    redis.call('SET', KEYS[n + c + i], me, 'PX', ARGV[6])
+  end
+  return -1
+end
+for i = 1, n do
+  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+end
+local top = 0
+for i = n + 1, n + c do
+  local v = redis.call('INCR', KEYS[i])
+  if v > top then
+    top = v
+  end
+end
+for i = n + 1, n + c do
+  if tonumber(redis.call('GET', KEYS[i])) < top then
+    redis.call('SET', KEYS[i], top)
+  end
+end
+for i = 1, n do
+  if marks[i] == me then
+    redis.call('DEL', KEYS[n + c + i])
   end
 end
 return top
@@ -128,16 +200,27 @@ pub(crate) enum Via {
 }
 
 /// The keys a script runs on: a claim's lock keys, then, with `counters`,
-/// the fencing counter of each (`key` + [`FENCE_SUFFIX`]).
+/// the fencing counter of each (`key` + [`FENCE_SUFFIX`]), then, with
+/// `marks`, the waiting mark of each (`key` + [`WAIT_SUFFIX`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keys<'a> {
     pub(crate) locks: &'a [String],
     pub(crate) counters: bool,
+    pub(crate) marks: bool,
 }
 
-impl Keys<'_> {
+impl<'a> Keys<'a> {
+    /// Just the lock keys.
+    pub(crate) fn locks(locks: &'a [String]) -> Self {
+        Keys {
+            locks,
+            counters: false,
+            marks: false,
+        }
+    }
+
     fn len(self) -> usize {
-        self.locks.len() * if self.counters { 2 } else { 1 }
+        self.locks.len() * (1 + usize::from(self.counters) + usize::from(self.marks))
     }
 }
 
@@ -178,6 +261,11 @@ impl LuaScript {
         if keys.counters {
             for key in keys.locks {
                 resp.bulk_joined(key.as_bytes(), FENCE_SUFFIX.as_bytes());
+            }
+        }
+        if keys.marks {
+            for key in keys.locks {
+                resp.bulk_joined(key.as_bytes(), WAIT_SUFFIX.as_bytes());
             }
         }
         for arg in args {
@@ -257,36 +345,28 @@ fn write_decimal(digits: &mut [u8; 20], mut n: u64) -> usize {
     }
 }
 
-/// Loads every script on a new connection, in one round trip, so that
-/// `EVALSHA` hits from the first call (also after a server restart).
+/// The bodies of every script, for a new connection to load (`SCRIPT LOAD`,
+/// in the same round trip as the rest of its handshake) so that `EVALSHA`
+/// hits from the first call (also after a server restart).
 ///
-/// This also vets the node: a Sentinel (or another server without scripting)
-/// answers "unknown command" here in plain text, rather than later echoing
-/// the binary lock token in a reply redis-rs cannot parse. A `NOPERM` (an
-/// ACL user without `SCRIPT`) is tolerated: the calls fall back to `EVAL`.
-pub(crate) fn preload(conn: &mut redis::Connection) -> Result<(), redis::RedisError> {
-    let scripts = [&*ACQUIRE, &*RELEASE, &*EXTEND, &*RAISE_FENCE];
-    let mut packed = Vec::new();
-    for script in scripts {
-        packed.extend(
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.code)
-                .get_packed_command(),
-        );
-    }
-    let replies = conn.req_packed_commands(&packed, 0, scripts.len())?;
-    for reply in replies {
-        if let Value::ServerError(err) = reply {
-            if err.kind() != Some(ServerErrorKind::NoPerm) {
-                return Err(err.into());
-            }
-        }
-    }
-    Ok(())
+/// This also vets the node: a Sentinel (or another server without
+/// scripting) answers "unknown command" here in plain text, rather than
+/// later echoing the binary lock token in a reply that cannot be parsed. A
+/// `NOPERM` (an ACL user without `SCRIPT`) is tolerated: the calls fall back
+/// to `EVAL`.
+pub(crate) fn preload() -> [&'static str; 5] {
+    [
+        ACQUIRE.code,
+        QUEUED_ACQUIRE.code,
+        RELEASE.code,
+        EXTEND.code,
+        RAISE_FENCE.code,
+    ]
 }
 
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(ACQUIRE_LUA));
+pub(crate) static QUEUED_ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(QUEUED_ACQUIRE_LUA));
 pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(RELEASE_LUA));
 pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(EXTEND_LUA));
 pub(crate) static RAISE_FENCE: LazyLock<LuaScript> =
@@ -295,11 +375,13 @@ pub(crate) static RAISE_FENCE: LazyLock<LuaScript> =
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redis::Value;
 
     #[test]
     fn hashes_are_sha1_hex_and_distinct() {
         let hashes = [
             &ACQUIRE.hash,
+            &QUEUED_ACQUIRE.hash,
             &RELEASE.hash,
             &EXTEND.hash,
             &RAISE_FENCE.hash,
@@ -309,7 +391,7 @@ mod tests {
             assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
         }
         let distinct: std::collections::HashSet<_> = hashes.into_iter().collect();
-        assert_eq!(distinct.len(), 4);
+        assert_eq!(distinct.len(), 5);
     }
 
     fn written(script: &LuaScript, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) -> Vec<u8> {
@@ -321,10 +403,7 @@ mod tests {
     #[test]
     fn commands_carry_keys_then_args_as_redis_rs_packs_them() {
         let locks = ["a".to_owned(), "bé".to_owned()];
-        let keys = Keys {
-            locks: &locks,
-            counters: false,
-        };
+        let keys = Keys::locks(&locks);
         let args = [Arg::Bytes(b"tok\r\n\0"), Arg::Int(0), Arg::Int(u64::MAX)];
         let expected = redis::cmd("EVALSHA")
             .arg(&RELEASE.hash)
@@ -339,6 +418,7 @@ mod tests {
         let fenced = Keys {
             locks: &locks,
             counters: true,
+            marks: false,
         };
         let expected = redis::cmd("EVAL")
             .arg(ACQUIRE.code)

@@ -10,6 +10,7 @@ mod redis_common;
 mod redis_errors;
 mod redis_exit;
 mod redis_faults;
+mod redis_ghost;
 mod redis_lifetime;
 mod regressions;
 mod sim;

@@ -1,0 +1,428 @@
+//! The ordered line to one node: every request a backend sends its node
+//! runs there in the order it was sent, also when its answer never came.
+//!
+//! Closing a connection does not cancel what was written on it: the server
+//! still runs the bytes in its receive buffer, possibly long after (a frozen
+//! node resumed by `SIGCONT`, a request held up in the network). A request
+//! sent on another connection meanwhile may run first. So a connection that
+//! timed out with replies due is never dropped while the server may still
+//! run what it carries: it *owes* replies, and every later call goes on it,
+//! behind them.
+//!
+//! - After a call times out, the connection is kept, and a compare-and-delete
+//!   release (by `EVAL`, which a `SCRIPT FLUSH` cannot turn into a no-op) is
+//!   written on it behind every acquire whose reply was not read. Whenever
+//!   the node runs that acquire, its release runs right after.
+//! - A later call first reads (and discards) the owed replies, within its
+//!   node timeout. Once they are all in, the connection is in step again
+//!   and the call proceeds on it as usual.
+//! - While replies are still owed, nothing is piled on the connection:
+//!   acquires, extends and fencing raises fail at once, unsent
+//!   ([`RedisErrorKind::Behind`](crate::RedisErrorKind::Behind)); releases
+//!   are written (a release must never be lost, and compare-and-delete
+//!   makes a repeat harmless), but not one whose earlier copy is still owed,
+//!   nor one of a claim whose acquire was refused here unsent (answered "not
+//!   held"), and not beyond a bound ([`MAX_OWED_RELEASES`],
+//!   [`MAX_OWED_BYTES`]).
+//! - When the server closed or reset the connection, nothing more on it
+//!   will run: it is dropped, and the next call connects again.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use redlock_core::{Claim, Response, Token};
+
+use crate::plan::{send, write_release, Cut, Form, Planned, Read};
+use crate::pool::{NodePool, Pooled};
+use crate::scripts::Via;
+use crate::session::Failure;
+use crate::RedisNodeError;
+
+/// The most releases written behind unanswered requests, and still unanswered
+/// themselves, on one connection.
+pub(crate) const MAX_OWED_RELEASES: usize = 1024;
+
+/// The most bytes written on a connection while it owes replies: beyond, a
+/// release fails unsent (the manager retries it) rather than filling the
+/// socket buffers of a node that reads nothing.
+pub(crate) const MAX_OWED_BYTES: usize = 1024 * 1024;
+
+/// The most claims remembered as refused unsent while the node is behind.
+const MAX_REFUSED: usize = 4096;
+
+/// How long a write behind unanswered requests may take when the call's
+/// node timeout is spent already. A socket with room takes the bytes at
+/// once; only a node that stopped reading long ago (and so is behind by
+/// many requests) fills its buffers.
+const WRITE_BEHIND: Duration = Duration::from_millis(2);
+
+/// What one node's connection still owes, and what the backend refused
+/// while it does. Calls hold it one at a time.
+#[derive(Default)]
+pub(crate) struct Line {
+    owing: Option<Owing>,
+    /// Tokens of acquires refused unsent while the node was behind: the
+    /// manager never acquires a claim twice, so their releases have
+    /// nothing to delete here. Forgotten once the node caught up.
+    refused: HashSet<Token>,
+}
+
+/// A connection with replies due.
+struct Owing {
+    conn: Pooled,
+    due: VecDeque<Due>,
+    /// The releases among `due`, by token.
+    releases: HashSet<Token>,
+    /// Bytes written since the connection began to owe.
+    written: usize,
+}
+
+/// Replies due on an owing connection, in order.
+enum Due {
+    /// This many replies nobody waits for any more.
+    Stale(usize),
+    /// The reply to a release written behind.
+    Release(Token),
+}
+
+impl Owing {
+    /// Reads what is due, within the session's deadline.
+    fn catch_up(&mut self, pool: &NodePool, deadline: Instant) -> Result<(), Failure> {
+        let mut session = pool.session(&mut self.conn, deadline);
+        session.flush()?;
+        while let Some(due) = self.due.front_mut() {
+            session.read()?;
+            match due {
+                Due::Stale(n) if *n > 1 => *n -= 1,
+                Due::Stale(_) => {
+                    self.due.pop_front();
+                }
+                Due::Release(token) => {
+                    self.releases.remove(token);
+                    self.due.pop_front();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a release of each of `claims` behind what is owed, even if
+    /// `deadline` passed (see [`WRITE_BEHIND`]). They are owed from then
+    /// on: bytes a write could not send yet go out before anything else.
+    fn release_behind(
+        &mut self,
+        pool: &NodePool,
+        deadline: Instant,
+        claims: &[&Claim],
+    ) -> Result<(), Failure> {
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let mut session = pool.session(&mut self.conn, deadline);
+        let mut size = 0;
+        let sent = session.send_anyway(WRITE_BEHIND, |packed| {
+            for claim in claims {
+                write_release(packed, claim, Via::Body);
+            }
+            size = packed.len();
+        });
+        self.written += size;
+        for claim in claims {
+            self.releases.insert(claim.token().clone());
+            self.due.push_back(Due::Release(claim.token().clone()));
+        }
+        match sent {
+            Err(failure) if failure.breaks_connection() => Err(failure),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether another release may be written behind.
+    fn has_room(&self, more: usize) -> bool {
+        self.releases.len() + more < MAX_OWED_RELEASES && self.written < MAX_OWED_BYTES
+    }
+}
+
+impl Line {
+    /// Runs `planned` within `deadline`, in order behind anything owed: one
+    /// result per request.
+    ///
+    /// `old_set` records that the server refused `SET ... NX ... GET`
+    /// (older than Redis 7.0); see [`exchange`].
+    pub(crate) fn run(
+        &mut self,
+        pool: &NodePool,
+        planned: &[Planned<'_>],
+        deadline: Instant,
+        old_set: &AtomicBool,
+    ) -> Vec<Result<Read, RedisNodeError>> {
+        let conn = match self.owing.take() {
+            None => pool.checkout(deadline),
+            Some(mut owing) => match owing.catch_up(pool, deadline) {
+                Ok(()) => {
+                    self.refused.clear();
+                    Ok(owing.conn)
+                }
+                Err(failure) if failure.breaks_connection() => {
+                    // The server closed it: nothing more on it will run.
+                    let _ = pool.failed(&mut owing.conn, failure);
+                    drop(owing);
+                    pool.checkout(deadline)
+                }
+                Err(_) => return self.behind(pool, owing, planned, deadline),
+            },
+        };
+        let mut conn = match conn {
+            Ok(conn) => conn,
+            Err(err) => return planned.iter().map(|_| Err(err.clone())).collect(),
+        };
+        let cut = match exchange(pool, &mut conn, planned, deadline, old_set) {
+            Ok(reads) => return reads.into_iter().map(Ok).collect(),
+            Err(cut) => cut,
+        };
+        let timed_out = cut.failure.timed_out();
+        let err = pool.failed(&mut conn, cut.failure);
+        if timed_out && cut.owed > 0 {
+            let mut owing = Owing {
+                conn,
+                due: VecDeque::from([Due::Stale(cut.owed)]),
+                releases: HashSet::new(),
+                written: 0,
+            };
+            let acquires: Vec<&Claim> = cut
+                .unanswered
+                .iter()
+                .filter_map(|&i| planned.get(i))
+                .filter(|p| p.is_acquire())
+                .map(Planned::claim)
+                .collect();
+            match owing.release_behind(pool, deadline, &acquires) {
+                Ok(()) => self.owing = Some(owing),
+                Err(failure) => drop(pool.failed(&mut owing.conn, failure)),
+            }
+        }
+        planned.iter().map(|_| Err(err.clone())).collect()
+    }
+
+    /// Answers `planned` while the node still owes replies: see the module
+    /// docs.
+    fn behind(
+        &mut self,
+        pool: &NodePool,
+        mut owing: Owing,
+        planned: &[Planned<'_>],
+        deadline: Instant,
+    ) -> Vec<Result<Read, RedisNodeError>> {
+        let mut releases: Vec<&Claim> = Vec::new();
+        let out = planned
+            .iter()
+            .map(|request| {
+                let claim = request.claim();
+                let token = claim.token();
+                match request {
+                    Planned::Release { .. } if self.refused.contains(token) => {
+                        Ok(Read::Done(Response::Held(false)))
+                    }
+                    Planned::Release { .. } => {
+                        let written = owing.releases.contains(token)
+                            || releases.iter().any(|c| c.token() == token);
+                        if !written && owing.has_room(releases.len()) {
+                            releases.push(claim);
+                        }
+                        Err(pool.behind())
+                    }
+                    _ => {
+                        if request.is_acquire() && self.refused.len() < MAX_REFUSED {
+                            self.refused.insert(token.clone());
+                        }
+                        Err(pool.behind())
+                    }
+                }
+            })
+            .collect();
+        match owing.release_behind(pool, deadline, &releases) {
+            Ok(()) => self.owing = Some(owing),
+            Err(failure) => drop(pool.failed(&mut owing.conn, failure)),
+        }
+        out
+    }
+
+    /// Whether the connection owes replies (for tests).
+    #[cfg(test)]
+    pub(crate) fn owes(&self) -> bool {
+        self.owing.is_some()
+    }
+}
+
+/// Runs `planned` on `conn` within `deadline`: its commands in one write
+/// (scripts by `EVALSHA`, a single-key acquire by `SET ... GET` unless the
+/// server is too old), then, if the server did nothing for some
+/// (`NOSCRIPT`, or a syntax error for `SET ... GET`), those requests again
+/// in the fallback form in a second write (see
+/// [`LockBackend::run_batch`](redlock_core::LockBackend::run_batch)). One
+/// read per request.
+fn exchange(
+    pool: &NodePool,
+    conn: &mut Pooled,
+    planned: &[Planned<'_>],
+    deadline: Instant,
+    old_set: &AtomicBool,
+) -> Result<Vec<Read>, Cut> {
+    let form = Form {
+        via: Via::Hash,
+        set_get: !old_set.load(Ordering::Relaxed),
+    };
+    let mut session = pool.session(conn, deadline);
+    let mut reads = send(&mut session, planned, form)?;
+    if !reads.iter().any(Read::must_retry) {
+        return Ok(reads);
+    }
+    let retried: Vec<usize> = (0..reads.len())
+        .filter(|&i| reads[i].must_retry())
+        .collect();
+    let again: Vec<Planned<'_>> = retried.iter().map(|&i| planned[i]).collect();
+    if form.set_get && again.iter().any(|p| matches!(p, Planned::SetNx { .. })) {
+        old_set.store(true, Ordering::Relaxed);
+    }
+    match send(&mut session, &again, Form::FALLBACK) {
+        Ok(answers) => {
+            for (i, answer) in retried.into_iter().zip(answers) {
+                reads[i] = answer;
+            }
+            Ok(reads)
+        }
+        Err(mut cut) => {
+            cut.unanswered = cut.unanswered.iter().map(|&i| retried[i]).collect();
+            Err(cut)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufReader, Write};
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    use parking_lot::Mutex as Shared;
+    use redlock_core::{LockBackend, Ttl};
+
+    use crate::plan::tests::claim;
+    use crate::pool::tests::read_words;
+    use crate::{RedisBackend, RedisErrorKind};
+
+    /// Every command a fake server read: the connection's number and the
+    /// words (tokens and script bodies shortened).
+    type Log = Arc<Shared<Vec<(usize, String)>>>;
+
+    /// A fake Redis that answers the first `SET` only after `delay` (the
+    /// commands behind it on its connection wait too), every later `SET`
+    /// at once with nil (set), `EVAL` with 1 and `EVALSHA` with 0 (so the
+    /// answers show which command they are for), and the handshake with OK
+    /// (`NOPERM` for `SCRIPT`).
+    fn slow_first_set(delay: std::time::Duration) -> (u16, Log) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log: Log = Arc::default();
+        let seen = Arc::clone(&log);
+        let first = Arc::new(Shared::new(true));
+        std::thread::spawn(move || {
+            for (index, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                let (seen, first) = (Arc::clone(&seen), Arc::clone(&first));
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    while let Some(words) = read_words(&mut reader) {
+                        let verb = words[0].to_uppercase();
+                        let shown: Vec<&str> = words
+                            .iter()
+                            .map(|w| match w.len() {
+                                20 => "T",
+                                n if n >= 40 => "BODY",
+                                _ => w.as_str(),
+                            })
+                            .collect();
+                        seen.lock().push((index, shown.join(" ")));
+                        let reply: &[u8] = match verb.as_str() {
+                            "SET" => {
+                                if std::mem::take(&mut *first.lock()) {
+                                    std::thread::sleep(delay);
+                                }
+                                b"$-1\r\n"
+                            }
+                            "EVAL" => b":1\r\n",
+                            "EVALSHA" => b":0\r\n",
+                            "SCRIPT" => b"-NOPERM not for you\r\n",
+                            _ => b"+OK\r\n",
+                        };
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, log)
+    }
+
+    fn lock_commands(log: &Log) -> Vec<(usize, String)> {
+        log.lock()
+            .iter()
+            .filter(|(_, c)| c.starts_with("SET") || c.starts_with("EVAL"))
+            .cloned()
+            .collect()
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_timed_out_acquire_is_followed_by_its_release_on_the_same_connection() {
+        let timeout = std::time::Duration::from_millis(100);
+        let (port, log) = slow_first_set(timeout * 4);
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .build()
+            .expect("backend");
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        let (mine, other) = (claim(&["k"]), claim(&["other"]));
+        let err = backend.acquire(&mine, ttl, false).expect_err("too late");
+        assert_eq!(err.kind(), RedisErrorKind::Timeout, "{err}");
+        assert!(backend.owes());
+        // The manager's release of it, while the node has not answered:
+        // not sent again (its release is already on the way).
+        let err = backend.release(&mine).expect_err("still owed");
+        assert_eq!(err.kind(), RedisErrorKind::Behind, "{err}");
+        // Nothing new piles up: an acquire is refused unsent, and the
+        // release of that claim has nothing to release.
+        let err = backend.acquire(&other, ttl, false).expect_err("behind");
+        assert_eq!(err.kind(), RedisErrorKind::Behind, "{err}");
+        assert!(!backend.release(&other).expect("answered at once"));
+        // Once the node answered, the owed replies (nil, 1) are read and
+        // dropped: the next release reads its own answer (0, EVALSHA).
+        wait_for("the node to answer", || backend.release(&mine).is_ok());
+        assert!(!backend.owes());
+        assert!(!backend.release(&mine).expect("in step"));
+        wait_for("the commands to be read", || lock_commands(&log).len() >= 4);
+        let commands = lock_commands(&log);
+        let conn = commands[0].0;
+        assert!(commands.iter().all(|(c, _)| *c == conn), "{commands:?}");
+        let shown: Vec<&str> = commands.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(
+            shown,
+            [
+                "SET k T NX PX 5000 GET",
+                // By EVAL: the release behind the unanswered acquire.
+                "EVAL BODY 1 k T",
+                "EVALSHA BODY 1 k T",
+                "EVALSHA BODY 1 k T",
+            ]
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! Tests against a real `redis-server` (which must be installed): the
+//! scripts' behaviour, which a fake server cannot show. Each test starts its
+//! own server on a free loopback port and kills it when done.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use redlock_core::{
+    AcquireOutcome, Claim, LockBackend, Queued, Request, Resources, Response, Token, Ttl,
+};
+
+use crate::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
+
+/// A `redis-server` without persistence, killed and reaped on drop.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(std::env::var_os("REDIS_SERVER").unwrap_or("redis-server".into()))
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed for these tests");
+        let server = Server { child, port };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while server.command(&["PING"]).as_deref() != Some("+PONG") {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Sends one command on a new connection; the reply's first line.
+    fn command(&self, words: &[&str]) -> Option<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let mut packed = format!("*{}\r\n", words.len());
+        for word in words {
+            packed.push_str(&format!("${}\r\n{word}\r\n", word.len()));
+        }
+        stream.write_all(packed.as_bytes()).ok()?;
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        if line.starts_with('$') && line != "$-1\r\n" {
+            line.clear();
+            reader.read_line(&mut line).ok()?;
+        }
+        Some(line.trim_end().to_owned())
+    }
+
+    /// The string at `key`, `None` when there is none.
+    fn get(&self, key: &str) -> Option<String> {
+        self.command(&["GET", key]).filter(|v| v != "$-1")
+    }
+
+    fn pttl(&self, key: &str) -> i64 {
+        self.command(&["PTTL", key])
+            .and_then(|v| v.trim_start_matches(':').parse().ok())
+            .unwrap_or(-3)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn backend(server: &Server) -> RedisBackend {
+    RedisBackend::builder(server.url())
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("backend")
+}
+
+fn ttl(secs: u64) -> Ttl {
+    Ttl::new(Duration::from_secs(secs)).expect("ttl")
+}
+
+/// A claim on `keys` with a fresh token, queued for `manager` when given.
+fn claim(keys: &[&str], queue: Option<(u64, bool)>) -> Claim {
+    let claim = Claim::new(
+        Resources::new(keys.iter().copied()).expect("keys"),
+        Token::random().expect("entropy"),
+    );
+    match queue {
+        Some((manager, yields)) => claim.queued(Queued::new(manager, ttl(3), yields)),
+        None => claim,
+    }
+}
+
+fn mark(key: &str) -> String {
+    format!("{key}{WAIT_SUFFIX}")
+}
+
+const GRANTED: AcquireOutcome = AcquireOutcome::Granted { fence: None };
+
+#[test]
+fn a_queued_acquire_refused_by_a_held_key_marks_every_key_and_sets_none() {
+    let server = Server::start();
+    let node = backend(&server);
+    let holder = claim(&["a"], None);
+    assert_eq!(node.acquire(&holder, ttl(5), false).expect("up"), GRANTED);
+    let waiter = claim(&["a", "b"], Some((7, true)));
+    for fence in [false, true] {
+        assert_eq!(
+            node.acquire(&waiter, ttl(5), fence).expect("up"),
+            AcquireOutcome::HeldByOther
+        );
+    }
+    assert_eq!(server.get("b"), None, "a refused acquire set a key");
+    assert_eq!(server.get(&format!("b{FENCE_SUFFIX}")), None);
+    for key in ["a", "b"] {
+        assert_eq!(server.get(&mark(key)).as_deref(), Some("7"));
+        let left = server.pttl(&mark(key));
+        assert!(0 < left && left <= 3000, "mark TTL {left}");
+    }
+}
+
+#[test]
+fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
+    let server = Server::start();
+    let node = backend(&server);
+    let holder = claim(&["a"], None);
+    assert_eq!(node.acquire(&holder, ttl(5), false).expect("up"), GRANTED);
+    // Manager 1 waits and marks "a".
+    let first = claim(&["a"], Some((1, true)));
+    assert_eq!(
+        node.acquire(&first, ttl(5), false).expect("up"),
+        AcquireOutcome::HeldByOther
+    );
+    assert!(node.release(&holder).expect("up"));
+    // Manager 2 yields to manager 1's mark though "a" is free, and touches
+    // nothing: not the key, not the mark, not the counter.
+    let second = claim(&["a", "c"], Some((2, true)));
+    for fence in [false, true] {
+        assert_eq!(
+            node.acquire(&second, ttl(5), fence).expect("up"),
+            AcquireOutcome::HeldByOther
+        );
+    }
+    assert_eq!(server.get("a"), None);
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("1"));
+    assert_eq!(server.get(&mark("c")), None);
+    assert_eq!(server.get(&format!("a{FENCE_SUFFIX}")), None);
+    // A claim without a queue ignores marks (no fairness asked) ...
+    let plain = claim(&["c"], None);
+    assert_eq!(node.acquire(&plain, ttl(5), false).expect("up"), GRANTED);
+    assert!(node.release(&plain).expect("up"));
+    // ... and so does a queued one that does not yield: granted, and the
+    // other manager's mark stays.
+    let bold = claim(&["a"], Some((2, false)));
+    assert_eq!(node.acquire(&bold, ttl(5), false).expect("up"), GRANTED);
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("1"));
+}
+
+#[test]
+fn a_free_resource_is_granted_to_the_marking_manager_which_removes_its_own_marks() {
+    let server = Server::start();
+    let node = backend(&server);
+    let holder = claim(&["a", "b"], None);
+    assert_eq!(
+        node.acquire(&holder, ttl(5), true).expect("up"),
+        AcquireOutcome::Granted { fence: Some(1) }
+    );
+    let waiter = claim(&["a", "b"], Some((9, true)));
+    assert_eq!(
+        node.acquire(&waiter, ttl(5), true).expect("up"),
+        AcquireOutcome::HeldByOther
+    );
+    assert!(node.release(&holder).expect("up"));
+    // Manager 9 does not yield to its own marks: granted, fenced above the
+    // last holder, its marks gone.
+    assert_eq!(
+        node.acquire(&waiter, ttl(5), true).expect("up"),
+        AcquireOutcome::Granted { fence: Some(2) }
+    );
+    for key in ["a", "b"] {
+        assert_eq!(server.get(&mark(key)), None);
+        assert_eq!(
+            server.get(&format!("{key}{FENCE_SUFFIX}")).as_deref(),
+            Some("2")
+        );
+    }
+    assert!(node.release(&waiter).expect("up"));
+    // Another manager's mark is left alone by a grant.
+    server.command(&["SET", &mark("d"), "5", "PX", "3000"]);
+    let other = claim(&["d"], Some((6, false)));
+    assert_eq!(node.acquire(&other, ttl(5), false).expect("up"), GRANTED);
+    assert_eq!(server.get(&mark("d")).as_deref(), Some("5"));
+}
+
+#[test]
+fn queued_acquires_go_in_pipelined_batches_also_after_script_flush() {
+    let server = Server::start();
+    let node = backend(&server);
+    let holder = claim(&["x"], None);
+    let waiter = claim(&["x"], Some((3, true)));
+    let fresh = claim(&["y"], Some((3, true)));
+    for flush in [false, true] {
+        if flush {
+            assert_eq!(server.command(&["SCRIPT", "FLUSH"]).as_deref(), Some("+OK"));
+        }
+        let batch = [
+            Request::Acquire {
+                claim: &holder,
+                ttl: ttl(5),
+                fence: false,
+            },
+            Request::Acquire {
+                claim: &waiter,
+                ttl: ttl(5),
+                fence: false,
+            },
+            Request::Acquire {
+                claim: &fresh,
+                ttl: ttl(5),
+                fence: true,
+            },
+            Request::Release { claim: &holder },
+            Request::Release { claim: &fresh },
+        ];
+        let mut out = Vec::new();
+        node.run_batch(&batch, &mut out);
+        let answers: Vec<Response> = out.into_iter().map(|r| r.expect("answered")).collect();
+        assert_eq!(answers[0], Response::Acquire(GRANTED));
+        assert_eq!(answers[1], Response::Acquire(AcquireOutcome::HeldByOther));
+        assert!(matches!(
+            answers[2],
+            Response::Acquire(AcquireOutcome::Granted { fence: Some(_) })
+        ));
+        assert_eq!(answers[3..], [Response::Held(true), Response::Held(true)]);
+        assert_eq!(server.get(&mark("x")).as_deref(), Some("3"));
+        server.command(&["DEL", &mark("x")]);
+    }
+}
