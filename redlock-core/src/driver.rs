@@ -168,6 +168,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             .drift_factor(config.drift_factor)
             .retry(config.retry)
             .fencing(config.fencing);
+        let lines = Lines::new(config.node_timeout, config.retry.max());
         Ok(Redlock {
             shared: Arc::new(Shared {
                 id,
@@ -178,7 +179,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 config,
                 rng: Mutex::new(rng),
                 keeper: Keeper::new(),
-                lines: Lines::new(),
+                lines,
                 waiting: AtomicUsize::new(0),
             }),
         })
@@ -309,20 +310,20 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let ttl = config.check_ttl(ttl)?;
         let (ticket, handed) = match shared.join_line(&resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
-            Place::Waiting(waiter) => match shared.await_turn(&resources, &waiter) {
-                Some(Baton::Turn) => (waiter.ticket(), None),
-                Some(Baton::Round(mailbox, deadlines)) => {
-                    (waiter.ticket(), Some((mailbox, deadlines)))
+            Place::Waiting(ticket, waiter) => {
+                match shared.await_turn(&resources, ticket, &waiter) {
+                    Some(Baton::Turn) => (ticket, None),
+                    Some(Baton::Round(mailbox, deadlines)) => (ticket, Some((mailbox, deadlines))),
+                    None => {
+                        return Err(LockError::Timeout {
+                            attempts: 0,
+                            last: Box::new(LockError::Contended(RoundReport::untried(
+                                shared.workers.len(),
+                            ))),
+                        })
+                    }
                 }
-                None => {
-                    return Err(LockError::Timeout {
-                        attempts: 0,
-                        last: Box::new(LockError::Contended(RoundReport::untried(
-                            shared.workers.len(),
-                        ))),
-                    })
-                }
-            },
+            }
         };
         // From here this caller owns the line; it passes it on unless it
         // returns holding the lock.

@@ -20,6 +20,8 @@
 //! - [`Lease`]: what a holder knows of its lock: validity, loss, and how
 //!   extend and release rounds change them.
 //! - [`Keep`]: the keep-alive schedule and its bounds.
+//! - [`Lines`]: the local lines of callers of one manager waiting for the
+//!   same resources, the hand-off and its bound on local passing.
 //!
 //! # Examples
 //!
@@ -57,6 +59,7 @@
 mod acquire;
 mod keep;
 mod lease;
+mod line;
 mod round;
 mod single;
 
@@ -66,6 +69,7 @@ use std::time::Duration;
 pub use acquire::{Acquire, Acquired};
 pub use keep::{Keep, KeepStep};
 pub use lease::Lease;
+pub use line::{Handing, Joined, Lines, Look, Waiting};
 pub(crate) use round::Round;
 pub use round::RoundId;
 pub use single::{Decided, Single, Until};

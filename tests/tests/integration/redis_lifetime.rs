@@ -66,6 +66,9 @@ fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
     });
     let result = locks.with_lock_kept(key("sigstop-kept").as_str(), ttl, policy, |lock| {
         lock.ensure_held().expect("fresh");
+        // The acquire (a script, for a queued caller) may still be on its
+        // way to the healthy master: let it land before counting.
+        assert!(locks.flush(Duration::from_secs(5)));
         let before = evalsha_calls(healthy);
         for i in 0..3 {
             cluster.node(i).pause().expect("SIGSTOP");
