@@ -10,15 +10,15 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::engine::{Acquire, Acquired, Settings};
-use crate::fanout::{Deadlines, Shared};
 use crate::keeper::Keeper;
-use crate::line::Lines;
-use crate::line::{Baton, Place};
+use crate::line::{Baton, Lines, Place};
 use crate::mailbox::Mailbox;
+use crate::manager::Manager;
+use crate::shared::{Deadlines, Shared};
 use crate::worker::Worker;
 use crate::{
-    Builder, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError,
-    LostReason, NodeId, Resources, RoundReport, Token, Ttl,
+    Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason, NodeId,
+    Resources, RoundReport, Token, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -45,13 +45,13 @@ use crate::{
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Redlock<B: LockBackend> {
-    shared: Arc<Shared<B::Error>>,
+    manager: Arc<Manager<B::Error>>,
 }
 
 impl<B: LockBackend> Clone for Redlock<B> {
     fn clone(&self) -> Self {
         Redlock {
-            shared: Arc::clone(&self.shared),
+            manager: Arc::clone(&self.manager),
         }
     }
 }
@@ -62,78 +62,19 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
             .field(
                 "nodes",
                 &self
+                    .manager
                     .shared
                     .workers
                     .iter()
                     .map(|w| &w.id)
                     .collect::<Vec<_>>(),
             )
-            .field("config", &self.shared.config)
+            .field("config", &self.manager.shared.config)
             .finish()
     }
 }
 
 impl<B: LockBackend + 'static> Redlock<B> {
-    /// A manager over `backends` with the default settings (see [`Builder`]).
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::NoNodes`] or [`ConfigError::DuplicateNode`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use redlock_core::{ConfigError, Redlock};
-    /// use redlock_mock::{MockCluster, MockNode};
-    /// let locks = Redlock::new(MockCluster::new(3).backends())?;
-    /// assert!(matches!(Redlock::new(Vec::<MockNode>::new()), Err(ConfigError::NoNodes)));
-    /// # Ok::<(), ConfigError>(())
-    /// ```
-    pub fn new(backends: impl IntoIterator<Item = B>) -> Result<Self, ConfigError> {
-        Self::builder(backends).build()
-    }
-
-    /// A manager with the default settings over one backend per address
-    /// (for Redis, one URL per master).
-    ///
-    /// # Errors
-    ///
-    /// [`ConnectError::Address`](crate::ConnectError::Address) for an address
-    /// the backend rejects, [`ConnectError::Config`](crate::ConnectError::Config)
-    /// for no addresses or the same node twice.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use redlock_core::Redlock;
-    /// let locks = Redlock::<redlock_mock::MockNode>::connect(["n1", "n2", "n3"])?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn connect<I>(addresses: I) -> Result<Self, crate::ConnectError<B::Error>>
-    where
-        B: crate::Connect,
-        I: IntoIterator,
-        I::Item: AsRef<str>,
-    {
-        Self::builder([]).connect(addresses)
-    }
-
-    /// A builder over `backends`, for settings other than the defaults.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use redlock_core::Redlock;
-    /// let locks = Redlock::builder(redlock_mock::MockCluster::new(3).backends())
-    ///     .node_timeout(Duration::from_millis(10))
-    ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
-    /// ```
-    pub fn builder(backends: impl IntoIterator<Item = B>) -> Builder<B> {
-        Builder::new(backends.into_iter().collect())
-    }
-
     pub(crate) fn start(backends: Vec<B>, config: Config) -> Result<Self, ConfigError> {
         let depth = config.queue_depth;
         let workers = backends
@@ -169,18 +110,21 @@ impl<B: LockBackend + 'static> Redlock<B> {
             .retry(config.retry)
             .fencing(config.fencing);
         let lines = Lines::new(config.node_timeout, config.retry.max());
+        let shared = Arc::new(Shared {
+            id,
+            mark_ttl,
+            settings,
+            workers,
+            flush_claim,
+            config,
+            rng: Mutex::new(rng),
+            waiting: AtomicUsize::new(0),
+        });
         Ok(Redlock {
-            shared: Arc::new(Shared {
-                id,
-                mark_ttl,
-                settings,
-                workers,
-                flush_claim,
-                config,
-                rng: Mutex::new(rng),
+            manager: Arc::new(Manager {
+                shared,
                 keeper: Keeper::new(),
                 lines,
-                waiting: AtomicUsize::new(0),
             }),
         })
     }
@@ -212,9 +156,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
-        let ttl = self.shared.config.check_ttl(ttl)?;
+        let ttl = self.manager.shared.config.check_ttl(ttl)?;
         self.acquire(Acquire::new(
-            self.shared.settings.clone(),
+            self.manager.shared.settings.clone(),
             resources,
             ttl,
             None,
@@ -254,7 +198,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         resources: impl IntoResources,
         ttl: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
-        self.lock_timeout(resources, ttl, self.shared.config.acquire_timeout)
+        self.lock_timeout(resources, ttl, self.manager.shared.config.acquire_timeout)
     }
 
     /// Acquires, retrying with random pauses for at most `timeout`.
@@ -277,7 +221,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
-        let now = self.shared.config.clock.now();
+        let now = self.manager.shared.config.clock.now();
         let deadline = crate::config::later(now, timeout);
         self.lock_deadline(resources, ttl, deadline)
     }
@@ -305,13 +249,17 @@ impl<B: LockBackend + 'static> Redlock<B> {
         deadline: Instant,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
-        let shared = &self.shared;
+        let manager = &self.manager;
+        let shared = &manager.shared;
         let config = &shared.config;
         let ttl = config.check_ttl(ttl)?;
-        let (ticket, handed) = match shared.join_line(&resources, ttl, deadline) {
+        let (ticket, handed) = match manager.lines.join_line(&resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
             Place::Waiting(ticket, waiter) => {
-                match shared.await_turn(&resources, ticket, &waiter) {
+                match manager
+                    .lines
+                    .await_turn(shared, &resources, ticket, &waiter)
+                {
                     Some(Baton::Turn) => (ticket, None),
                     Some(Baton::Round(mailbox, deadlines)) => (ticket, Some((mailbox, deadlines))),
                     None => {
@@ -328,7 +276,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         // From here this caller owns the line; it passes it on unless it
         // returns holding the lock.
         let line = LineTurn {
-            shared,
+            manager,
             resources: &resources,
             ticket,
         };
@@ -351,8 +299,11 @@ impl<B: LockBackend + 'static> Redlock<B> {
             }
         };
         std::mem::forget(line);
-        let mut lock = Lock::new(Arc::clone(shared), acquired);
-        if shared.hold_line(&resources, ticket, lock.state(), handed) {
+        let mut lock = Lock::new(Arc::clone(manager), acquired);
+        if manager
+            .lines
+            .hold_line(shared, &resources, ticket, lock.state(), handed)
+        {
             lock.set_line(ticket);
         }
         Ok(lock)
@@ -368,7 +319,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// # Ok::<(), redlock_core::ConfigError>(())
     /// ```
     pub fn nodes(&self) -> impl Iterator<Item = &NodeId> {
-        self.shared.workers.iter().map(|w| &w.id)
+        self.manager.shared.workers.iter().map(|w| &w.id)
     }
 
     /// Waits until every request queued before this call has run on every
@@ -401,7 +352,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     #[must_use = "false means some node did not catch up in time"]
     pub fn flush(&self, timeout: Duration) -> bool {
-        self.shared.flush(timeout)
+        self.manager.shared.flush(timeout)
     }
 
     /// How many nodes must grant: `n / 2 + 1`.
@@ -415,7 +366,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     #[must_use]
     pub fn quorum(&self) -> usize {
-        crate::quorum(self.shared.workers.len())
+        crate::quorum(self.manager.shared.workers.len())
     }
 
     /// Runs `f` while holding the lock on `resources`, kept alive by the
@@ -503,14 +454,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// Drives `acquire` from its first round on this thread.
     fn acquire(&self, acquire: Acquire<B::Error>) -> Result<Lock<B>, LockError<B::Error>> {
         let acquired = self.acquire_with(acquire)?;
-        Ok(Lock::new(Arc::clone(&self.shared), acquired))
+        Ok(Lock::new(Arc::clone(&self.manager), acquired))
     }
 
     fn acquire_with(
         &self,
         mut acquire: Acquire<B::Error>,
     ) -> Result<Acquired, LockError<B::Error>> {
-        let shared = &self.shared;
+        let shared = &self.manager.shared;
         let clock = &shared.config.clock;
         acquire.start(clock.now(), &mut shared.entropy());
         let mailbox = Arc::new(Mailbox::new(
@@ -525,13 +476,16 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// A line's ownership on its way through `lock_deadline`: passed on to the
 /// next waiter when the caller returns without the lock (also on a panic).
 struct LineTurn<'a, E: Send + Sync + 'static> {
-    shared: &'a Shared<E>,
+    manager: &'a Manager<E>,
     resources: &'a Resources,
     ticket: u64,
 }
 
 impl<E: Send + Sync + 'static> Drop for LineTurn<'_, E> {
     fn drop(&mut self) {
-        self.shared.leave_line(self.resources, self.ticket);
+        let manager = self.manager;
+        manager
+            .lines
+            .leave_line(&manager.shared, self.resources, self.ticket);
     }
 }

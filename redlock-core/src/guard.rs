@@ -8,19 +8,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::{Acquired, Lease, Single, Until};
-use crate::fanout::Shared;
 use crate::keeper::KeepAlive;
-use crate::{Claim, FencingToken, LockBackend, LockError, Resources, Ttl};
-
-/// What the guard and the keeper thread share about one held lock.
-pub(crate) struct LockState<E> {
-    pub(crate) claim: Arc<Claim>,
-    pub(crate) life: Mutex<Lease<E>>,
-    /// Held for the whole of an extend round, so that the keeper's and the
-    /// caller's extensions never interleave (each sets the validity from
-    /// its own round).
-    extending: Mutex<()>,
-}
+use crate::manager::Manager;
+use crate::state::{self, LockState};
+use crate::{FencingToken, LockBackend, LockError, Resources};
 
 /// A held Redlock. Releases on all nodes when dropped.
 ///
@@ -49,7 +40,7 @@ pub(crate) struct LockState<E> {
 /// ```
 #[must_use = "if unused the lock is released immediately"]
 pub struct Lock<B: LockBackend> {
-    shared: Arc<Shared<B::Error>>,
+    manager: Arc<Manager<B::Error>>,
     state: Arc<LockState<B::Error>>,
     fence: Option<FencingToken>,
     released: bool,
@@ -58,14 +49,14 @@ pub struct Lock<B: LockBackend> {
 }
 
 impl<B: LockBackend> Lock<B> {
-    pub(crate) fn new(shared: Arc<Shared<B::Error>>, acquired: Acquired) -> Self {
+    pub(crate) fn new(manager: Arc<Manager<B::Error>>, acquired: Acquired) -> Self {
         let state = Arc::new(LockState {
             claim: acquired.claim,
             life: Mutex::new(Lease::new(acquired.ttl, acquired.valid_until)),
             extending: Mutex::new(()),
         });
         Lock {
-            shared,
+            manager,
             state,
             fence: acquired.fence,
             released: false,
@@ -146,7 +137,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn validity(&self) -> Duration {
-        let now = self.shared.config.clock.now();
+        let now = self.manager.shared.config.clock.now();
         self.state.life.lock().validity(now)
     }
 
@@ -180,7 +171,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     #[must_use]
     pub fn is_lost(&self) -> bool {
-        let now = self.shared.config.clock.now();
+        let now = self.manager.shared.config.clock.now();
         self.state.life.lock().is_lost(now)
     }
 
@@ -202,7 +193,7 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn ensure_held(&self) -> Result<(), LockError<B::Error>> {
-        let now = self.shared.config.clock.now();
+        let now = self.manager.shared.config.clock.now();
         self.state.life.lock().ensure_held(now)
     }
 
@@ -230,8 +221,11 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn keep_alive(&self, policy: KeepAlive) -> Result<(), LockError<B::Error>> {
-        let shared = &self.shared;
-        crate::keeper::register(shared, &self.state, policy).map_err(LockError::Config)
+        let manager = &self.manager;
+        manager
+            .keeper
+            .register(&manager.shared, &self.state, policy)
+            .map_err(LockError::Config)
     }
 
     /// Resets the TTL to `ttl` on every node that still holds this lock, and
@@ -267,8 +261,8 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn extend(&mut self, ttl: Duration) -> Result<Duration, LockError<B::Error>> {
-        let ttl = self.shared.config.check_ttl(ttl)?;
-        extend(&self.shared, &self.state, ttl)
+        let ttl = self.manager.shared.config.check_ttl(ttl)?;
+        state::extend(&self.manager.shared, &self.state, ttl)
     }
 
     /// Releases the lock on all nodes and reports whether a quorum still held
@@ -292,9 +286,10 @@ impl<B: LockBackend> Lock<B> {
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         self.released = true;
         let message = self.state.life.lock().begin_release();
-        let shared = &self.shared;
+        let shared = &self.manager.shared;
         let claim = &self.state.claim;
-        let decided = match shared.release_handing_off(claim, message, self.line, true) {
+        let lines = &self.manager.lines;
+        let decided = match lines.release_handing_off(shared, claim, message, self.line, true) {
             Some(decided) => decided,
             None => shared.run_single(Single::new(
                 &shared.settings,
@@ -315,32 +310,18 @@ impl<B: LockBackend> Lock<B> {
     }
 }
 
-/// One extend round for `state`; shared by [`Lock::extend`] and the keeper.
-pub(crate) fn extend<E: Send + Sync + 'static>(
-    shared: &Shared<E>,
-    state: &LockState<E>,
-    ttl: Ttl,
-) -> Result<Duration, LockError<E>> {
-    let _turn = state.extending.lock();
-    let now = shared.config.clock.now();
-    let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
-    let single = Single::new(
-        &shared.settings,
-        message,
-        Arc::clone(&state.claim),
-        Until::Decided,
-    );
-    let decided = shared.run_single(single);
-    state.life.lock().end_extend(ttl, decided, &shared.settings)
-}
-
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
             let message = self.state.life.lock().begin_release();
-            let _ = self
-                .shared
-                .release_handing_off(&self.state.claim, message, self.line, false);
+            let manager = &self.manager;
+            let _ = manager.lines.release_handing_off(
+                &manager.shared,
+                &self.state.claim,
+                message,
+                self.line,
+                false,
+            );
         }
     }
 }

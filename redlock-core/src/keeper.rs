@@ -9,8 +9,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::engine::{Keep, KeepStep};
-use crate::fanout::Shared;
-use crate::guard::{self, LockState};
+use crate::shared::Shared;
+use crate::state::{self, LockState};
 use crate::{ConfigError, LockError, LostReason, NodeId};
 
 /// How a lock is kept alive by automatic extension, and where that stops.
@@ -136,8 +136,21 @@ impl<E> Keeper<E> {
     }
 }
 
-/// Hands `state` to the keeper thread of `shared`, starting it if needed.
-pub(crate) fn register<E: Send + Sync + 'static>(
+impl<E: Send + Sync + 'static> Keeper<E> {
+    /// Hands `state` to the keeper thread, starting it if needed; it
+    /// extends through `shared`.
+    pub(crate) fn register(
+        &self,
+        shared: &Arc<Shared<E>>,
+        state: &Arc<LockState<E>>,
+        policy: KeepAlive,
+    ) -> Result<(), ConfigError> {
+        register(self, shared, state, policy)
+    }
+}
+
+fn register<E: Send + Sync + 'static>(
+    keeper: &Keeper<E>,
     shared: &Arc<Shared<E>>,
     state: &Arc<LockState<E>>,
     policy: KeepAlive,
@@ -155,7 +168,7 @@ pub(crate) fn register<E: Send + Sync + 'static>(
             policy.max_extensions,
         ),
     };
-    let mut sender = shared.keeper.sender.lock();
+    let mut sender = keeper.sender.lock();
     if sender.is_none() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let weak = Arc::downgrade(shared);
@@ -227,7 +240,7 @@ fn tend<E: Send + Sync + 'static>(shared: &Shared<E>, entry: &mut Entry<E>) -> b
             lose(&state, entry, reason, None);
             false
         }
-        KeepStep::Extend => match guard::extend(shared, &state, ttl) {
+        KeepStep::Extend => match state::extend(shared, &state, ttl) {
             Ok(_) => {
                 let valid_until = state.life.lock().valid_until();
                 entry.keep.extended(clock.now(), valid_until);

@@ -57,33 +57,39 @@
 )]
 
 mod backend;
+mod builder;
 mod clock;
 mod config;
 mod driver;
 pub mod engine;
 mod error;
-mod fanout;
 mod fence;
 mod guard;
 mod keeper;
 mod line;
 mod mailbox;
+mod manager;
+mod node;
 mod quorum;
 mod report;
 mod resource;
 mod round;
+mod shared;
+mod state;
 mod tally;
 mod token;
 mod worker;
 
-pub use backend::{AcquireOutcome, Connect, LockBackend, NodeId, Request, Response};
+pub use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
+pub use builder::Builder;
 pub use clock::{Clock, SystemClock};
-pub use config::{Builder, RetryDelay, Ttl, MAX_NODE_TIMEOUT};
+pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;
 pub use error::{ConfigError, ConnectError, LockError, LostReason};
 pub use fence::{fence_step, FenceStep, FencingToken};
 pub use guard::Lock;
 pub use keeper::KeepAlive;
+pub use node::NodeId;
 pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
 pub use report::{NodeError, NodeFailure, RoundReport};
 pub use resource::{Claim, IntoResources, Queued, Resources};

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::engine::{Acquire, Decided, Handing, Joined, Look, Message, Single, Until, Waiting};
-use crate::fanout::{Deadlines, Shared};
-use crate::guard::LockState;
 use crate::mailbox::{Inbox, Mailbox};
+use crate::shared::{Deadlines, Shared};
+use crate::state::LockState;
 use crate::{Claim, Resources, Token, Ttl};
 
 /// The longest a waiter parks before it looks at its line again; waits are
@@ -72,7 +72,7 @@ fn wake_all<E>(expired: Vec<Arc<Waiter<E>>>) {
     }
 }
 
-impl<E: Send + Sync + 'static> Shared<E> {
+impl<E: Send + Sync + 'static> Lines<E> {
     /// Joins the line for `resources`: owner at once when nobody else of
     /// this manager wants them, otherwise a waiter at the back.
     pub(crate) fn join_line(&self, resources: &Resources, ttl: Ttl, deadline: Instant) -> Place<E> {
@@ -81,7 +81,6 @@ impl<E: Send + Sync + 'static> Shared<E> {
             baton: Mutex::new(None),
         });
         let joined = self
-            .lines
             .lines
             .lock()
             .join(resources, ttl, deadline, Arc::clone(&waiter));
@@ -95,14 +94,15 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// first (it has then left the line).
     pub(crate) fn await_turn(
         &self,
+        shared: &Shared<E>,
         resources: &Resources,
         ticket: u64,
         waiter: &Waiter<E>,
     ) -> Option<Baton<E>> {
-        let clock = &self.config.clock;
+        let clock = &shared.config.clock;
         loop {
             let wake_at = {
-                let mut lines = self.lines.lines.lock();
+                let mut lines = self.lines.lock();
                 if let Some(baton) = waiter.baton.lock().take() {
                     return Some(baton);
                 }
@@ -128,24 +128,24 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// owner (it always is unless it was taken for gone).
     pub(crate) fn hold_line(
         &self,
+        shared: &Shared<E>,
         resources: &Resources,
         ticket: u64,
         state: &Arc<LockState<E>>,
         handed: bool,
     ) -> bool {
-        let now = self.config.clock.now();
+        let now = shared.config.clock.now();
         self.lines
-            .lines
             .lock()
             .hold(resources, ticket, Arc::downgrade(state), now, handed)
     }
 
     /// The owner `ticket` gives up without a lock: the next waiter acquires
     /// through the nodes itself.
-    pub(crate) fn leave_line(&self, resources: &Resources, ticket: u64) {
-        let now = self.config.clock.now();
+    pub(crate) fn leave_line(&self, shared: &Shared<E>, resources: &Resources, ticket: u64) {
+        let now = shared.config.clock.now();
         let mut expired = Vec::new();
-        let mut lines = self.lines.lines.lock();
+        let mut lines = self.lines.lock();
         if let Some(next) = lines.leave(resources, ticket, now, &mut expired) {
             give_turn(&next);
         }
@@ -160,13 +160,14 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// release's decided round.
     pub(crate) fn release_handing_off(
         &self,
+        shared: &Shared<E>,
         claim: &Arc<Claim>,
         message: Message,
         line: Option<u64>,
         wait: bool,
     ) -> Option<Decided<E>> {
-        let clock = &self.config.clock;
-        let mut release = Single::new(&self.settings, message, Arc::clone(claim), Until::Decided);
+        let clock = &shared.config.clock;
+        let mut release = Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided);
         release.start(clock.now());
         let sent = release.poll_transmit()?;
         let mine =
@@ -175,39 +176,40 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let resources = claim.resources();
         let now = clock.now();
         let mut expired = Vec::new();
-        let mut lines = self.lines.lines.lock();
+        let mut lines = self.lines.lock();
         let handing = lines.release(resources, line, now, &mut expired);
         let (next, yields) = match handing {
             Handing::Next { waiter, yields } => (waiter, yields),
             Handing::Plain | Handing::Freed => {
                 // Queued before the line's lock is let go, so that whoever
                 // joins the line next has its acquire behind this release.
-                let deadline = self.send(&sent, my_inbox.as_ref());
+                let deadline = shared.send(&sent, my_inbox.as_ref());
                 drop(lines);
                 wake_all(expired);
-                return mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)));
+                return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
             }
         };
         let first = Token::random().ok().and_then(|token| {
-            let theirs = Arc::new(Claim::new(resources.clone(), token).queued(self.queued(yields)));
+            let theirs =
+                Arc::new(Claim::new(resources.clone(), token).queued(shared.queued(yields)));
             let mut acquire = Acquire::new(
-                self.settings.clone(),
+                shared.settings.clone(),
                 resources.clone(),
                 next.ttl,
                 Some(next.deadline),
-                Some(self.queued(true)),
+                Some(shared.queued(true)),
             );
-            acquire.start_with(now, theirs, &mut self.entropy());
+            acquire.start_with(now, theirs, &mut shared.entropy());
             let first = acquire.poll_transmit()?;
             Some((acquire, first))
         });
         let Some((acquire, first)) = first else {
             // No token for them (or it could not start): it acquires itself.
             give_turn(&next);
-            let deadline = self.send(&sent, my_inbox.as_ref());
+            let deadline = shared.send(&sent, my_inbox.as_ref());
             drop(lines);
             wake_all(expired);
-            return mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)));
+            return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
         };
         let their_box = Arc::new(Mailbox::new(
             acquire,
@@ -215,7 +217,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             next.who.thread.clone(),
         ));
         let their_inbox: Arc<dyn Inbox<E>> = Arc::clone(&their_box) as Arc<dyn Inbox<E>>;
-        let deadline = self.send_pair((&sent, my_inbox.as_ref()), (&first, &their_inbox));
+        let deadline = shared.send_pair((&sent, my_inbox.as_ref()), (&first, &their_inbox));
         *next.who.baton.lock() = Some(Baton::Round(
             their_box,
             Deadlines::of(first.round(), deadline),
@@ -223,7 +225,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         drop(lines);
         next.who.thread.unpark();
         wake_all(expired);
-        mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)))
+        mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)))
     }
 }
 

@@ -1,6 +1,7 @@
-//! The shell around the machines: what the manager and its guards share,
-//! how a machine's requests reach every node's worker at once, and the loop
-//! that drives a machine on the calling thread with the real clock.
+//! The shell's context: the node workers and settings that every caller
+//! and guard of one manager uses, how a machine's requests reach every
+//! node's worker at once, and the loop that drives a machine on the calling
+//! thread with the real clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -10,13 +11,12 @@ use parking_lot::Mutex;
 
 use crate::config::{later, Config};
 use crate::engine::{Entropy, RoundId, Settings, Single, Timer, Transmit, Until};
-use crate::keeper::Keeper;
-use crate::line::Lines;
 use crate::mailbox::{Inbox, Machine, Mailbox};
 use crate::worker::{Job, Worker};
 use crate::{Claim, EntropyError, Queued, Token, Ttl};
 
-/// What the manager and its guards share: the workers and the settings.
+/// What every caller and guard of one manager uses: the workers and the
+/// settings.
 pub(crate) struct Shared<E> {
     /// A random id for this manager's waiting marks.
     pub(crate) id: u64,
@@ -31,8 +31,6 @@ pub(crate) struct Shared<E> {
     /// What the machines need of the configuration.
     pub(crate) settings: Settings,
     pub(crate) rng: Mutex<fastrand::Rng>,
-    pub(crate) keeper: Keeper<E>,
-    pub(crate) lines: Lines<E>,
     /// Callers driving a machine right now.
     pub(crate) waiting: AtomicUsize,
 }

@@ -1,0 +1,366 @@
+//! The manager's builder and constructors: settings, their validation,
+//! and the start of the workers.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{check_node_timeout, Config};
+use crate::{
+    Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay, SystemClock,
+};
+
+impl<B: LockBackend + 'static> Redlock<B> {
+    /// A manager over `backends` with the default settings (see [`Builder`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoNodes`] or [`ConfigError::DuplicateNode`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{ConfigError, Redlock};
+    /// use redlock_mock::{MockCluster, MockNode};
+    /// let locks = Redlock::new(MockCluster::new(3).backends())?;
+    /// assert!(matches!(Redlock::new(Vec::<MockNode>::new()), Err(ConfigError::NoNodes)));
+    /// # Ok::<(), ConfigError>(())
+    /// ```
+    pub fn new(backends: impl IntoIterator<Item = B>) -> Result<Self, ConfigError> {
+        Self::builder(backends).build()
+    }
+
+    /// A manager with the default settings over one backend per address
+    /// (for Redis, one URL per master).
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Address`](crate::ConnectError::Address) for an address
+    /// the backend rejects, [`ConnectError::Config`](crate::ConnectError::Config)
+    /// for no addresses or the same node twice.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::Redlock;
+    /// let locks = Redlock::<redlock_mock::MockNode>::connect(["n1", "n2", "n3"])?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect<I>(addresses: I) -> Result<Self, crate::ConnectError<B::Error>>
+    where
+        B: crate::Connect,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::builder([]).connect(addresses)
+    }
+
+    /// A builder over `backends`, for settings other than the defaults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::Redlock;
+    /// let locks = Redlock::builder(redlock_mock::MockCluster::new(3).backends())
+    ///     .node_timeout(Duration::from_millis(10))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn builder(backends: impl IntoIterator<Item = B>) -> Builder<B> {
+        Builder::new(backends.into_iter().collect())
+    }
+}
+
+/// Builds a [`Redlock`] manager; `build()` validates every setting.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::Redlock;
+/// use redlock_mock::MockCluster;
+///
+/// let cluster = MockCluster::new(5);
+/// let locks = Redlock::builder(cluster.backends())
+///     .node_timeout(Duration::from_millis(20))
+///     .drift_factor(0.01)
+///     .retry_delay(Duration::from_millis(5), Duration::from_millis(50))
+///     .acquire_timeout(Duration::from_secs(2))
+///     .build()?;
+/// assert_eq!(locks.quorum(), 3);
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[must_use = "a builder does nothing until build() is called"]
+pub struct Builder<B> {
+    backends: Vec<B>,
+    node_timeout: Duration,
+    drift_factor: f64,
+    retry_min: Duration,
+    retry_max: Duration,
+    acquire_timeout: Duration,
+    clock: Arc<dyn Clock>,
+    jitter_seed: Option<u64>,
+    queue_depth: usize,
+    fencing: bool,
+}
+
+impl<B: LockBackend> fmt::Debug for Builder<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<_> = self.backends.iter().map(LockBackend::node_id).collect();
+        f.debug_struct("Builder")
+            .field("nodes", &nodes)
+            .field("node_timeout", &self.node_timeout)
+            .field("drift_factor", &self.drift_factor)
+            .field("retry", &(self.retry_min..=self.retry_max))
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: LockBackend + 'static> Builder<B> {
+    pub(crate) fn new(backends: Vec<B>) -> Self {
+        Builder {
+            backends,
+            node_timeout: Duration::from_millis(50),
+            drift_factor: 0.01,
+            retry_min: Duration::from_millis(10),
+            retry_max: Duration::from_millis(200),
+            acquire_timeout: Duration::from_secs(10),
+            clock: Arc::new(SystemClock),
+            jitter_seed: None,
+            queue_depth: 1024,
+            fencing: false,
+        }
+    }
+
+    /// Opens one backend per address with [`Connect`], each bounded by the
+    /// configured per-node timeout, and builds the manager.
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError::Address`] for an address the backend rejects,
+    /// [`ConnectError::Config`] as [`Builder::build`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::Redlock;
+    /// use redlock_mock::MockNode;
+    /// let locks = Redlock::<MockNode>::builder([])
+    ///     .node_timeout(Duration::from_millis(20))
+    ///     .connect(["a", "b", "c"])?;
+    /// assert_eq!(locks.quorum(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn connect<I>(mut self, addresses: I) -> Result<Redlock<B>, ConnectError<B::Error>>
+    where
+        B: Connect,
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        // Before any backend sees the timeout: a bad one is a configuration
+        // error, not a bad address.
+        check_node_timeout(self.node_timeout)?;
+        for address in addresses {
+            let backend =
+                B::connect(address.as_ref(), self.node_timeout).map_err(ConnectError::Address)?;
+            self.backends.push(backend);
+        }
+        Ok(self.build()?)
+    }
+
+    /// How long one round waits for each node's reply. Defaults to 50 ms;
+    /// at most [`MAX_NODE_TIMEOUT`].
+    /// Keep it small against the TTL (the specification suggests 5–50 ms
+    /// for a 10 s TTL): a dead or frozen node costs at most this much.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .node_timeout(Duration::from_millis(25))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = timeout;
+        self
+    }
+
+    /// The clock-drift factor: drift is `ttl * factor + 2 ms`. Must lie in
+    /// `[0, 0.5)`. Defaults to 0.01.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .drift_factor(0.02)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// The range of the random pause between acquire rounds. Defaults to
+    /// 10 ms to 200 ms; `min` must not exceed `max`, both may be zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .retry_delay(Duration::ZERO, Duration::from_millis(50))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_min = min;
+        self.retry_max = max;
+        self
+    }
+
+    /// How long [`Redlock::lock`] keeps retrying. Defaults to 10 s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .acquire_timeout(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
+        self.acquire_timeout = timeout;
+        self
+    }
+
+    /// The clock for elapsed time, validity and retry pauses. Defaults to
+    /// [`SystemClock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .clock(std::sync::Arc::new(redlock_core::SystemClock))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Seeds the retry jitter for reproducible runs. Defaults to a random seed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .jitter_seed(42)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Gives every lock a [`FencingToken`](crate::FencingToken)
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)). Costs a second
+    /// round per acquire on more than one node. Defaults to off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .fencing(true)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// How many requests may wait for one node before further requests to it
+    /// fail fast as [`NodeFailure::Overloaded`](crate::NodeFailure::Overloaded).
+    /// Defaults to 1024; zero is raised to 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .queue_depth(64)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn queue_depth(mut self, depth: usize) -> Self {
+        self.queue_depth = depth.max(1);
+        self
+    }
+
+    /// Validates the settings and starts one worker thread per node.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoNodes`], [`ConfigError::DuplicateNode`],
+    /// [`ConfigError::DriftFactor`], [`ConfigError::JitterRange`],
+    /// [`ConfigError::NodeTimeoutZero`], [`ConfigError::NodeTimeoutTooLarge`], or [`ConfigError::WorkerSpawn`]
+    /// when the operating system refuses a thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .node_timeout(Duration::from_millis(50))
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    pub fn build(self) -> Result<Redlock<B>, ConfigError> {
+        if self.backends.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for backend in &self.backends {
+            if !seen.insert(backend.node_id().clone()) {
+                return Err(ConfigError::DuplicateNode(backend.node_id().clone()));
+            }
+        }
+        if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {
+            return Err(ConfigError::DriftFactor(self.drift_factor));
+        }
+        check_node_timeout(self.node_timeout)?;
+        let config = Config {
+            node_timeout: self.node_timeout,
+            drift_factor: self.drift_factor,
+            retry: RetryDelay::new(self.retry_min, self.retry_max)?,
+            acquire_timeout: self.acquire_timeout,
+            clock: self.clock,
+            jitter_seed: self.jitter_seed,
+            queue_depth: self.queue_depth,
+            fencing: self.fencing,
+        };
+        Redlock::start(self.backends, config)
+    }
+}

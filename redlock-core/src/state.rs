@@ -1,0 +1,40 @@
+//! What a guard and the keeper thread share about one held lock, and the
+//! extend round both run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::engine::{Lease, Single, Until};
+use crate::shared::Shared;
+use crate::{Claim, LockError, Ttl};
+
+/// What the guard and the keeper thread share about one held lock.
+pub(crate) struct LockState<E> {
+    pub(crate) claim: Arc<Claim>,
+    pub(crate) life: Mutex<Lease<E>>,
+    /// Held for the whole of an extend round, so that the keeper's and the
+    /// caller's extensions never interleave (each sets the validity from
+    /// its own round).
+    pub(crate) extending: Mutex<()>,
+}
+
+/// One extend round for `state`; shared by `Lock::extend` and the keeper.
+pub(crate) fn extend<E: Send + Sync + 'static>(
+    shared: &Shared<E>,
+    state: &LockState<E>,
+    ttl: Ttl,
+) -> Result<Duration, LockError<E>> {
+    let _turn = state.extending.lock();
+    let now = shared.config.clock.now();
+    let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
+    let single = Single::new(
+        &shared.settings,
+        message,
+        Arc::clone(&state.claim),
+        Until::Decided,
+    );
+    let decided = shared.run_single(single);
+    state.life.lock().end_extend(ttl, decided, &shared.settings)
+}
