@@ -12,6 +12,7 @@ mod redis_exit;
 mod redis_faults;
 mod redis_ghost;
 mod redis_lifetime;
+mod redis_regressions;
 mod regressions;
 mod sim;
 mod sim_fencing;

@@ -1,0 +1,79 @@
+//! Real-Redis regression tests of the bug-fix issue not covered elsewhere:
+//! each is named after its bug and failed before the fix.
+
+use std::time::{Duration, Instant};
+
+use redlock_redis::{ConfigError, ConnectError, RedisBackend, Redlock};
+
+use crate::redis_common::{cluster, key, manager};
+
+/// Ten times and more what anything here should take: only a hang fails.
+const BOUND: Duration = Duration::from_secs(10);
+
+fn exists(server: &redlock_tests::harness::RedisServer, name: &str) -> bool {
+    let mut conn = server.client().expect("connect");
+    redis::cmd("EXISTS")
+        .arg(name)
+        .query::<bool>(&mut conn)
+        .expect("EXISTS")
+}
+
+#[test]
+fn bug_node_timeout_zero_connect_reported_a_bad_address() {
+    let err = Redlock::builder(Vec::<RedisBackend>::new())
+        .node_timeout(Duration::ZERO)
+        .connect(["redis://127.0.0.1:1"])
+        .expect_err("a zero timeout");
+    assert!(
+        matches!(err, ConnectError::Config(ConfigError::NodeTimeoutZero)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn bug_flush_said_true_while_masters_were_frozen() {
+    let servers = cluster(5);
+    let locks = manager(&servers, Duration::from_millis(200));
+    let name = key("flush-frozen");
+    let lock = locks
+        .try_lock(name.as_str(), Duration::from_secs(30))
+        .expect("free");
+    assert!(locks.flush(BOUND));
+    for i in 0..3 {
+        servers.node(i).pause().expect("SIGSTOP");
+    }
+    drop(lock);
+    // Three masters have not run the release: not caught up.
+    let caught_up = locks.flush(Duration::from_secs(1));
+    for i in 0..3 {
+        servers.node(i).resume().expect("SIGCONT");
+    }
+    assert!(!caught_up, "flush said every master caught up");
+    // Once they answer again, the kept releases reach them.
+    let deadline = Instant::now() + BOUND;
+    while !locks.flush(Duration::from_secs(1)) && Instant::now() < deadline {}
+    assert!(locks.flush(BOUND));
+    for server in servers.iter() {
+        assert!(!exists(server, &name), "key left on {}", server.url());
+    }
+}
+
+#[test]
+fn bug_a_ten_megabyte_key_left_a_ghost_on_every_master() {
+    let servers = cluster(5);
+    // The default node timeout: writing and storing 10 MB takes longer.
+    let locks = manager(&servers, Duration::from_millis(50));
+    let name = format!("{}:{}", key("ten-mb"), "x".repeat(10 << 20));
+    // Whatever the attempt says (most likely a timeout), it leaves nothing.
+    let attempt = locks.try_lock(name.as_str(), Duration::from_secs(30));
+    drop(attempt);
+    let deadline = Instant::now() + BOUND;
+    let left = loop {
+        let left: Vec<_> = servers.iter().filter(|s| exists(s, &name)).collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            break left.len();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(left, 0, "ghost keys left");
+}
