@@ -127,15 +127,19 @@ impl Owing {
             }
             size = packed.len();
         });
+        match sent {
+            Err(failure) if failure.breaks_connection() => return Err(failure),
+            // Nothing was written: nothing is owed for them (the manager
+            // keeps the releases and sends them again).
+            Err(Failure::Deadline) => return Ok(()),
+            _ => {}
+        }
         self.written += size;
         for claim in claims {
             self.releases.insert(claim.token().clone());
             self.due.push_back(Due::Release(claim.token().clone()));
         }
-        match sent {
-            Err(failure) if failure.breaks_connection() => Err(failure),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// Whether another release may be written behind.

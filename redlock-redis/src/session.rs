@@ -192,6 +192,11 @@ impl<'a> Session<'a> {
         let packed = &mut self.conn.packed;
         packed.clear();
         write(packed);
+        self.send_packed()
+    }
+
+    /// Writes the commands in the connection's buffer.
+    fn send_packed(&mut self) -> Result<(), Failure> {
         self.arm_to_send()?;
         let Conn { wire, packed, .. } = &mut *self.conn;
         let sent = wire.write(packed);
@@ -203,17 +208,22 @@ impl<'a> Session<'a> {
     /// Like [`send`](Self::send), but given at least `least` to write even
     /// when the deadline has passed: for releases that must reach the
     /// node's socket although the call's time is spent (a socket with room
-    /// takes them at once).
+    /// takes them at once). The time counts from when the commands are
+    /// packed (packing a very large key takes time of its own), and what
+    /// the write does not send in that time goes out first on the next call.
     pub(crate) fn send_anyway(
         &mut self,
         least: Duration,
         write: impl FnOnce(&mut Vec<u8>),
     ) -> Result<(), Failure> {
+        let packed = &mut self.conn.packed;
+        packed.clear();
+        write(packed);
         let now = Instant::now();
         if self.deadline < now + least {
             self.deadline = now + least;
         }
-        self.send(write)
+        self.send_packed()
     }
 
     /// Sends what earlier writes on this connection left unsent.
