@@ -86,6 +86,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             Some(seed) => fastrand::Rng::with_seed(seed),
             None => fastrand::Rng::new(),
         };
+        let seeded = config.jitter_seed.is_some();
         let flush_claim = Arc::new(Claim::new(
             Resources::one("redlock:flush")?,
             Token::from_bytes([0; crate::TOKEN_LEN]),
@@ -117,7 +118,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             workers,
             flush_claim,
             config,
-            rng: Mutex::new(rng),
+            rng: seeded.then(|| Mutex::new(rng)),
             waiting: AtomicUsize::new(0),
         });
         Ok(Redlock {

@@ -173,6 +173,12 @@ impl<E: Send + Sync + 'static> Lines<E> {
         let mine =
             wait.then(|| Arc::new(Mailbox::new(release, Arc::clone(clock), thread::current())));
         let my_inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
+        if line.is_none() {
+            // Not a line's lock (`try_lock`): nothing to hand over, and no
+            // need to take the lines' lock.
+            let deadline = shared.send(&sent, my_inbox.as_ref());
+            return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
+        }
         let resources = claim.resources();
         let now = clock.now();
         let mut expired = Vec::new();

@@ -30,14 +30,16 @@ pub(crate) struct Shared<E> {
     pub(crate) config: Config,
     /// What the machines need of the configuration.
     pub(crate) settings: Settings,
-    pub(crate) rng: Mutex<fastrand::Rng>,
+    /// The retry jitter's generator when it is seeded (reproducible runs);
+    /// otherwise each thread uses its own, so callers never contend on it.
+    pub(crate) rng: Option<Mutex<fastrand::Rng>>,
     /// Callers driving a machine right now.
     pub(crate) waiting: AtomicUsize,
 }
 
 /// The blocking manager's randomness: tokens from the OS, jitter from the
-/// manager's (seedable) generator.
-pub(crate) struct ShellEntropy<'a>(&'a Mutex<fastrand::Rng>);
+/// manager's seeded generator or the thread's own.
+pub(crate) struct ShellEntropy<'a>(Option<&'a Mutex<fastrand::Rng>>);
 
 impl Entropy for ShellEntropy<'_> {
     fn token(&mut self) -> Result<Token, EntropyError> {
@@ -47,7 +49,10 @@ impl Entropy for ShellEntropy<'_> {
         Token::random_u64()
     }
     fn jitter(&mut self) -> u64 {
-        self.0.lock().u64(..)
+        match self.0 {
+            Some(rng) => rng.lock().u64(..),
+            None => fastrand::u64(..),
+        }
     }
 }
 
@@ -79,7 +84,7 @@ impl Deadlines {
 
 impl<E: Send + Sync + 'static> Shared<E> {
     pub(crate) fn entropy(&self) -> ShellEntropy<'_> {
-        ShellEntropy(&self.rng)
+        ShellEntropy(self.rng.as_ref())
     }
 
     /// How an acquire of a caller in this manager's line waits; `yields`
