@@ -1,9 +1,16 @@
-//! Per-process clocks over the one virtual real-time clock.
+//! Per-process clocks over the one virtual real-time clock, and the
+//! client readings as the `Instant`s the core's machines take.
 //!
 //! Real (virtual) time is `u64` nanoseconds from the start of a run. Each
 //! node and client reads its own local clock: an offset, a rate error in
 //! parts per million, and (for nodes) jumps. Local readings are `i64`
 //! nanoseconds so that backward jumps and negative offsets need no care.
+//! The machines of `redlock_core::engine` take `Instant`s: a client's
+//! reading `l` is `base + SHIFT + l` for one `base` per run ([`Timebase`]);
+//! the machines only ever subtract or add durations, so nothing depends on
+//! the base.
+
+use std::time::{Duration, Instant};
 
 /// Parts per million.
 const PPM: i64 = 1_000_000;
@@ -87,6 +94,50 @@ impl ClientClock {
     }
 }
 
+/// `d` in nanoseconds (saturating).
+pub(crate) fn duration_ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// `d` in signed nanoseconds (saturating far below overflow).
+pub(crate) fn signed(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX / 4)
+}
+
+/// How far past the base a reading of zero lies, so that no reading (the
+/// offsets are non-negative, the rate errors small) maps before the base.
+const SHIFT: i64 = 1 << 42;
+
+/// Maps client clock readings to `Instant`s and back, for one run. The
+/// base is the only real-clock read of a run; decisions only ever use
+/// differences of the instants, and the trace never sees one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timebase {
+    base: Instant,
+}
+
+impl Timebase {
+    pub(crate) fn new() -> Self {
+        Timebase {
+            base: Instant::now(),
+        }
+    }
+
+    /// The instant of the client reading `local`.
+    pub(crate) fn at(self, local: i64) -> Instant {
+        let offset = u64::try_from(local.saturating_add(SHIFT)).unwrap_or(0);
+        self.base
+            .checked_add(Duration::from_nanos(offset))
+            .unwrap_or(self.base)
+    }
+
+    /// The client reading of `at`.
+    pub(crate) fn local(self, at: Instant) -> i64 {
+        let since = at.saturating_duration_since(self.base).as_nanos();
+        i64::try_from(since).unwrap_or(i64::MAX / 4) - SHIFT
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +149,15 @@ mod tests {
         c.jump(1_000_000, -500);
         assert_eq!(c.local(1_000_000), 1_010_500);
         assert_eq!(c.local(2_000_000), 1_010_500 + 1_010_000);
+    }
+
+    #[test]
+    fn timebase_round_trips() {
+        let time = Timebase::new();
+        for local in [0i64, 1, 999_999_999_999, -5] {
+            assert_eq!(time.local(time.at(local)), local);
+        }
+        assert_eq!(time.at(7) - time.at(2), Duration::from_nanos(5));
     }
 
     #[test]

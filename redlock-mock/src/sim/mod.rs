@@ -9,18 +9,34 @@
 //! client and link ([`SimRng`]). The same seed gives the same run and the
 //! same trace hash.
 //!
-//! The clients drive the core's own decision code — [`redlock_core::Tally`],
-//! [`redlock_core::judge`] (validity = TTL − elapsed − drift, with
-//! [`redlock_core::drift`]), [`redlock_core::RetryDelay::pick`] and
-//! [`redlock_core::Ttl`] — in the order the blocking manager follows: start
-//! time read before sending, every node at once, decision at the first
-//! decisive vote, release on every node after a failed round, random retry
-//! pauses until a deadline, extend by the same rule. Fenced acquires
-//! ([`Scenario::fencing`]) follow the core's [`redlock_core::fence_step`]:
-//! on several nodes a raise round judged from the acquire's start, whose
-//! failure abandons the acquire; the checker requires tokens to rise from
-//! holder to holder, and [`Scenario::fenced_resource`] makes the protected
-//! resource reject lower tokens.
+//! The clients hold and drive the machines of [`redlock_core::engine`],
+//! the very code the blocking [`Redlock`](redlock_core::Redlock) drives:
+//! [`Acquire`](redlock_core::engine::Acquire) for each acquisition (rounds
+//! to every node decided by the tally and judge, the fencing raise round,
+//! the release of a failed round on every node while waiting for the nodes
+//! that may hold, random retry pauses until the deadline),
+//! [`Single`](redlock_core::engine::Single) rounds for extends and releases,
+//! the holder's [`Lease`](redlock_core::engine::Lease) (validity, loss,
+//! what a failed extend does to it) and, with [`Scenario::keep_alive`], the
+//! keep-alive schedule [`Keep`](redlock_core::engine::Keep). The simulated
+//! client is only the shell around them, as `Shared::drive` is in the
+//! core: it feeds replies, per-node timeouts and pause ends in with its own
+//! clock reading as `now` (an `Instant` at a fixed offset from one base per
+//! run, so nothing depends on the real clock), sends each transmit to every
+//! node of its view, starts a round's per-node timer when it sends it, and
+//! takes the result. Tokens, fencing holder ids and jitter come from the
+//! client's seeded stream ([`redlock_core::engine::Entropy`]). Process
+//! pauses may fall before a transmit is sent, before a reply is handled and
+//! at the steps of the critical section.
+//!
+//! What the simulator itself adds is the world: nodes, links, clocks,
+//! faults, the scheduler, the critical-section workload and the checker.
+//! With [`Scenario::fencing`] the checker requires tokens to rise from
+//! holder to holder ([`FenceRises`]), and [`Scenario::fenced_resource`]
+//! makes the protected resource reject lower tokens. A holder must know of
+//! a loss before anyone else is granted its resources
+//! ([`ViolationKind::StaleHolder`]), and a lock given up must leave no key
+//! behind ([`ViolationKind::LeftBehind`]).
 //!
 //! The nodes have the semantics of [`MockNode`](crate::MockNode) on their
 //! own clocks (expiry follows each node's clock, as Redis does), with
@@ -34,7 +50,7 @@
 //! # Examples
 //!
 //! ```
-//! use redlock_mock::sim::{run, run_traced, sweep, Scenario};
+//! use redlock_mock::sim::{run, run_traced, sweep, Scenario, ViolationKind};
 //!
 //! // In-model faults: no violations, and a seed replays exactly.
 //! let report = sweep(&Scenario::in_model(), 0..50, 2);
@@ -52,28 +68,44 @@
 //! assert_eq!(sweep(&Scenario::fencing(), 0..50, 2).violations, 0);
 //! let fenced = sweep(&Scenario::fenced_resource(), 0..50, 2);
 //! assert!(fenced.violations == 0 && fenced.fenced_off > 0);
+//!
+//! // A release that overtakes its acquire (no ordered connection) leaves
+//! // the acquire's key behind.
+//! let unordered = sweep(&Scenario::late_grants_unordered(), 0..50, 2);
+//! assert!(unordered.runs_with(ViolationKind::LeftBehind) > 0);
 //! ```
+//!
+//! # Layout
+//!
+//! The vocabulary of the run (`event.rs`: requests, answers, events, the
+//! queue), its results (`outcome.rs`), the checker (`checker/`), the lock
+//! records (`locks.rs`) and the leaves (`clock.rs`, `rng.rs`, `trace.rs`,
+//! `net.rs`, `node.rs`, `scenario.rs`) import nothing of the parts that use
+//! them. A client (`client/`) sees the world only through what it is lent
+//! for one event (`ctx.rs`); the world (`world/`) owns the clients and
+//! calls them; `run.rs` and `sweep.rs` run worlds.
 
 mod checker;
 mod client;
 mod clock;
-mod faults;
-mod fence;
+mod ctx;
+mod event;
+mod locks;
 mod net;
 mod node;
+mod outcome;
 mod presets;
 mod rng;
 mod run;
 mod scenario;
 mod sweep;
 mod trace;
-mod work;
 mod world;
 
-pub use checker::{Grant, GrantObserver, Violation, ViolationKind};
-pub use fence::FenceRises;
+pub use checker::{FenceRises, Grant, GrantObserver};
+pub use outcome::{Outcome, Stats, Violation, ViolationKind};
 pub use rng::SimRng;
-pub use run::{run, run_observed, run_traced, Outcome, Stats};
+pub use run::{run, run_observed, run_traced};
 pub use scenario::{
     ClientFaults, ClockFaults, Cut, Fault, FenceScheme, NetFaults, NodeFaults, Persistence,
     Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES,

@@ -1,7 +1,8 @@
-//! Links between clients and nodes: FIFO per direction (as a TCP
-//! connection), heavy-tailed delays, loss, and partitions.
+//! Links between clients and nodes: FIFO per direction (one ordered
+//! connection, as the backends keep), or with no order at all (several
+//! connections), heavy-tailed delays, loss, and partitions.
 
-use super::checker::duration_ns;
+use super::clock::duration_ns;
 use super::rng::SimRng;
 use super::scenario::NetFaults;
 
@@ -35,7 +36,15 @@ impl Link {
 
     /// Sends a message at `now`: `loss` is the chance to lose it; with
     /// `calm`, no loss and no tail (liveness mode after the faults stop).
-    pub(crate) fn send(&mut self, now: u64, net: &NetFaults, loss: f64, calm: bool) -> Fate {
+    /// `ordered`: it arrives no earlier than the message sent before it.
+    pub(crate) fn send(
+        &mut self,
+        now: u64,
+        net: &NetFaults,
+        loss: f64,
+        calm: bool,
+        ordered: bool,
+    ) -> Fate {
         if self.cut > 0 {
             return Fate::Lost;
         }
@@ -51,8 +60,60 @@ impl Link {
                     .pareto(duration_ns(net.tail_scale), duration_ns(net.tail_max)),
             );
         }
-        let arrival = (now + delay).max(self.last);
-        self.last = arrival;
+        let arrival = if ordered {
+            (now + delay).max(self.last)
+        } else {
+            now + delay
+        };
+        self.last = self.last.max(arrival);
         Fate::Arrives(arrival)
+    }
+}
+
+/// Every link of a run: one per client and node, each direction.
+#[derive(Debug)]
+pub(crate) struct Net {
+    nodes: usize,
+    req: Vec<Link>,
+    rep: Vec<Link>,
+}
+
+impl Net {
+    /// The links of `clients` × `nodes`, each with its own stream of the
+    /// run's `seed`.
+    pub(crate) fn new(seed: u64, clients: usize, nodes: usize) -> Self {
+        let link = |dir: u64| {
+            (0..clients * nodes)
+                .map(|i| Link::new(SimRng::stream(seed, 1_000_000 + 2 * i as u64 + dir)))
+                .collect::<Vec<_>>()
+        };
+        Net {
+            nodes,
+            req: link(0),
+            rep: link(1),
+        }
+    }
+
+    fn index(&self, client: u8, node: u8) -> usize {
+        client as usize * self.nodes + node as usize
+    }
+
+    /// The request direction from `client` to `node`.
+    pub(crate) fn request(&mut self, client: u8, node: u8) -> &mut Link {
+        let i = self.index(client, node);
+        &mut self.req[i]
+    }
+
+    /// The reply direction from `node` to `client`.
+    pub(crate) fn reply(&mut self, client: u8, node: u8) -> &mut Link {
+        let i = self.index(client, node);
+        &mut self.rep[i]
+    }
+
+    /// Heals every partition.
+    pub(crate) fn heal(&mut self) {
+        for link in self.req.iter_mut().chain(self.rep.iter_mut()) {
+            link.cut = 0;
+        }
     }
 }

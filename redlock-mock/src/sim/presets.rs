@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 11] = [
+    pub const NAMES: [&'static str; 14] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -25,6 +25,9 @@ impl Scenario {
         "fencing",
         "fenced-resource",
         "fencing-max-only",
+        "keep-alive",
+        "late-grants",
+        "late-grants-unordered",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -50,6 +53,9 @@ impl Scenario {
             "fencing" => Self::fencing(),
             "fenced-resource" => Self::fenced_resource(),
             "fencing-max-only" => Self::fencing_max_only(),
+            "keep-alive" => Self::keep_alive(),
+            "late-grants" => Self::late_grants(),
+            "late-grants-unordered" => Self::late_grants_unordered(),
             _ => return None,
         })
     }
@@ -80,10 +86,14 @@ impl Scenario {
             linger: 0.3,
             think_max: ms(20),
             extend: true,
+            keep_alive: false,
+            keep_max_hold: Duration::from_secs(3600),
             fencing: false,
             fence_scheme: FenceScheme::Raise,
             fenced_resource: false,
             unique_tokens: true,
+            unordered_connections: false,
+            check_leftovers: false,
             views: Vec::new(),
             horizon: ms(600),
             script: Vec::new(),
@@ -370,6 +380,107 @@ impl Scenario {
             fence_scheme: FenceScheme::MaxOnly,
             multi_key: 0.0,
             ..base
+        }
+    }
+
+    /// Long critical sections (up to four TTLs) under locks kept alive by
+    /// the core's keep-alive schedule, against the in-model faults with
+    /// more and longer client pauses (past the TTL: the keeper stalls with
+    /// its process) and more partitions; a keeper gives up after 300 ms of
+    /// total hold. A holder checks its lease before each access. Expect
+    /// zero violations: in particular a holder always knows its lock is lost
+    /// before another client is granted it
+    /// ([`ViolationKind::StaleHolder`](super::ViolationKind::StaleHolder)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::keep_alive(), 0..20, 1);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn keep_alive() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "keep-alive".into(),
+            extend: false,
+            keep_alive: true,
+            keep_max_hold: ms(300),
+            work_min: ms(20),
+            work_max: ms(400),
+            linger: 0.0,
+            horizon: ms(1_200),
+            net: NetFaults {
+                partition_rate: 8.0,
+                ..base.net.clone()
+            },
+            client_faults: ClientFaults {
+                pause_chance: 0.06,
+                pause_max: ms(300),
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Replies that come after their round was decided: heavy-tailed
+    /// delays both ways (a fifth of the messages up to 60 ms, against a
+    /// 10 ms node timeout) and 5 % of the replies lost after the command
+    /// ran, so acquires are granted on nodes whose answer the client never
+    /// waited for. No request is lost and no node or client crashes, so
+    /// every release runs; at the end, once every message has landed, no
+    /// key of a lock that was given up (released, or abandoned after a
+    /// failed round) may be left on any node
+    /// ([`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    /// Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::late_grants(), 0..20, 1);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn late_grants() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "late-grants".into(),
+            check_leftovers: true,
+            net: NetFaults {
+                tail_chance: 0.2,
+                tail_scale: ms(2),
+                tail_max: ms(60),
+                loss: 0.0,
+                reply_loss: 0.05,
+                partition_rate: 0.0,
+                ..base.net.clone()
+            },
+            node_faults: NodeFaults {
+                crash_rate: 0.0,
+                ..base.node_faults.clone()
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.0,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// [`Scenario::late_grants`] with each client's requests to a node on
+    /// several connections, in no order
+    /// ([`Scenario::unordered_connections`]): a release can overtake the
+    /// acquire it undoes, which then leaves its key for a whole TTL.
+    /// Out of model.
+    #[must_use]
+    pub fn late_grants_unordered() -> Scenario {
+        Scenario {
+            name: "late-grants-unordered".into(),
+            out_of_model: true,
+            unordered_connections: true,
+            ..Self::late_grants()
         }
     }
 }

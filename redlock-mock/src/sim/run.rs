@@ -2,75 +2,10 @@
 
 use std::time::Duration;
 
-use super::checker::{GrantObserver, Violation, ViolationKind};
+use super::checker::GrantObserver;
+use super::outcome::{Outcome, Stats, Violation, ViolationKind};
 use super::scenario::Scenario;
 use super::world::World;
-
-/// Counters of what a run did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Stats {
-    /// Events processed.
-    pub events: u64,
-    /// Rounds started (acquire, extend, release).
-    pub rounds: u64,
-    /// Acquires that ended `Held`.
-    pub acquired: u64,
-    /// Extends that ended `Held`.
-    pub extended: u64,
-    /// Acquire calls that timed out (gave up after retrying).
-    pub gave_up: u64,
-    /// Writes to the protected resource.
-    pub writes: u64,
-    /// Writes skipped because the validity had run out.
-    pub skipped_writes: u64,
-    /// Fence-raising rounds started (fenced acquires on several nodes).
-    pub raises: u64,
-    /// Fence-raising rounds that failed (the acquire was then abandoned).
-    pub raise_failed: u64,
-    /// Accesses (reads or writes) the fenced resource rejected for carrying
-    /// a lower fencing token than one it had seen.
-    pub fenced_off: u64,
-    /// Node crashes.
-    pub node_crashes: u64,
-    /// Failovers to a replica.
-    pub failovers: u64,
-    /// Node clock steps.
-    pub clock_jumps: u64,
-    /// Lock-key evictions (FLUSH).
-    pub flushes: u64,
-    /// Client crashes.
-    pub client_crashes: u64,
-    /// Client pauses.
-    pub pauses: u64,
-    /// Messages lost (loss, partition, refused).
-    pub lost_messages: u64,
-    /// Simulated time at the end of the run.
-    pub end: Duration,
-}
-
-/// The result of one run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    /// The seed.
-    pub seed: u64,
-    /// Hash of every event processed: equal seeds give equal hashes.
-    pub trace_hash: u64,
-    /// Violations found (the first 16; see `violation_count`).
-    pub violations: Vec<Violation>,
-    /// Violations found in all.
-    pub violation_count: u64,
-    /// What the run did.
-    pub stats: Stats,
-}
-
-impl Outcome {
-    /// Whether the run found no violation.
-    #[must_use]
-    pub fn is_clean(&self) -> bool {
-        self.violation_count == 0
-    }
-}
 
 fn simulate(
     scenario: &Scenario,

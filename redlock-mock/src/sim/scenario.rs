@@ -31,7 +31,9 @@ pub enum FenceScheme {
     /// the validity before the lock counts as acquired.
     Raise,
     /// The naive scheme: the largest counter the granting nodes returned, no
-    /// raise. Not monotonic (a demonstration of why the raise exists).
+    /// raise (the clients run the core's acquisition without fencing and
+    /// take the largest counter the nodes returned). Not monotonic (a
+    /// demonstration of why the raise exists).
     MaxOnly,
 }
 
@@ -122,7 +124,8 @@ pub enum Fault {
 }
 
 /// Network faults, per message and per link (one link per client and node,
-/// each direction FIFO like a TCP connection).
+/// each direction FIFO like a TCP connection unless
+/// [`Scenario::unordered_connections`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NetFaults {
     /// Smallest one-way delay.
@@ -273,8 +276,20 @@ pub struct Scenario {
     pub linger: f64,
     /// Largest pause between cycles.
     pub think_max: Duration,
-    /// Extend once mid critical section when less than half the TTL is left.
+    /// Extend once mid critical section when less than half the TTL is left
+    /// (not with [`Scenario::keep_alive`], whose keeper does the extending).
     pub extend: bool,
+    /// Holders keep their locks alive: a keeper extends each held lock on
+    /// the core's keep-alive schedule ([`redlock_core::engine::Keep`]) until
+    /// it is released, an extension fails or [`Scenario::keep_max_hold`] is
+    /// reached; then the lock is marked lost, and the holder checks that
+    /// before each access. The checker requires a holder to know of a loss
+    /// before anyone else is granted its resources
+    /// ([`ViolationKind::StaleHolder`](super::ViolationKind::StaleHolder)).
+    pub keep_alive: bool,
+    /// With [`Scenario::keep_alive`]: the longest total hold time of a kept
+    /// lock (the keeper's bound).
+    pub keep_max_hold: Duration,
     /// Acquire with fencing counters and compute each lock's fencing token
     /// by [`Scenario::fence_scheme`]; the checker then requires tokens to
     /// rise strictly from holder to holder of each resource
@@ -292,6 +307,21 @@ pub struct Scenario {
     /// Fresh random token per attempt. `false` reuses one token per cycle
     /// number across clients (out of model).
     pub unique_tokens: bool,
+    /// Model each client's requests to a node as travelling on several
+    /// connections with no order between them (out of model: the backends
+    /// keep one ordered connection per node, so that a release runs after
+    /// the acquire it undoes). A stale acquire may then run after its own
+    /// release and leave its key for a whole TTL.
+    pub unordered_connections: bool,
+    /// At the end of the run, let every message in flight land (every
+    /// release run) and require that no key of a lock its client gave up,
+    /// or never got, is left on any node
+    /// ([`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    /// Meaningful without request loss, request partitions, node crashes
+    /// and client crashes, which leave keys to their TTL by design. (Whether
+    /// or not this is set, an acquire that runs on a node after its own
+    /// release did is a `LeftBehind` violation.)
+    pub check_leftovers: bool,
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,

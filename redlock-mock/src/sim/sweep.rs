@@ -4,8 +4,9 @@
 use std::fmt;
 use std::ops::Range;
 
-use super::checker::ViolationKind;
-use super::run::{run, Outcome};
+use super::outcome::Outcome;
+use super::outcome::ViolationKind;
+use super::run::run;
 use super::scenario::Scenario;
 
 /// The result of running one scenario over a range of seeds. Independent of

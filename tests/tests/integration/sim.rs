@@ -410,6 +410,8 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "liveness"
                     | "fencing"
                     | "fenced-resource"
+                    | "keep-alive"
+                    | "late-grants"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

@@ -3,10 +3,12 @@
 
 use std::time::Duration;
 
-use super::checker::duration_ns;
-use super::rng::SimRng;
-use super::scenario::{Cut, Fault, Persistence};
-use super::world::{ns, signed, Dir, Ev, Step, World, ALL};
+use super::World;
+use crate::sim::clock::{duration_ns as ns, signed};
+use crate::sim::event::{Dir, Ev, ALL};
+use crate::sim::rng::SimRng;
+use crate::sim::scenario::{Cut, Fault, Persistence};
+use crate::sim::trace::fmt_time;
 
 /// Faults are drawn per 5 ms slot of the horizon (at most one of each kind
 /// per node or client and slot), with plain arithmetic only.
@@ -108,8 +110,7 @@ impl World<'_, '_> {
                     self.push(t, Ev::ClientCrash(c as u8));
                 }
             }
-            let start = self.clients[c].rng.below(ns(sc.think_max) + 1);
-            self.step_at(start, c as u8, Step::Begin, false);
+            self.with_client(c as u8, |client, ctx| client.start(ctx));
         }
         if let Some(stop) = sc.liveness {
             let stop = ns(stop);
@@ -125,24 +126,25 @@ impl World<'_, '_> {
         if on && self.calm {
             return;
         }
-        let n = self.sc.nodes;
-        for c in 0..self.sc.clients {
-            if client != ALL && client as usize != c {
+        for c in 0..self.sc.clients as u8 {
+            if client != ALL && client != c {
                 continue;
             }
-            let i = c * n + node as usize;
-            for (links, hit) in [
-                (&mut self.req, dir != Dir::Reply),
-                (&mut self.rep, dir != Dir::Request),
-            ] {
-                if hit {
-                    let link = &mut links[i];
-                    link.cut = if on {
-                        link.cut + 1
-                    } else {
-                        link.cut.saturating_sub(1)
-                    };
-                }
+            let request = self.net.request(c, node);
+            if dir != Dir::Reply {
+                request.cut = if on {
+                    request.cut + 1
+                } else {
+                    request.cut.saturating_sub(1)
+                };
+            }
+            let reply = self.net.reply(c, node);
+            if dir != Dir::Request {
+                reply.cut = if on {
+                    reply.cut + 1
+                } else {
+                    reply.cut.saturating_sub(1)
+                };
             }
         }
         self.trace.line(self.now, || {
@@ -224,10 +226,7 @@ impl World<'_, '_> {
         self.stats.node_crashes += 1;
         self.push(now + delay, Ev::Restart(n, epoch));
         self.trace.line(now, || {
-            format!(
-                "n{n} crash ({mode:?}), restart in {}",
-                super::trace::fmt_time(delay)
-            )
+            format!("n{n} crash ({mode:?}), restart in {}", fmt_time(delay))
         });
     }
 
@@ -310,51 +309,12 @@ impl World<'_, '_> {
             Fault::Flush { node } => self.flush(node as u8),
             Fault::ClientCrash { client } => self.crash_client(client as u8),
             Fault::Pause { client, length } => {
-                let cl = &mut self.clients[client];
-                if !cl.crashed && !cl.done {
-                    let until = now + ns(length);
-                    cl.paused_until = cl.paused_until.max(until);
-                    self.stats.pauses += 1;
-                    self.trace.line(now, || {
-                        format!("c{client} pauses until {}", super::trace::fmt_time(until))
-                    });
-                }
+                self.with_client(client as u8, |cl, ctx| cl.pause_for(ctx, ns(length)));
             }
         }
     }
 
     pub(crate) fn crash_client(&mut self, c: u8) {
-        let now = self.now;
-        let cl = &mut self.clients[c as usize];
-        if cl.crashed || cl.done {
-            return;
-        }
-        cl.crashed = true;
-        if let Some(lock) = cl.forget() {
-            self.checker.end(lock, now);
-        }
-        self.stats.client_crashes += 1;
-        match self.sc.client_faults.restart_max {
-            Some(max) => {
-                let delay = self.clients[c as usize].rng.range(0, duration_ns(max));
-                self.push(now + delay, Ev::ClientRestart(c));
-            }
-            None => self.retire(),
-        }
-        self.trace.line(now, || format!("c{c} crashes"));
-    }
-
-    /// A crashed client comes back as a fresh process and starts a new
-    /// cycle (the cycles it had done still count).
-    pub(crate) fn restart_client(&mut self, c: u8) {
-        let cl = &mut self.clients[c as usize];
-        if !cl.crashed {
-            return;
-        }
-        cl.crashed = false;
-        cl.paused_until = 0;
-        cl.life = cl.life.wrapping_add(1);
-        self.trace.line(self.now, || format!("c{c} restarts"));
-        self.step_at(self.now, c, Step::Begin, false);
+        self.with_client(c, |cl, ctx| cl.crash(ctx));
     }
 }

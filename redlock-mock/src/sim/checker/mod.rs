@@ -1,109 +1,15 @@
 //! The safety and liveness checker, the protected resource (fenced or
-//! not), and the grant hook.
+//! not), and the grant hook with its ready-made fencing check.
 
-use std::fmt;
+mod fence;
+
 use std::time::Duration;
 
-use super::fence::FenceRises;
+pub use fence::FenceRises;
+
+use super::outcome::{Violation, ViolationKind};
 use super::scenario::MAX_KEYS;
-
-/// What went wrong in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum ViolationKind {
-    /// Two locks believed (inside their validity) that they held the same
-    /// resource at overlapping real times.
-    MutualExclusion,
-    /// A write to the protected resource was based on a read that another
-    /// write had overtaken (a lost or interleaved update).
-    LostUpdate,
-    /// A client that believed it held a lock did not have its token on a
-    /// quorum of its nodes (a down node counts with what it held when it
-    /// went down).
-    QuorumLost,
-    /// An extend won although the lock's keys had vanished from a quorum
-    /// when the extend started.
-    ExtendResurrected,
-    /// With [`Scenario::fencing`](super::Scenario::fencing): a holder of a
-    /// resource got a fencing token not above the previous holder's (in the
-    /// order the locks were acquired, in real time).
-    FencingToken,
-    /// Liveness mode: no contender acquired within the bound after the
-    /// faults stopped.
-    NoProgress,
-    /// The [`GrantObserver`] rejected a grant (e.g. a fencing token that did
-    /// not rise).
-    Observer,
-    /// The scenario is outside what the simulator supports (see
-    /// [`Scenario::validate`](super::Scenario::validate)); nothing ran.
-    InvalidScenario,
-}
-
-impl ViolationKind {
-    /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 8] = [
-        ViolationKind::MutualExclusion,
-        ViolationKind::LostUpdate,
-        ViolationKind::QuorumLost,
-        ViolationKind::ExtendResurrected,
-        ViolationKind::FencingToken,
-        ViolationKind::NoProgress,
-        ViolationKind::Observer,
-        ViolationKind::InvalidScenario,
-    ];
-
-    /// A short stable name.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(redlock_mock::sim::ViolationKind::LostUpdate.name(), "lost-update");
-    /// ```
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            ViolationKind::MutualExclusion => "mutual-exclusion",
-            ViolationKind::LostUpdate => "lost-update",
-            ViolationKind::QuorumLost => "quorum-lost",
-            ViolationKind::ExtendResurrected => "extend-resurrected",
-            ViolationKind::FencingToken => "fencing-token",
-            ViolationKind::NoProgress => "no-progress",
-            ViolationKind::Observer => "observer",
-            ViolationKind::InvalidScenario => "invalid-scenario",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// One violation found by the checker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// What kind.
-    pub kind: ViolationKind,
-    /// When, in simulated real time since the start of the run.
-    pub at: Duration,
-    /// What happened, naming clients (`c0`...), locks (`L7`) and resources.
-    pub detail: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} at {}: {}",
-            self.kind.name(),
-            super::trace::fmt_time(duration_ns(self.at)),
-            self.detail
-        )
-    }
-}
-
-pub(crate) fn duration_ns(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
+use super::trace::fmt_time;
 
 /// One successful acquire, as handed to a [`GrantObserver`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,12 +25,12 @@ pub struct Grant<'a> {
     pub valid_until: Duration,
     /// The locked resources, as a bit mask (bit `k` for resource `k`).
     pub keys: u8,
-    /// With [`Scenario::fencing`](super::Scenario::fencing): each granting
+    /// With [`Scenario::fencing`](crate::sim::Scenario::fencing): each granting
     /// node of the acquire round and the fencing counter it returned (the
     /// largest over the keys). Empty otherwise.
     pub fences: &'a [(usize, u64)],
-    /// With [`Scenario::fencing`](super::Scenario::fencing): the lock's
-    /// fencing token (by [`Scenario::fence_scheme`](super::Scenario::fence_scheme)).
+    /// With [`Scenario::fencing`](crate::sim::Scenario::fencing): the lock's
+    /// fencing token (by [`Scenario::fence_scheme`](crate::sim::Scenario::fence_scheme)).
     pub token: Option<u64>,
 }
 
@@ -238,11 +144,11 @@ impl Checker {
                 self.violation(ViolationKind::MutualExclusion, now, || {
                     format!(
                         "c{client} L{lock} holds r{key} from {} while c{} L{} holds it from {} until {}",
-                        super::trace::fmt_time(now),
+                        fmt_time(now),
                         other.client,
                         other.lock,
-                        super::trace::fmt_time(other.start),
-                        super::trace::fmt_time(other.end)
+                        fmt_time(other.start),
+                        fmt_time(other.end)
                     )
                 });
             }
@@ -264,7 +170,7 @@ impl Checker {
     }
 
     /// Lock `lock` stops believing it holds anything at `now` (release,
-    /// crash, a refused extend).
+    /// crash, a loss it learned of), or earlier if it already did.
     pub(crate) fn end(&mut self, lock: u32, now: u64) {
         for h in self.holds.iter_mut().filter(|h| h.lock == lock) {
             h.end = h.end.min(now);
@@ -337,7 +243,7 @@ impl Checker {
                         "c{client} L{lock} writes r{key} based on version {based_on} but L{} wrote version {} at {}",
                         reg.writer,
                         reg.version,
-                        super::trace::fmt_time(reg.written_at)
+                        fmt_time(reg.written_at)
                     )
                 });
             }

@@ -1,0 +1,585 @@
+//! The driver: what `redlock_core`'s blocking shell (`Shared::drive`, the
+//! guard, the keeper) does around a machine, in virtual time. Inputs go in
+//! with the client's clock as `now`; each transmit goes to every node of the
+//! view; a round's per-node timer starts when it is sent; the result is
+//! taken when the machine has one.
+
+use std::sync::Arc;
+
+use redlock_core::engine::{
+    Acquire, Acquired, Decided, Message, RoundId, Single, Timer, Transmit, Until,
+};
+use redlock_core::{AcquireOutcome, LockError, NodeFailure, Response};
+
+use super::entropy::SimEntropy;
+use super::{Attempt, Client, Extending, Held, NodeDown, Sent};
+use crate::sim::clock::duration_ns;
+use crate::sim::ctx::{Ctx, Granted, Note};
+use crate::sim::event::{Answer, Ev, Op, Slot, Step};
+use crate::sim::locks::Fate;
+use crate::sim::outcome::ViolationKind;
+use crate::sim::scenario::{FenceScheme, MAX_KEYS};
+use crate::sim::trace::fmt_time;
+
+/// What the driver does with any machine: feed it, and take what it sends.
+trait Machine {
+    fn reply(
+        &mut self,
+        now: std::time::Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<NodeDown>>,
+    );
+    fn expired(&mut self, now: std::time::Instant, round: RoundId);
+    fn transmit(&mut self) -> Option<Transmit>;
+}
+
+impl Machine for Acquire<NodeDown> {
+    fn reply(
+        &mut self,
+        now: std::time::Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<NodeDown>>,
+    ) {
+        self.handle_reply(now, round, node, result);
+    }
+    fn expired(&mut self, now: std::time::Instant, round: RoundId) {
+        self.handle_expired(now, round);
+    }
+    fn transmit(&mut self) -> Option<Transmit> {
+        self.poll_transmit()
+    }
+}
+
+impl Machine for Single<NodeDown> {
+    fn reply(
+        &mut self,
+        now: std::time::Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<NodeDown>>,
+    ) {
+        self.handle_reply(now, round, node, result);
+    }
+    fn expired(&mut self, now: std::time::Instant, round: RoundId) {
+        self.handle_expired(now, round);
+    }
+    fn transmit(&mut self) -> Option<Transmit> {
+        self.poll_transmit()
+    }
+}
+
+/// The request a message becomes on the wire (`None`: nothing the
+/// simulated clients send).
+fn op(message: Message) -> Option<Op> {
+    Some(match message {
+        Message::Acquire { ttl, fence } => Op::Acquire {
+            ttl_ns: duration_ns(ttl.as_duration()),
+            fence,
+        },
+        Message::Extend(ttl) => Op::Extend {
+            ttl_ns: duration_ns(ttl.as_duration()),
+        },
+        Message::Release(_) => Op::Release,
+        Message::RaiseFence(at_least) => Op::RaiseFence(at_least),
+        _ => return None,
+    })
+}
+
+/// A node's answer as the machines take it.
+fn result(
+    answer: Answer,
+    acquire: bool,
+    counters: bool,
+) -> Result<Response, NodeFailure<NodeDown>> {
+    match answer {
+        Answer::Granted(fence) if acquire => Ok(Response::Acquire(AcquireOutcome::Granted {
+            fence: counters.then_some(fence),
+        })),
+        Answer::Granted(_) => Ok(Response::Held(true)),
+        Answer::Refused if acquire => Ok(Response::Acquire(AcquireOutcome::HeldByOther)),
+        Answer::Refused => Ok(Response::Held(false)),
+        Answer::Failed => Err(NodeFailure::Backend(NodeDown)),
+    }
+}
+
+impl Client {
+    fn machine(&mut self, slot: Slot) -> Option<&mut dyn Machine> {
+        match slot {
+            Slot::Acquire => self
+                .acquire
+                .as_mut()
+                .map(|a| &mut a.machine as &mut dyn Machine),
+            Slot::Extend => self
+                .extend
+                .as_mut()
+                .map(|e| &mut e.machine as &mut dyn Machine),
+            Slot::Release => self
+                .release
+                .as_mut()
+                .map(|r| &mut r.machine as &mut dyn Machine),
+        }
+    }
+
+    /// Runs `f` on the acquisition's machine with this client's entropy.
+    fn with_entropy(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        f: impl FnOnce(&mut Acquire<NodeDown>, &mut SimEntropy<'_>),
+    ) {
+        let Some(a) = self.acquire.as_mut() else {
+            return;
+        };
+        let mut entropy = SimEntropy {
+            rng: &mut self.rng,
+            locks: ctx.locks,
+            issued: &mut self.issued,
+            client: self.id,
+            mask: self.mask,
+            cycle: self.cycle,
+            unique: ctx.sc.unique_tokens,
+        };
+        f(&mut a.machine, &mut entropy);
+    }
+
+    /// Starts acquiring the cycle's resources, rounds until `deadline`.
+    pub(super) fn start_acquire(&mut self, ctx: &mut Ctx<'_>, deadline: std::time::Instant) {
+        let keys = (0..MAX_KEYS)
+            .filter(|k| self.mask & (1 << k) != 0)
+            .map(|k| format!("r{k}"));
+        let resources = match redlock_core::Resources::new(keys) {
+            Ok(resources) => resources,
+            Err(e) => {
+                let c = self.id;
+                ctx.line(|| format!("c{c} cannot lock: {e}"));
+                return self.think(ctx);
+            }
+        };
+        let machine = Acquire::new(
+            self.settings.clone(),
+            resources,
+            self.ttl,
+            Some(deadline),
+            None,
+        );
+        self.acquire = Some(Attempt {
+            machine,
+            claim: None,
+            lock: u32::MAX,
+            open: false,
+            fences: Vec::new(),
+            raising: false,
+            wake: None,
+        });
+        let now = self.now_at(ctx);
+        self.with_entropy(ctx, |machine, entropy| machine.start(now, entropy));
+        self.drive(ctx, Slot::Acquire, false);
+    }
+
+    /// Starts an extend of the held lock to `ttl` (by the keeper if `kept`);
+    /// `false` when the lease refused to (lost or expired).
+    pub(super) fn start_extend(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        ttl: redlock_core::Ttl,
+        kept: bool,
+    ) -> bool {
+        let now = self.now_at(ctx);
+        let Some(h) = self.held.as_mut() else {
+            return false;
+        };
+        let message = match h.lease.begin_extend(now, ttl, &self.settings) {
+            Ok(message) => message,
+            Err(e) => {
+                let (c, lock) = (self.id, h.lock);
+                ctx.line(|| format!("c{c} L{lock} not extended: {e}"));
+                return false;
+            }
+        };
+        let lock = h.lock;
+        let vanished =
+            ctx.presence(&self.view, lock, self.mask) < redlock_core::quorum(self.view.len());
+        let mut machine = Single::new(
+            &self.settings,
+            message,
+            Arc::clone(&h.claim),
+            Until::Decided,
+        );
+        machine.start(now);
+        self.extend = Some(Extending {
+            machine,
+            lock,
+            ttl,
+            kept,
+            vanished,
+        });
+        self.drive(ctx, Slot::Extend, false);
+        true
+    }
+
+    /// Starts releasing the held lock.
+    pub(super) fn start_release(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(mut h) = self.held.take() else {
+            return self.think(ctx);
+        };
+        // A keeper's extend still under way is forgotten, as the keeper
+        // forgets a released lock.
+        if self.extend.take().is_some() {
+            self.sent.retain(|s| s.slot != Slot::Extend);
+        }
+        let now = self.now_at(ctx);
+        let message = h.lease.begin_release();
+        ctx.locks.set_fate(h.lock, Fate::GivenUp);
+        ctx.checker.end(h.lock, ctx.now);
+        let (c, lock) = (self.id, h.lock);
+        ctx.line(|| format!("c{c} releases L{lock}"));
+        let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided);
+        machine.start(now);
+        self.release = Some(super::Releasing {
+            machine,
+            lease: h.lease,
+            lock: h.lock,
+        });
+        self.drive(ctx, Slot::Release, false);
+    }
+
+    /// Does what the machine in `slot` asks: sends its transmits (unless a
+    /// pause falls first: then [`Step::Send`] continues after it), then
+    /// takes its result or schedules its pause's end. `resumed`: after such
+    /// a pause.
+    pub(super) fn drive(&mut self, ctx: &mut Ctx<'_>, slot: Slot, resumed: bool) {
+        self.collect(ctx, slot);
+        if !self.outbox.is_empty() {
+            if !resumed && self.maybe_pause(ctx) {
+                self.step_at(ctx, self.paused_until, Step::Send(slot), true);
+                return;
+            }
+            self.send_outbox(ctx);
+        }
+        self.settle(ctx, slot);
+    }
+
+    /// Takes the machine's transmits into the outbox, with their lock
+    /// numbers; notes what an acquisition's transmits mean for the counters
+    /// and the checker.
+    fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
+        while let Some(t) = self.machine(slot).and_then(Machine::transmit) {
+            let lock = match slot {
+                Slot::Acquire => self.attempt_sends(ctx, &t),
+                Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
+                Slot::Release => self.release.as_ref().map_or(u32::MAX, |r| r.lock),
+            };
+            self.outbox.push((slot, t, lock));
+        }
+    }
+
+    /// Bookkeeping for a transmit of the acquisition: a new claim is a new
+    /// attempt (the token just made); returns its lock number.
+    fn attempt_sends(&mut self, ctx: &mut Ctx<'_>, t: &Transmit) -> u32 {
+        let (c, mask) = (self.id, self.mask);
+        let Some(a) = self.acquire.as_mut() else {
+            return u32::MAX;
+        };
+        if a.claim
+            .as_ref()
+            .is_none_or(|claim| !Arc::ptr_eq(claim, t.claim()))
+        {
+            a.claim = Some(Arc::clone(t.claim()));
+            a.lock = self.issued.take().unwrap_or(a.lock);
+            a.fences.clear();
+            a.raising = false;
+        }
+        a.open = false;
+        let lock = a.lock;
+        match t.message() {
+            Message::Acquire { .. } => {
+                a.open = true;
+                ctx.line(|| format!("c{c} attempts L{lock} on mask {mask:#b}"));
+            }
+            Message::RaiseFence(target) => {
+                a.raising = true;
+                ctx.stats.raises += 1;
+                ctx.line(|| format!("c{c} L{lock} raises the fences to {target}"));
+            }
+            Message::Release(_) => {
+                if std::mem::take(&mut a.raising) {
+                    ctx.stats.raise_failed += 1;
+                }
+                ctx.locks.set_fate(lock, Fate::GivenUp);
+                ctx.line(|| format!("c{c} abandons L{lock}"));
+            }
+            _ => {}
+        }
+        lock
+    }
+
+    /// Sends every transmit of the outbox to every node of the view, and
+    /// starts each one's per-node timer.
+    fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
+        let outbox = std::mem::take(&mut self.outbox);
+        for (slot, t, lock) in &outbox {
+            let Some(op) = op(t.message()) else {
+                continue;
+            };
+            let tx = self.next_tx;
+            self.next_tx = self.next_tx.wrapping_add(1);
+            // Only a machine's latest round takes replies.
+            self.sent.retain(|s| s.slot != *slot);
+            let wanted = (0..self.view.len())
+                .filter(|&p| t.wants_reply(p))
+                .fold(0u32, |m, p| m | (1 << p));
+            self.sent.push(Sent {
+                tx,
+                slot: *slot,
+                round: t.round(),
+                acquire: matches!(op, Op::Acquire { .. }),
+                wanted,
+            });
+            ctx.stats.rounds += 1;
+            for &node in &self.view {
+                ctx.send(self.id, node, tx, *lock, op);
+            }
+            let at = self.after(ctx, ctx.node_timeout());
+            ctx.push(
+                at,
+                Ev::Timer {
+                    client: self.id,
+                    tx,
+                },
+            );
+        }
+        self.outbox = outbox;
+        self.outbox.clear();
+    }
+
+    /// Takes the machine's result, if it has one, or schedules the end of
+    /// its pause.
+    fn settle(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
+        match slot {
+            Slot::Acquire => {
+                let Some(a) = self.acquire.as_mut() else {
+                    return;
+                };
+                if let Some(result) = a.machine.poll() {
+                    self.sent.retain(|s| s.slot != Slot::Acquire);
+                    if let Some(a) = self.acquire.take() {
+                        match result {
+                            Ok(acquired) => self.acquired(ctx, a, acquired),
+                            Err(e) => self.failed(ctx, &a, &e),
+                        }
+                    }
+                    return;
+                }
+                if let Some(Timer::At(at)) = a.machine.poll_timeout() {
+                    if a.wake != Some(at) {
+                        a.wake = Some(at);
+                        self.wake_seq = self.wake_seq.wrapping_add(1);
+                        let when = self.real_of(ctx, at);
+                        self.step_at(ctx, when, Step::Wake(self.wake_seq), false);
+                    }
+                }
+            }
+            Slot::Extend => {
+                if let Some(decided) = self.extend.as_mut().and_then(|e| e.machine.poll()) {
+                    self.sent.retain(|s| s.slot != Slot::Extend);
+                    if let Some(e) = self.extend.take() {
+                        self.extended(ctx, &e, decided);
+                    }
+                }
+            }
+            Slot::Release => {
+                if let Some(decided) = self.release.as_mut().and_then(|r| r.machine.poll()) {
+                    self.sent.retain(|s| s.slot != Slot::Release);
+                    if let Some(r) = self.release.take() {
+                        // Whether a quorum still held it changes nothing here.
+                        let _ = r.lease.end_release(decided, &self.settings);
+                    }
+                    self.think(ctx);
+                }
+            }
+        }
+    }
+
+    /// A node's answer to transmit `tx` arrives.
+    pub(crate) fn on_reply(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        node: u8,
+        tx: u32,
+        answer: Answer,
+        resumed: bool,
+    ) {
+        let c = self.id;
+        let Some(sent) = self.sent.iter().find(|s| s.tx == tx).copied() else {
+            ctx.stats.late_replies += 1;
+            ctx.line(|| format!("c{c} ignores a late reply from n{node} (tx {tx})"));
+            return;
+        };
+        let pos = self.pos[node as usize];
+        if sent.wanted & (1 << pos) == 0 {
+            return;
+        }
+        if !resumed && self.maybe_pause(ctx) {
+            let ev = Ev::Reply {
+                client: c,
+                node,
+                tx,
+                answer,
+                resumed: true,
+            };
+            ctx.push(self.paused_until, ev);
+            return;
+        }
+        if sent.slot == Slot::Acquire && sent.acquire {
+            if let (Some(a), Answer::Granted(fence)) = (self.acquire.as_mut(), answer) {
+                if a.open && ctx.sc.fencing {
+                    a.fences.push((node as usize, fence));
+                }
+            }
+        }
+        let now = self.now_at(ctx);
+        let result = result(answer, sent.acquire, ctx.sc.fencing);
+        if let Some(machine) = self.machine(sent.slot) {
+            machine.reply(now, sent.round, pos as usize, result);
+        }
+        self.drive(ctx, sent.slot, false);
+    }
+
+    /// The per-node timeout of transmit `tx` passed.
+    pub(crate) fn on_timer(&mut self, ctx: &mut Ctx<'_>, tx: u32) {
+        let Some(sent) = self.sent.iter().find(|s| s.tx == tx).copied() else {
+            return;
+        };
+        let now = self.now_at(ctx);
+        if let Some(machine) = self.machine(sent.slot) {
+            machine.expired(now, sent.round);
+        }
+        self.drive(ctx, sent.slot, false);
+    }
+
+    /// The acquisition's pause may be over.
+    pub(super) fn wake(&mut self, ctx: &mut Ctx<'_>, seq: u32) {
+        if seq != self.wake_seq {
+            return;
+        }
+        let now = self.now_at(ctx);
+        self.with_entropy(ctx, |machine, entropy| machine.handle_timeout(now, entropy));
+        self.drive(ctx, Slot::Acquire, false);
+    }
+
+    /// The acquisition won the lock.
+    fn acquired(&mut self, ctx: &mut Ctx<'_>, a: Attempt, acquired: Acquired) {
+        let now = ctx.now;
+        let (c, lock, mask) = (self.id, a.lock, self.mask);
+        let token = match ctx.sc.fence_scheme {
+            FenceScheme::Raise => acquired.fence.map(|f| f.value()),
+            // The naive token: the largest counter granted, no raise.
+            FenceScheme::MaxOnly => a.fences.iter().map(|&(_, f)| f).max(),
+        };
+        let token = token.filter(|_| ctx.sc.fencing);
+        ctx.locks.set_fate(lock, Fate::Held);
+        let end = self.real_of(ctx, acquired.valid_until);
+        ctx.stats.acquired += 1;
+        if ctx.checker.progress_after.is_some_and(|t| now >= t) {
+            ctx.checker.progressed = true;
+        }
+        ctx.checker.held(lock, c, mask, now, end);
+        let keep = ctx.sc.keep_alive.then(|| {
+            redlock_core::engine::Keep::new(
+                self.now_at(ctx),
+                acquired.valid_until,
+                ctx.sc.node_timeout,
+                ctx.sc.keep_max_hold,
+                u32::MAX,
+            )
+        });
+        self.held = Some(Held {
+            lock,
+            lease: redlock_core::engine::Lease::new(acquired.ttl, acquired.valid_until),
+            claim: acquired.claim,
+            fence: token,
+            keep,
+            seen: [0; MAX_KEYS],
+            gap2: 0,
+            extended: false,
+        });
+        ctx.line(|| {
+            format!(
+                "c{c} holds L{lock} until {} (token {token:?})",
+                fmt_time(end)
+            )
+        });
+        self.check_quorum(ctx, "on acquire");
+        self.watch_validity(ctx, lock, end);
+        ctx.notes.push(Note::Granted(Granted {
+            client: c,
+            lock,
+            keys: mask,
+            valid_until: end,
+            fences: a.fences,
+            token,
+        }));
+        if ctx.sc.keep_alive {
+            self.schedule_keep(ctx);
+        }
+        self.step_at(ctx, now, Step::Read, false);
+    }
+
+    /// The acquisition failed (its failed rounds were released by it).
+    fn failed(&mut self, ctx: &mut Ctx<'_>, a: &Attempt, error: &LockError<NodeDown>) {
+        let (c, lock) = (self.id, a.lock);
+        if matches!(error, LockError::Timeout { .. }) {
+            ctx.stats.gave_up += 1;
+            ctx.line(|| format!("c{c} gives up (L{lock}): {error}"));
+        } else {
+            ctx.line(|| format!("c{c} fails (L{lock}): {error}"));
+        }
+        self.think(ctx);
+    }
+
+    /// An extend round is over: the lease says what it means.
+    fn extended(&mut self, ctx: &mut Ctx<'_>, e: &Extending, decided: Decided<NodeDown>) {
+        let (now, c, mask) = (ctx.now, self.id, self.mask);
+        let at = self.now_at(ctx);
+        if let Some(h) = self.held.as_mut().filter(|h| h.lock == e.lock) {
+            let lock = h.lock;
+            let result = h.lease.end_extend(e.ttl, decided, &self.settings);
+            let valid_until = h.lease.valid_until();
+            let end = self.clock.real_at(ctx.time.local(valid_until), now);
+            match result {
+                Ok(_) => {
+                    if e.vanished {
+                        ctx.checker.violation(ViolationKind::ExtendResurrected, now, || {
+                            format!("c{c} L{lock} extended although its keys were gone from a quorum")
+                        });
+                    }
+                    ctx.checker.held(lock, c, mask, now, end);
+                    ctx.stats.extended += 1;
+                    ctx.line(|| format!("c{c} extends L{lock} until {}", fmt_time(end)));
+                    if let Some(keep) = h.keep.as_mut().filter(|_| e.kept) {
+                        keep.extended(at, valid_until);
+                    }
+                    self.check_quorum(ctx, "after extend");
+                    self.watch_validity(ctx, lock, end);
+                    if e.kept {
+                        self.schedule_keep(ctx);
+                    }
+                }
+                Err(error) => {
+                    // A failed round may still shorten the validity.
+                    ctx.checker.end(lock, end);
+                    ctx.line(|| format!("c{c} L{lock} extend failed: {error}"));
+                    if e.kept {
+                        self.lose(ctx, redlock_core::LostReason::ExtendFailed, Some(error));
+                    }
+                }
+            }
+        }
+        if !e.kept {
+            let gap2 = self.held.as_ref().map_or(0, |h| h.gap2);
+            let at = self.after(ctx, gap2);
+            self.step_at(ctx, at, Step::Write, false);
+        }
+    }
+}

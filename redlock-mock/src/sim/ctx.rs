@@ -1,0 +1,111 @@
+//! What the world lends a client while it handles one event: the time, the
+//! network to send on, the queue to schedule on, the nodes to look at (for
+//! the checker only), the lock records, the checker, the trace and the
+//! counters. The client hands back what concerns other clients as
+//! [`Note`]s.
+
+use super::checker::Checker;
+use super::clock::{duration_ns, Timebase};
+use super::event::{Ev, Op, Queue};
+use super::locks::Locks;
+use super::net::{Fate, Net};
+use super::node::SimNode;
+use super::outcome::Stats;
+use super::scenario::Scenario;
+use super::trace::Trace;
+
+/// A successful acquire, for the checks that look across clients.
+#[derive(Debug, Clone)]
+pub(crate) struct Granted {
+    pub(crate) client: u8,
+    pub(crate) lock: u32,
+    pub(crate) keys: u8,
+    /// When its validity ends (real time).
+    pub(crate) valid_until: u64,
+    /// The acquire round's granting nodes and their counters.
+    pub(crate) fences: Vec<(usize, u64)>,
+    pub(crate) token: Option<u64>,
+}
+
+/// What a client's event means for the rest of the world.
+#[derive(Debug, Clone)]
+pub(crate) enum Note {
+    Granted(Granted),
+    /// The client finished its cycles, or crashed for good.
+    Retired,
+}
+
+/// The world, as lent to a client for one event.
+pub(crate) struct Ctx<'w> {
+    pub(crate) now: u64,
+    pub(crate) sc: &'w Scenario,
+    /// Liveness mode: the faults have stopped.
+    pub(crate) calm: bool,
+    /// Liveness mode: clients start no cycle after this.
+    pub(crate) live_until: Option<u64>,
+    pub(crate) time: Timebase,
+    pub(crate) queue: &'w mut Queue,
+    pub(crate) net: &'w mut Net,
+    pub(crate) nodes: &'w [SimNode],
+    pub(crate) locks: &'w mut Locks,
+    pub(crate) checker: &'w mut Checker,
+    pub(crate) trace: &'w mut Trace,
+    pub(crate) stats: &'w mut Stats,
+    pub(crate) notes: &'w mut Vec<Note>,
+}
+
+impl Ctx<'_> {
+    /// Schedules `ev` at `at` (never before now).
+    pub(crate) fn push(&mut self, at: u64, ev: Ev) {
+        self.queue.push(self.now, at, ev);
+    }
+
+    /// Adds a trace line (built only when tracing).
+    pub(crate) fn line(&mut self, text: impl FnOnce() -> String) {
+        self.trace.line(self.now, text);
+    }
+
+    /// Sends request `op` of transmit `tx` about `lock` from `client` to
+    /// `node`, on their link.
+    pub(crate) fn send(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
+        let now = self.now;
+        let sc = self.sc;
+        let link = self.net.request(client, node);
+        match link.send(
+            now,
+            &sc.net,
+            sc.net.loss,
+            self.calm,
+            !sc.unordered_connections,
+        ) {
+            Fate::Arrives(at) => self.push(
+                at,
+                Ev::Deliver {
+                    client,
+                    node,
+                    tx,
+                    lock,
+                    op,
+                    sent: now,
+                },
+            ),
+            Fate::Lost => {
+                self.stats.lost_messages += 1;
+                self.line(|| format!("c{client} {op:?} L{lock} to n{node} is lost"));
+            }
+        }
+    }
+
+    /// How many of `view`'s nodes count lock `lock` (keys `mask`) as present
+    /// now.
+    pub(crate) fn presence(&self, view: &[u8], lock: u32, mask: u8) -> usize {
+        view.iter()
+            .filter(|&&n| self.nodes[n as usize].counts_for(mask, lock, self.now))
+            .count()
+    }
+
+    /// The scenario's per-node timeout in nanoseconds.
+    pub(crate) fn node_timeout(&self) -> u64 {
+        duration_ns(self.sc.node_timeout)
+    }
+}

@@ -1,0 +1,284 @@
+//! The simulation's vocabulary: the requests and answers on the wire, the
+//! points where a client continues, the events of the queue, and the queue
+//! itself, ordered by (time, sequence number).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// A request to a node: what a machine's [`Message`] becomes on the wire.
+///
+/// [`Message`]: redlock_core::engine::Message
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Set the lock's keys if free, for `ttl_ns`, bumping the fencing
+    /// counters when the node keeps them.
+    Acquire { ttl_ns: u64, fence: bool },
+    /// Reset the keys' expiry to `ttl_ns` where they hold the token.
+    Extend { ttl_ns: u64 },
+    /// Delete the keys that hold the token.
+    Release,
+    /// Raise the fencing counters to at least this, if the keys still hold
+    /// the lock's token.
+    RaiseFence(u64),
+}
+
+impl Op {
+    /// A number for the trace hash.
+    pub(crate) fn code(self) -> u64 {
+        match self {
+            Op::Acquire { ttl_ns, fence } => (ttl_ns << 3) | (u64::from(fence) << 2),
+            Op::Extend { ttl_ns } => (ttl_ns << 3) | 1,
+            Op::Release => 2,
+            Op::RaiseFence(t) => 3 | (t << 3),
+        }
+    }
+}
+
+/// A node's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Done; the fencing counter for an acquire on a node that keeps them
+    /// (else 0).
+    Granted(u64),
+    Refused,
+    /// Connection refused or reset.
+    Failed,
+}
+
+/// Which of a client's machines a message or timer belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// The acquisition under way (`engine::Acquire`).
+    Acquire,
+    /// An extend round of the held lock (`engine::Single`), by the critical
+    /// section or by the keeper.
+    Extend,
+    /// The release round of the held lock (`engine::Single`).
+    Release,
+}
+
+/// A point in a client's program where it continues (and may pause).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Begin,
+    /// Send what a machine asked to send, after a pause (then let the
+    /// machine's result, if any, be taken).
+    Send(Slot),
+    /// The acquisition's pause is over (`Timer::At`); carries the wake-up's
+    /// number, so that a stale one is told apart.
+    Wake(u32),
+    /// The keep-alive schedule is due; carries its number.
+    KeepDue(u32),
+    Read,
+    MidWork,
+    Write,
+    DoWrite,
+    Release,
+}
+
+impl Step {
+    /// A number for the trace hash.
+    fn code(self) -> u64 {
+        match self {
+            Step::Begin => 0,
+            Step::Send(slot) => 1 | ((slot as u64) << 8),
+            Step::Wake(n) => 2 | (u64::from(n) << 8),
+            Step::KeepDue(n) => 3 | (u64::from(n) << 8),
+            Step::Read => 4,
+            Step::MidWork => 5,
+            Step::Write => 6,
+            Step::DoWrite => 7,
+            Step::Release => 8,
+        }
+    }
+}
+
+/// Which direction(s) of a link a partition cuts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Request,
+    Reply,
+    Both,
+}
+
+/// Every client (in a partition).
+pub(crate) const ALL: u8 = u8::MAX;
+
+/// Something that happens at an instant of the run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ev {
+    /// A request reaches its node. `tx` names the client's transmit it
+    /// belongs to; `lock` the lock attempt (token and keys).
+    Deliver {
+        client: u8,
+        node: u8,
+        tx: u32,
+        lock: u32,
+        op: Op,
+        sent: u64,
+    },
+    Reply {
+        client: u8,
+        node: u8,
+        tx: u32,
+        answer: Answer,
+        resumed: bool,
+    },
+    Step {
+        client: u8,
+        step: Step,
+        resumed: bool,
+        /// The client incarnation it belongs to (a restart starts anew).
+        life: u16,
+    },
+    /// The per-node timeout of transmit `tx`, counted from its sending.
+    Timer {
+        client: u8,
+        tx: u32,
+    },
+    Crash(u8),
+    Restart(u8, u32),
+    Failover(u8),
+    Jump(u8),
+    Flush(u8),
+    Fsync(u8),
+    Cut {
+        client: u8,
+        node: u8,
+        dir: Dir,
+        on: bool,
+    },
+    ClientCrash(u8),
+    ClientRestart(u8),
+    /// The last instant of a lock's validity (a checkpoint for the checker).
+    ValidityEnd {
+        client: u8,
+        lock: u32,
+    },
+    /// Fault number `i` of the scenario's script.
+    Scripted(u16),
+    FaultsEnd,
+    LivenessDeadline,
+}
+
+impl Ev {
+    /// The words this event contributes to the trace hash.
+    pub(crate) fn words(&self) -> [u64; 3] {
+        let pack = |a: u8, b: u8, c: u64| (u64::from(a) << 56) | (u64::from(b) << 48) | c;
+        match *self {
+            Ev::Deliver {
+                client,
+                node,
+                tx,
+                lock,
+                op,
+                sent,
+            } => [
+                pack(1, client, u64::from(node)),
+                (u64::from(tx) << 32) | u64::from(lock),
+                sent ^ op.code(),
+            ],
+            Ev::Reply {
+                client,
+                node,
+                tx,
+                answer,
+                resumed,
+            } => {
+                let a = match answer {
+                    Answer::Granted(f) => f << 2,
+                    Answer::Refused => 1,
+                    Answer::Failed => 2,
+                };
+                [
+                    pack(2, client, u64::from(node)),
+                    u64::from(tx) | (u64::from(resumed) << 40),
+                    a,
+                ]
+            }
+            Ev::Step {
+                client,
+                step,
+                resumed,
+                life,
+            } => [
+                pack(3, client, step.code() & 0xffff_ffff_ffff),
+                u64::from(resumed),
+                u64::from(life),
+            ],
+            Ev::Timer { client, tx } => [pack(4, client, 0), u64::from(tx), 0],
+            Ev::Crash(n) => [pack(5, n, 0), 0, 0],
+            Ev::Restart(n, e) => [pack(6, n, 0), u64::from(e), 0],
+            Ev::Failover(n) => [pack(7, n, 0), 0, 0],
+            Ev::Jump(n) => [pack(8, n, 0), 0, 0],
+            Ev::Flush(n) => [pack(9, n, 0), 0, 0],
+            Ev::Fsync(n) => [pack(10, n, 0), 0, 0],
+            Ev::Cut {
+                client,
+                node,
+                dir,
+                on,
+            } => [pack(11, client, u64::from(node)), dir as u64, u64::from(on)],
+            Ev::ClientCrash(c) => [pack(12, c, 0), 0, 0],
+            Ev::ClientRestart(c) => [pack(15, c, 0), 0, 0],
+            Ev::ValidityEnd { client, lock } => [pack(16, client, 0), u64::from(lock), 0],
+            Ev::Scripted(i) => [pack(17, 0, u64::from(i)), 0, 0],
+            Ev::FaultsEnd => [pack(13, 0, 0), 0, 0],
+            Ev::LivenessDeadline => [pack(14, 0, 0), 0, 0],
+        }
+    }
+}
+
+struct Queued {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Queued {
+    /// Reversed, so that the max-heap pops the earliest (time, seq) first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// The event queue: earliest time first, ties in the order pushed.
+pub(crate) struct Queue {
+    seq: u64,
+    heap: BinaryHeap<Queued>,
+}
+
+impl Queue {
+    pub(crate) fn new() -> Self {
+        Queue {
+            seq: 0,
+            heap: BinaryHeap::with_capacity(256),
+        }
+    }
+
+    /// Schedules `ev` at `at`, never before `now`.
+    pub(crate) fn push(&mut self, now: u64, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Queued {
+            at: at.max(now),
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    /// The next event and its time.
+    pub(crate) fn pop(&mut self) -> Option<(u64, Ev)> {
+        self.heap.pop().map(|q| (q.at, q.ev))
+    }
+}

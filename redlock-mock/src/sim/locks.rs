@@ -1,0 +1,75 @@
+//! Every lock attempt of a run: its token and keys, shared by its messages,
+//! and what became of it (for the checker).
+
+use redlock_core::TOKEN_LEN;
+
+/// Where a lock attempt stands, as far as the leftover check goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// Its acquisition is under way.
+    Trying,
+    /// Its client holds it.
+    Held,
+    /// Its client gave it up: released it, or abandoned a failed round
+    /// (released on every node).
+    GivenUp,
+    /// Its client crashed while trying or holding: its keys wait for the TTL.
+    Crashed,
+}
+
+/// One lock attempt (one token).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LockRec {
+    pub(crate) token: [u8; TOKEN_LEN],
+    pub(crate) mask: u8,
+    pub(crate) client: u8,
+    pub(crate) fate: Fate,
+    /// The nodes where a release of it ran (bit per node).
+    pub(crate) released_on: u32,
+}
+
+/// The attempts of a run, numbered in the order their tokens were made.
+#[derive(Debug, Default)]
+pub(crate) struct Locks(Vec<LockRec>);
+
+impl Locks {
+    pub(crate) fn new() -> Self {
+        Locks(Vec::with_capacity(64))
+    }
+
+    /// Records a new attempt; returns its number.
+    pub(crate) fn add(&mut self, token: [u8; TOKEN_LEN], mask: u8, client: u8) -> u32 {
+        let lock = u32::try_from(self.0.len()).unwrap_or(u32::MAX);
+        self.0.push(LockRec {
+            token,
+            mask,
+            client,
+            fate: Fate::Trying,
+            released_on: 0,
+        });
+        lock
+    }
+
+    /// The number the next attempt will get.
+    pub(crate) fn next(&self) -> u32 {
+        u32::try_from(self.0.len()).unwrap_or(u32::MAX)
+    }
+
+    pub(crate) fn get(&self, lock: u32) -> Option<&LockRec> {
+        self.0.get(lock as usize)
+    }
+
+    pub(crate) fn get_mut(&mut self, lock: u32) -> Option<&mut LockRec> {
+        self.0.get_mut(lock as usize)
+    }
+
+    /// Sets the fate of `lock` (a crash does not undo a give-up: its
+    /// release was sent already).
+    pub(crate) fn set_fate(&mut self, lock: u32, fate: Fate) {
+        if let Some(rec) = self.get_mut(lock) {
+            if !(fate == Fate::Crashed && rec.fate == Fate::GivenUp) {
+                rec.fate = fate;
+            }
+        }
+    }
+}

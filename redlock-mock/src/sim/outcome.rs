@@ -1,0 +1,202 @@
+//! What a run produces: its violations, counters and trace hash.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::clock::duration_ns;
+use super::trace::fmt_time;
+
+/// What went wrong in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ViolationKind {
+    /// Two locks believed (inside their validity) that they held the same
+    /// resource at overlapping real times.
+    MutualExclusion,
+    /// A write to the protected resource was based on a read that another
+    /// write had overtaken (a lost or interleaved update).
+    LostUpdate,
+    /// A client that believed it held a lock did not have its token on a
+    /// quorum of its nodes (a down node counts with what it held when it
+    /// went down).
+    QuorumLost,
+    /// An extend won although the lock's keys had vanished from a quorum
+    /// when the extend started.
+    ExtendResurrected,
+    /// With [`Scenario::fencing`](super::Scenario::fencing): a holder of a
+    /// resource got a fencing token not above the previous holder's (in the
+    /// order the locks were acquired, in real time).
+    FencingToken,
+    /// A holder still believed it held a lock (its
+    /// [`Lease`](redlock_core::engine::Lease) valid, not marked lost, not
+    /// released) at the instant another client was granted one of its
+    /// resources: it had not learned that it lost the lock.
+    StaleHolder,
+    /// A key of a lock that its client gave up (released, or abandoned after
+    /// a failed round) stayed on a node: an acquire of it ran on a node
+    /// after its release had, or (with
+    /// [`Scenario::check_leftovers`](super::Scenario::check_leftovers)) a key
+    /// of it was still there once every message had landed.
+    LeftBehind,
+    /// Liveness mode: no contender acquired within the bound after the
+    /// faults stopped.
+    NoProgress,
+    /// The [`GrantObserver`](super::GrantObserver) rejected a grant (e.g. a
+    /// fencing token that did not rise).
+    Observer,
+    /// The scenario is outside what the simulator supports (see
+    /// [`Scenario::validate`](super::Scenario::validate)); nothing ran.
+    InvalidScenario,
+}
+
+impl ViolationKind {
+    /// Every kind, in a fixed order.
+    pub const ALL: [ViolationKind; 10] = [
+        ViolationKind::MutualExclusion,
+        ViolationKind::LostUpdate,
+        ViolationKind::QuorumLost,
+        ViolationKind::ExtendResurrected,
+        ViolationKind::FencingToken,
+        ViolationKind::StaleHolder,
+        ViolationKind::LeftBehind,
+        ViolationKind::NoProgress,
+        ViolationKind::Observer,
+        ViolationKind::InvalidScenario,
+    ];
+
+    /// A short stable name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::ViolationKind;
+    /// assert_eq!(ViolationKind::LostUpdate.name(), "lost-update");
+    /// assert_eq!(ViolationKind::LeftBehind.name(), "left-behind");
+    /// ```
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            ViolationKind::MutualExclusion => "mutual-exclusion",
+            ViolationKind::LostUpdate => "lost-update",
+            ViolationKind::QuorumLost => "quorum-lost",
+            ViolationKind::ExtendResurrected => "extend-resurrected",
+            ViolationKind::FencingToken => "fencing-token",
+            ViolationKind::StaleHolder => "stale-holder",
+            ViolationKind::LeftBehind => "left-behind",
+            ViolationKind::NoProgress => "no-progress",
+            ViolationKind::Observer => "observer",
+            ViolationKind::InvalidScenario => "invalid-scenario",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One violation found by the checker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// What kind.
+    pub kind: ViolationKind,
+    /// When, in simulated real time since the start of the run.
+    pub at: Duration,
+    /// What happened, naming clients (`c0`...), locks (`L7`) and resources.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at {}: {}",
+            self.kind.name(),
+            fmt_time(duration_ns(self.at)),
+            self.detail
+        )
+    }
+}
+
+/// Counters of what a run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Events processed.
+    pub events: u64,
+    /// Rounds started (acquire, extend, release).
+    pub rounds: u64,
+    /// Acquires that ended `Held`.
+    pub acquired: u64,
+    /// Extends that ended `Held`.
+    pub extended: u64,
+    /// Acquire calls that timed out (gave up after retrying).
+    pub gave_up: u64,
+    /// Writes to the protected resource.
+    pub writes: u64,
+    /// Writes skipped because the validity had run out.
+    pub skipped_writes: u64,
+    /// Fence-raising rounds started (fenced acquires on several nodes).
+    pub raises: u64,
+    /// Fence-raising rounds that failed (the acquire was then abandoned).
+    pub raise_failed: u64,
+    /// Accesses (reads or writes) the fenced resource rejected for carrying
+    /// a lower fencing token than one it had seen.
+    pub fenced_off: u64,
+    /// Kept-alive locks that their holder learned were lost (a failed
+    /// extension, a bound reached, or the validity over before the keeper
+    /// got to it).
+    pub keep_lost: u64,
+    /// Node crashes.
+    pub node_crashes: u64,
+    /// Failovers to a replica.
+    pub failovers: u64,
+    /// Node clock steps.
+    pub clock_jumps: u64,
+    /// Lock-key evictions (FLUSH).
+    pub flushes: u64,
+    /// Client crashes.
+    pub client_crashes: u64,
+    /// Client pauses.
+    pub pauses: u64,
+    /// Messages lost (loss, partition, refused).
+    pub lost_messages: u64,
+    /// Replies that reached their client after the round they answered was
+    /// over (the machine had decided it, or moved on).
+    pub late_replies: u64,
+    /// Acquires granted on a node after their client had given the attempt
+    /// up (abandoned its round, its release on the way): the grants that a
+    /// failed round's release must undo.
+    pub late_grants: u64,
+    /// Simulated time at the end of the run.
+    pub end: Duration,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The seed.
+    pub seed: u64,
+    /// Hash of every event processed: equal seeds give equal hashes.
+    pub trace_hash: u64,
+    /// Violations found (the first 16; see `violation_count`).
+    pub violations: Vec<Violation>,
+    /// Violations found in all.
+    pub violation_count: u64,
+    /// What the run did.
+    pub stats: Stats,
+}
+
+impl Outcome {
+    /// Whether the run found no violation.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{run, Scenario};
+    /// assert!(run(&Scenario::quiet(), 0).is_clean());
+    /// ```
+    #[must_use]
+    pub fn is_clean(&self) -> bool {
+        self.violation_count == 0
+    }
+}

@@ -1,0 +1,465 @@
+//! The simulated system: one virtual real-time clock, the event queue,
+//! nodes, links, clients, faults (`faults.rs`) and the checker. The world
+//! runs the nodes itself (`deliver`) and lends itself to one client per
+//! client event ([`Ctx`]); what a client's event means for the others comes
+//! back as [`Note`]s.
+
+mod faults;
+
+use std::time::Duration;
+
+use redlock_core::{RetryDelay, Ttl};
+
+use super::checker::{Checker, Grant, GrantObserver};
+use super::client::Client;
+use super::clock::{duration_ns as ns, ClientClock, NodeClock, Timebase};
+use super::ctx::{Ctx, Granted, Note};
+use super::event::{Answer, Ev, Op, Queue};
+use super::locks::{Fate as LockFate, Locks};
+use super::net::{Fate, Net};
+use super::node::SimNode;
+use super::outcome::{Outcome, Stats, ViolationKind};
+use super::rng::SimRng;
+use super::scenario::Scenario;
+use super::trace::{fmt_time, Trace};
+
+/// The whole simulated system.
+pub(crate) struct World<'s, 'o> {
+    sc: &'s Scenario,
+    now: u64,
+    queue: Queue,
+    nodes: Vec<SimNode>,
+    clients: Vec<Client>,
+    net: Net,
+    locks: Locks,
+    checker: Checker,
+    trace: Trace,
+    observer: Option<&'o mut dyn GrantObserver>,
+    time: Timebase,
+    /// Liveness mode: the faults have stopped.
+    calm: bool,
+    /// Liveness mode: clients start no cycle after this.
+    live_until: Option<u64>,
+    stats: Stats,
+    live_clients: usize,
+    notes: Vec<Note>,
+}
+
+impl<'s, 'o> World<'s, 'o> {
+    pub(crate) fn new(
+        sc: &'s Scenario,
+        seed: u64,
+        observer: Option<&'o mut dyn GrantObserver>,
+        text: bool,
+    ) -> Result<Self, String> {
+        sc.validate()?;
+        let ttl = Ttl::new(sc.ttl).map_err(|e| e.to_string())?;
+        let retry = RetryDelay::new(sc.retry_min, sc.retry_max).map_err(|e| e.to_string())?;
+        let n = sc.nodes;
+        let replicas = sc.node_faults.failover_rate > 0.0
+            || sc
+                .script
+                .iter()
+                .any(|(_, f)| matches!(f, super::scenario::Fault::Failover { .. }));
+        let nodes = (0..n)
+            .map(|i| {
+                let mut rng = SimRng::stream(seed, 1 + i as u64);
+                let ppm = faults::rate(&mut rng, sc.clocks.node_ppm, sc.clocks.extreme_chance);
+                let offset = rng.range(0, 7_200_000_000_000) as i64 - 3_600_000_000_000;
+                let modes = &sc.node_faults.persistence;
+                let mode = modes[rng.below(modes.len() as u64) as usize];
+                SimNode::new(NodeClock::new(offset, ppm), mode, replicas, rng)
+            })
+            .collect();
+        let clients = (0..sc.clients)
+            .map(|c| {
+                let mut rng = SimRng::stream(seed, 1_000 + c as u64);
+                let ppm = faults::rate(&mut rng, sc.clocks.client_ppm, sc.clocks.extreme_chance);
+                let offset = rng.range(0, 1_000_000_000_000) as i64;
+                let view: Vec<u8> = match sc.views.get(c) {
+                    Some(view) => view.iter().map(|&v| v as u8).collect(),
+                    None => (0..n as u8).collect(),
+                };
+                let clock = ClientClock::new(offset, ppm);
+                Client::new(c as u8, rng, clock, view, sc, (ttl, retry))
+            })
+            .collect();
+        Ok(World {
+            sc,
+            now: 0,
+            queue: Queue::new(),
+            nodes,
+            clients,
+            net: Net::new(seed, sc.clients, n),
+            locks: Locks::new(),
+            checker: Checker::new(sc.fenced_resource),
+            trace: Trace::new(text),
+            observer,
+            time: Timebase::new(),
+            calm: false,
+            live_until: None,
+            stats: Stats::default(),
+            live_clients: sc.clients,
+            notes: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.queue.push(self.now, at, ev);
+    }
+
+    /// Lends the world to client `c` for `f`, then handles its notes.
+    fn with_client(&mut self, c: u8, f: impl FnOnce(&mut Client, &mut Ctx<'_>)) {
+        let Some(client) = self.clients.get_mut(c as usize) else {
+            return;
+        };
+        let mut ctx = Ctx {
+            now: self.now,
+            sc: self.sc,
+            calm: self.calm,
+            live_until: self.live_until,
+            time: self.time,
+            queue: &mut self.queue,
+            net: &mut self.net,
+            nodes: &self.nodes,
+            locks: &mut self.locks,
+            checker: &mut self.checker,
+            trace: &mut self.trace,
+            stats: &mut self.stats,
+            notes: &mut self.notes,
+        };
+        f(client, &mut ctx);
+        for note in std::mem::take(&mut self.notes) {
+            match note {
+                Note::Granted(granted) => self.granted(&granted),
+                Note::Retired => self.live_clients = self.live_clients.saturating_sub(1),
+            }
+        }
+    }
+
+    /// The checks of a grant that look beyond its client: fencing tokens,
+    /// the observer, and whether any other holder still believes it holds
+    /// one of the resources.
+    fn granted(&mut self, g: &Granted) {
+        let now = self.now;
+        let grant = Grant {
+            client: g.client as usize,
+            lock: g.lock,
+            at: Duration::from_nanos(now),
+            valid_until: Duration::from_nanos(g.valid_until),
+            keys: g.keys,
+            fences: &g.fences,
+            token: g.token,
+        };
+        if let Err(problem) = self.checker.tokens.on_grant(&grant) {
+            self.checker
+                .violation(ViolationKind::FencingToken, now, || problem);
+        }
+        if let Some(observer) = self.observer.as_deref_mut() {
+            if let Err(problem) = observer.on_grant(&grant) {
+                self.checker
+                    .violation(ViolationKind::Observer, now, || problem);
+            }
+        }
+        for (other, client) in self.clients.iter().enumerate() {
+            if other == g.client as usize {
+                continue;
+            }
+            if let Some((lock, mask)) = client.belief(self.time, now) {
+                if mask & g.keys != 0 {
+                    let (c, l) = (g.client, g.lock);
+                    self.checker
+                        .violation(ViolationKind::StaleHolder, now, || {
+                            format!("c{c} L{l} is granted keys {:#b} while c{other} L{lock} still believes it holds {mask:#b}", g.keys)
+                        });
+                }
+            }
+        }
+    }
+
+    pub(crate) fn run(&mut self) {
+        let hard_stop = ns(self.sc.horizon) + 100 * ns(self.sc.acquire_timeout + self.sc.ttl);
+        while self.live_clients > 0 {
+            let Some((at, ev)) = self.queue.pop() else {
+                break;
+            };
+            if at > hard_stop {
+                break;
+            }
+            self.now = at;
+            self.stats.events += 1;
+            let w = ev.words();
+            self.trace.mix(&[at, w[0], w[1], w[2]]);
+            self.dispatch(ev);
+        }
+        if self.sc.check_leftovers {
+            self.drain();
+        }
+        self.stats.end = Duration::from_nanos(self.now);
+    }
+
+    /// Lets every request in flight land (nothing else happens any more),
+    /// then requires that no node holds a key of a lock given up.
+    fn drain(&mut self) {
+        while let Some((at, ev)) = self.queue.pop() {
+            if let Ev::Deliver {
+                client,
+                node,
+                tx,
+                lock,
+                op,
+                sent,
+            } = ev
+            {
+                self.now = self.now.max(at);
+                let w = ev.words();
+                self.trace.mix(&[at, w[0], w[1], w[2]]);
+                self.deliver(client, node, tx, lock, op, sent);
+            }
+        }
+        let now = self.now;
+        for (n, node) in self.nodes.iter_mut().enumerate() {
+            if !node.up {
+                continue;
+            }
+            node.store.purge(node.clock.local(now));
+            for (key, slot) in node.store.keys.iter().enumerate() {
+                let Some(slot) = slot else {
+                    continue;
+                };
+                let Some(rec) = self.locks.get(slot.lock) else {
+                    continue;
+                };
+                if rec.fate == LockFate::GivenUp {
+                    let (lock, client) = (slot.lock, rec.client);
+                    self.checker
+                        .violation(ViolationKind::LeftBehind, now, || {
+                            format!("n{n} still holds r{key} for L{lock} of c{client} (given up) once every message has landed")
+                        });
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deliver {
+                client,
+                node,
+                tx,
+                lock,
+                op,
+                sent,
+            } => {
+                self.deliver(client, node, tx, lock, op, sent);
+            }
+            Ev::Reply {
+                client,
+                node,
+                tx,
+                answer,
+                resumed,
+            } => {
+                if self.gate(client, ev) {
+                    self.with_client(client, |cl, ctx| {
+                        cl.on_reply(ctx, node, tx, answer, resumed);
+                    });
+                }
+            }
+            Ev::Step {
+                client,
+                step,
+                resumed,
+                life,
+            } => {
+                let alive = self
+                    .clients
+                    .get(client as usize)
+                    .is_some_and(|c| c.life == life);
+                if alive && self.gate(client, ev) {
+                    self.with_client(client, |cl, ctx| cl.on_step(ctx, step, resumed));
+                }
+            }
+            Ev::Timer { client, tx } => {
+                if self.gate(client, ev) {
+                    self.with_client(client, |cl, ctx| cl.on_timer(ctx, tx));
+                }
+            }
+            Ev::ClientCrash(c) => {
+                if !self.calm {
+                    self.with_client(c, |cl, ctx| cl.crash(ctx));
+                }
+            }
+            Ev::ClientRestart(c) => self.with_client(c, |cl, ctx| cl.restart(ctx)),
+            Ev::ValidityEnd { client, lock } => {
+                if self
+                    .clients
+                    .get(client as usize)
+                    .is_some_and(|c| !c.crashed)
+                {
+                    self.with_client(client, |cl, ctx| cl.validity_end(ctx, lock));
+                }
+            }
+            Ev::FaultsEnd => {
+                self.calm = true;
+                self.net.heal();
+                self.trace.line(self.now, || "faults end".into());
+            }
+            Ev::LivenessDeadline => {
+                if !self.checker.progressed {
+                    let after = self.checker.progress_after.unwrap_or(0);
+                    self.checker
+                        .violation(ViolationKind::NoProgress, self.now, || {
+                            format!("no acquire since the faults stopped at {}", fmt_time(after))
+                        });
+                }
+            }
+            Ev::Cut {
+                client,
+                node,
+                dir,
+                on,
+            } => self.cut(client, node, dir, on),
+            Ev::Scripted(i) => self.scripted(usize::from(i)),
+            ev => self.node_fault(ev),
+        }
+    }
+
+    /// Whether a client event runs now: not for a crashed or finished
+    /// client; deferred to the end of a pause.
+    fn gate(&mut self, client: u8, ev: Ev) -> bool {
+        let Some(c) = self.clients.get(client as usize) else {
+            return false;
+        };
+        if c.crashed || c.done {
+            return false;
+        }
+        if c.paused_until > self.now {
+            let at = c.paused_until;
+            self.push(at, ev);
+            return false;
+        }
+        true
+    }
+
+    /// A request reaches its node: the node runs it (or is down) and
+    /// answers on the reply link.
+    fn deliver(&mut self, client: u8, n: u8, tx: u32, lock: u32, op: Op, sent: u64) {
+        let now = self.now;
+        let sc = self.sc;
+        let Some(rec) = self.locks.get(lock).copied() else {
+            return;
+        };
+        let node = &mut self.nodes[n as usize];
+        let answer = if !node.up || sent < node.reset_at {
+            // Connection refused or reset: an error, or silence.
+            if node.rng.chance(0.5) {
+                Answer::Failed
+            } else {
+                self.stats.lost_messages += 1;
+                self.trace.line(now, || {
+                    format!("n{n} is down: drops {op:?} L{lock} from c{client}")
+                });
+                return;
+            }
+        } else {
+            let local = node.clock.local(now);
+            node.store.purge(local);
+            let expiry = |ttl_ns: u64| local + i64::try_from(ttl_ns).unwrap_or(i64::MAX / 4);
+            let answer = match op {
+                Op::Acquire { ttl_ns, fence } => {
+                    let counters = fence || sc.fencing;
+                    match node
+                        .store
+                        .acquire(rec.mask, &rec.token, lock, expiry(ttl_ns), counters)
+                    {
+                        Some(fence) => Answer::Granted(fence),
+                        None => Answer::Refused,
+                    }
+                }
+                Op::Extend { ttl_ns } => {
+                    match node.store.extend(rec.mask, &rec.token, expiry(ttl_ns)) {
+                        true => Answer::Granted(0),
+                        false => Answer::Refused,
+                    }
+                }
+                Op::Release => match node.store.release(rec.mask, &rec.token) {
+                    true => Answer::Granted(0),
+                    false => Answer::Refused,
+                },
+                Op::RaiseFence(at_least) => {
+                    match node.store.raise_fence(rec.mask, &rec.token, at_least) {
+                        true => Answer::Granted(0),
+                        false => Answer::Refused,
+                    }
+                }
+            };
+            if node.replica.is_some() {
+                let nf = &sc.node_faults;
+                let lag = node
+                    .rng
+                    .range(ns(nf.replica_lag_min), ns(nf.replica_lag_max));
+                node.replicate(now, lag);
+            }
+            answer
+        };
+        self.trace.line(now, || {
+            format!("n{n} {op:?} L{lock} from c{client} -> {answer:?}")
+        });
+        self.left_behind(n, lock, op, answer);
+        let link = self.net.reply(client, n);
+        match link.send(
+            now,
+            &sc.net,
+            sc.net.reply_loss,
+            self.calm,
+            !sc.unordered_connections,
+        ) {
+            Fate::Arrives(at) => self.push(
+                at,
+                Ev::Reply {
+                    client,
+                    node: n,
+                    tx,
+                    answer,
+                    resumed: false,
+                },
+            ),
+            Fate::Lost => self.stats.lost_messages += 1,
+        }
+    }
+
+    /// Records where a lock's release ran; an acquire of it granted on a
+    /// node after its release ran there leaves its key behind.
+    fn left_behind(&mut self, n: u8, lock: u32, op: Op, answer: Answer) {
+        let now = self.now;
+        let Some(rec) = self.locks.get_mut(lock) else {
+            return;
+        };
+        match (op, answer) {
+            (Op::Release, Answer::Granted(_) | Answer::Refused) => rec.released_on |= 1 << n,
+            (Op::Acquire { .. }, Answer::Granted(_)) if rec.released_on & (1 << n) != 0 => {
+                let (client, mask) = (rec.client, rec.mask);
+                self.checker
+                    .violation(ViolationKind::LeftBehind, now, || {
+                        format!("n{n} grants L{lock} of c{client} (keys {mask:#b}) after its release ran there: the key stays for a TTL")
+                    });
+            }
+            (Op::Acquire { .. }, Answer::Granted(_)) if rec.fate == LockFate::GivenUp => {
+                self.stats.late_grants += 1;
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn finish(self) -> (Outcome, Vec<String>) {
+        let outcome = Outcome {
+            seed: 0,
+            trace_hash: self.trace.hash(),
+            violation_count: self.checker.total,
+            violations: self.checker.violations,
+            stats: self.stats,
+        };
+        (outcome, self.trace.into_lines())
+    }
+}
