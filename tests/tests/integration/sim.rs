@@ -110,7 +110,85 @@ fn liveness_some_contender_acquires_within_the_bound() {
     expect_safe("liveness", 10_000);
 }
 
+/// Sums the counters of `seeds` runs of `scenario`.
+fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> redlock_mock::sim::Stats {
+    let mut t = redlock_mock::sim::Stats::default();
+    for seed in seeds {
+        let s = run(scenario, seed).stats;
+        t.acquired += s.acquired;
+        t.extended += s.extended;
+        t.keep_lost += s.keep_lost;
+        t.skipped_writes += s.skipped_writes;
+        t.writes += s.writes;
+        t.pauses += s.pauses;
+        t.late_replies += s.late_replies;
+        t.late_grants += s.late_grants;
+    }
+    t
+}
+
+/// Locks kept alive by the core's keep-alive schedule through long critical
+/// sections, pauses past the TTL and partitions: a holder learns its lock
+/// is lost (a failed extension, the hold bound, the validity over before
+/// the keeper ran) before any other client is granted it.
+#[test]
+fn keep_alive_holders_learn_of_a_loss_before_anyone_else_is_granted() {
+    expect_safe("keep-alive", 10_000);
+    // The runs did keep locks alive, and lost some.
+    let t = totals(&scenario("keep-alive"), 0..200);
+    println!("{t:?}");
+    assert!(t.extended > 1_000 && t.keep_lost > 100 && t.skipped_writes > 100);
+    assert!(t.writes > 500);
+}
+
+/// Late replies: acquires granted on nodes after their round was decided
+/// and abandoned. Every such grant is undone by the release of the failed
+/// round, which the ordered connection runs after it: once every message has
+/// landed, no key of a lock that was given up is left anywhere.
+#[test]
+fn late_grants_leave_no_key_behind() {
+    expect_safe("late-grants", 10_000);
+    let t = totals(&scenario("late-grants"), 0..200);
+    println!("{t:?}");
+    assert!(t.late_grants > 200 && t.late_replies > 5_000, "{t:?}");
+}
+
 // ---- out-of-model scenarios: the checker must find what breaks ----
+
+#[test]
+fn unordered_connections_leave_keys_behind() {
+    // A release that overtakes the acquire it undoes: the acquire runs after
+    // it and leaves its key for a whole TTL.
+    let unordered = scenario("late-grants-unordered");
+    let report = expect_broken(&unordered, &[ViolationKind::LeftBehind]);
+    assert_eq!(
+        report.violations,
+        report.runs_with(ViolationKind::LeftBehind),
+        "{report:?}"
+    );
+    // The same runs on one ordered connection per client and node: none.
+    let ordered = Scenario {
+        unordered_connections: false,
+        ..unordered
+    };
+    let fixed = sweep(&ordered, 0..TEETH, THREADS);
+    assert_eq!(fixed.violations, 0, "{fixed:?}");
+}
+
+#[test]
+fn keep_alive_under_clock_jumps_holders_do_not_know_they_lost() {
+    // Keys expire early on stepped nodes: the keeper's next extension may
+    // come too late, and another client is granted while the holder's lease
+    // still says valid.
+    let base = scenario("keep-alive");
+    let jumpy = Scenario {
+        name: "keep-alive-clock-jump".into(),
+        out_of_model: true,
+        clocks: scenario("clock-jump").clocks,
+        ..base
+    };
+    expect_broken(&jumpy, &[ViolationKind::StaleHolder]);
+}
 
 #[test]
 fn restart_without_persistence_breaks_mutual_exclusion() {
