@@ -126,6 +126,9 @@ impl<E: Send + Sync + 'static> Shared<E> {
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
         for (node, worker) in self.workers.iter().enumerate() {
+            if !t.sends_to(node) {
+                continue;
+            }
             let job = self.job(t, node, deadline, inbox);
             if let Err(failure) = worker.submit(job) {
                 if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
@@ -148,7 +151,13 @@ impl<E: Send + Sync + 'static> Shared<E> {
         for (node, worker) in self.workers.iter().enumerate() {
             let a = self.job(first.0, node, deadline, first.1);
             let b = self.job(then.0, node, deadline, Some(then.1));
-            if let Err(failure) = worker.submit_all([a, b]) {
+            let queued = match (first.0.sends_to(node), then.0.sends_to(node)) {
+                (true, true) => worker.submit_all([a, b]),
+                (true, false) => worker.submit(a),
+                (false, true) => worker.submit(b),
+                (false, false) => Ok(()),
+            };
+            if let Err(failure) = queued {
                 // Releases are always queued: only the acquire was turned away.
                 if then.0.wants_reply(node) {
                     then.1.deliver(then.0.round(), node, Err(failure));

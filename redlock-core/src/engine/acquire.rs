@@ -323,6 +323,7 @@ impl<E> Acquire<E> {
             message,
             claim: Arc::clone(claim),
             wanted,
+            to: None,
         });
     }
 

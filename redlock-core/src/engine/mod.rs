@@ -271,6 +271,9 @@ pub struct Transmit {
     pub(crate) claim: Arc<Claim>,
     /// `None`: every node's reply is wanted.
     pub(crate) wanted: Option<Vec<bool>>,
+    /// `None`: it goes to every node (as every request of this protocol
+    /// does today).
+    pub(crate) to: Option<Vec<bool>>,
 }
 
 impl Transmit {
@@ -302,6 +305,19 @@ impl Transmit {
     #[must_use]
     pub fn claim(&self) -> &Arc<Claim> {
         &self.claim
+    }
+
+    /// Whether this goes to `node`. Drivers must send it to every node for
+    /// which this is true, whatever they do with the replies.
+    ///
+    /// # Examples
+    ///
+    /// See the [module docs](self).
+    #[must_use]
+    pub fn sends_to(&self, node: usize) -> bool {
+        self.to
+            .as_ref()
+            .is_none_or(|to| to.get(node).copied().unwrap_or(false))
     }
 
     /// Whether the machine wants `node`'s reply (it ignores the others, so

@@ -121,6 +121,7 @@ impl<E> Single<E> {
             message: self.message,
             claim: Arc::clone(&self.claim),
             wanted: None,
+            to: None,
         });
         self.round = Some(Round::new(id, self.nodes, now));
         self.answered = 0;

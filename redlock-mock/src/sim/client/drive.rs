@@ -337,8 +337,10 @@ impl Client {
                 wanted,
             });
             ctx.stats.rounds += 1;
-            for &node in &self.view {
-                ctx.send(self.id, node, tx, *lock, op);
+            for (pos, &node) in self.view.iter().enumerate() {
+                if t.sends_to(pos) {
+                    ctx.send(self.id, node, tx, *lock, op);
+                }
             }
             let at = self.after(ctx, ctx.node_timeout());
             ctx.push(
