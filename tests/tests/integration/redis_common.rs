@@ -80,3 +80,33 @@ pub(crate) fn claim(key: &str) -> Claim {
         Token::random().expect("entropy"),
     )
 }
+
+/// How many times the server behind `admin` ran `command` since it started
+/// (or since the last `CONFIG RESETSTAT`).
+pub(crate) fn command_calls(admin: &mut redis::Connection, command: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(admin)
+        .expect("INFO");
+    let prefix = format!("cmdstat_{command}:calls=");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
+/// [`command_calls`] on `server`, over a fresh connection.
+pub(crate) fn calls(server: &RedisServer, command: &str) -> u64 {
+    command_calls(&mut server.client().expect("client"), command)
+}
+
+/// Whether `server` has the key `name`.
+pub(crate) fn exists(server: &RedisServer, name: &str) -> bool {
+    let mut admin = server.client().expect("client");
+    redis::cmd("EXISTS")
+        .arg(name)
+        .query::<u32>(&mut admin)
+        .expect("EXISTS")
+        == 1
+}

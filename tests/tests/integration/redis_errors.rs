@@ -11,7 +11,8 @@ use redlock_tests::conformance::Conformance;
 use redlock_tests::harness::{AclUser, RedisCluster, RedisServer, ServerOptions};
 
 use crate::redis_common::{
-    backend, backends, claim, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
+    backend, backends, claim, cluster, command_calls, key, manager, manager_over, Overlap,
+    NODE_TIMEOUT,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -385,20 +386,6 @@ fn a_pipelined_batch_fails_only_the_request_that_failed_even_after_script_flush(
     assert!(node.acquire(&fine, ttl(), false).expect("up").is_granted());
 }
 
-/// How many times the server ran `command` since the last `CONFIG RESETSTAT`.
-fn calls(admin: &mut redis::Connection, command: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(admin)
-        .expect("INFO");
-    let prefix = format!("cmdstat_{command}:calls=");
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
-
 #[test]
 fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusive() {
     use redlock_redis::{AcquireOutcome, Request, Response};
@@ -468,8 +455,8 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
         .expect("EXISTS");
     assert_eq!(exists, 0, "the refused pair left {b} behind");
     // The three scripts went by EVALSHA, then once each by EVAL.
-    assert_eq!(calls(&mut admin, "evalsha"), 3);
-    assert_eq!(calls(&mut admin, "eval"), 3);
+    assert_eq!(command_calls(&mut admin, "evalsha"), 3);
+    assert_eq!(command_calls(&mut admin, "eval"), 3);
     // EVAL cached them again: the next batch needs no retry.
     redis::cmd("CONFIG")
         .arg("RESETSTAT")
@@ -493,8 +480,8 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
             Response::Held(true),
         ]
     );
-    assert_eq!(calls(&mut admin, "evalsha"), 3);
-    assert_eq!(calls(&mut admin, "eval"), 0);
+    assert_eq!(command_calls(&mut admin, "evalsha"), 3);
+    assert_eq!(command_calls(&mut admin, "eval"), 0);
 }
 
 /// Runs `batch` on `node` as one batch; every request must get an answer.

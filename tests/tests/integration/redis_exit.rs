@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::redis_common::{cluster, key};
+use crate::redis_common::{cluster, exists, key};
 
 #[test]
 fn bug_returning_from_main_with_a_guard_left_the_lock_held() {
@@ -23,12 +23,11 @@ fn bug_returning_from_main_with_a_guard_left_the_lock_held() {
             String::from_utf8_lossy(&output.stderr)
         );
         for server in servers.iter() {
-            let mut conn = server.client().expect("connect");
-            let exists: bool = redis::cmd("EXISTS")
-                .arg(&key)
-                .query(&mut conn)
-                .expect("EXISTS");
-            assert!(!exists, "run {run}: key left on {}", server.url());
+            assert!(
+                !exists(server, &key),
+                "run {run}: key left on {}",
+                server.url()
+            );
         }
     }
 }

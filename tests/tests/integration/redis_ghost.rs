@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use redlock_redis::{LockBackend, RedisBackend, Redlock, Ttl};
 use redlock_tests::harness::{wait_until, Direction, Proxy, RedisCluster, RedisServer};
 
-use crate::redis_common::{backend, backends, claim, cluster, key, manager};
+use crate::redis_common::{backend, backends, calls, claim, cluster, exists, key, manager};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -41,16 +41,6 @@ fn fenced_manager(cluster: &RedisCluster) -> Redlock {
         .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
         .build()
         .expect("valid manager")
-}
-
-/// Whether `name` exists on `server` (an admin connection of its own).
-fn exists(server: &RedisServer, name: &str) -> bool {
-    let mut admin = server.client().expect("client");
-    redis::cmd("EXISTS")
-        .arg(name)
-        .query::<u32>(&mut admin)
-        .expect("EXISTS")
-        == 1
 }
 
 /// Runs `try_lock` + `release` cycles on `name` (whatever each answers) in
@@ -155,19 +145,6 @@ fn three_masters_frozen_during_lock_cycles_do_not_refuse_the_resource_for_a_ttl(
         )
     });
     assert_no_key_left(&cluster, &name, resumed);
-}
-
-/// How many times `server` ran `command` since it started.
-fn calls(server: &RedisServer, command: &str) -> u64 {
-    let mut admin = server.client().expect("client");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut admin)
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
 }
 
 #[test]

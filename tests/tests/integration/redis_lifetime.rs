@@ -7,22 +7,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use redlock_redis::{KeepAlive, LockError, LostReason, Redlock};
-use redlock_tests::harness::RedisServer;
 
-use crate::redis_common::{backends, cluster, key, manager, NODE_TIMEOUT};
-
-/// EVALSHA calls so far on `server` (every extend is one).
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    let mut admin = server.client().expect("client");
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut admin)
-        .expect("INFO");
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("a count"))
-}
+use crate::redis_common::{backends, calls, cluster, key, manager, NODE_TIMEOUT};
 
 #[test]
 fn with_lock_running_three_ttls_keeps_the_lock() {
@@ -69,7 +55,7 @@ fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
         // The acquire (a script, for a queued caller) may still be on its
         // way to the healthy master: let it land before counting.
         assert!(locks.flush(Duration::from_secs(5)));
-        let before = evalsha_calls(healthy);
+        let before = calls(healthy, "evalsha");
         for i in 0..3 {
             cluster.node(i).pause().expect("SIGSTOP");
         }
@@ -93,7 +79,7 @@ fn sigstop_of_three_masters_fails_ensure_held_at_the_next_extension() {
         // One extension period at most: the first extend after the stop was
         // the one that failed (the healthy master saw exactly one).
         assert_eq!(
-            evalsha_calls(healthy),
+            calls(healthy, "evalsha"),
             before + 1,
             "the loss was not noticed at the first extension"
         );

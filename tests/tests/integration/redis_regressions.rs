@@ -5,18 +5,10 @@ use std::time::{Duration, Instant};
 
 use redlock_redis::{ConfigError, ConnectError, RedisBackend, Redlock};
 
-use crate::redis_common::{cluster, key, manager};
+use crate::redis_common::{cluster, exists, key, manager};
 
 /// Ten times and more what anything here should take: only a hang fails.
 const BOUND: Duration = Duration::from_secs(10);
-
-fn exists(server: &redlock_tests::harness::RedisServer, name: &str) -> bool {
-    let mut conn = server.client().expect("connect");
-    redis::cmd("EXISTS")
-        .arg(name)
-        .query::<bool>(&mut conn)
-        .expect("EXISTS")
-}
 
 #[test]
 fn bug_node_timeout_zero_connect_reported_a_bad_address() {
