@@ -95,6 +95,7 @@ mod net;
 mod node;
 mod outcome;
 mod presets;
+mod process;
 mod rng;
 mod run;
 mod scenario;
