@@ -6,11 +6,12 @@
 
 use super::checker::Checker;
 use super::clock::{duration_ns, Timebase};
-use super::event::{Ev, Op, Queue};
+use super::event::{Ev, NodeDown, Op, Queue};
 use super::locks::Locks;
 use super::net::{Fate, Net};
 use super::node::SimNode;
 use super::outcome::Stats;
+use super::process::Process;
 use super::scenario::Scenario;
 use super::trace::Trace;
 
@@ -27,12 +28,33 @@ pub(crate) struct Granted {
     pub(crate) token: Option<u64>,
 }
 
+/// A hand-off: the acquisition a releasing caller started for the next
+/// caller of its line, its first round already queued behind the release.
+#[derive(Debug)]
+pub(crate) struct HandOff {
+    pub(crate) machine: redlock_core::engine::Acquire<NodeDown>,
+    /// The lock number of the claim it was started with.
+    pub(crate) lock: u32,
+    /// The new owner's ticket.
+    pub(crate) ticket: u64,
+}
+
 /// What a client's event means for the rest of the world.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) enum Note {
     Granted(Granted),
     /// The client finished its cycles, or crashed for good.
     Retired,
+    /// A caller of the same process waiting in a line should look at it
+    /// (it may have been dropped as expired).
+    Wake(u8),
+    /// A caller of the same process owns its line now and acquires through
+    /// the nodes itself.
+    Turn(u8),
+    /// A caller of the same process owns its line now, with an acquisition
+    /// started for it: it sends that round at once, in the same batch as
+    /// the release before it.
+    HandOff(u8, Box<HandOff>),
 }
 
 /// The world, as lent to a client for one event.
@@ -52,6 +74,8 @@ pub(crate) struct Ctx<'w> {
     pub(crate) trace: &'w mut Trace,
     pub(crate) stats: &'w mut Stats,
     pub(crate) notes: &'w mut Vec<Note>,
+    /// The client's process (its callers' shared lines).
+    pub(crate) process: &'w mut Process,
 }
 
 impl Ctx<'_> {
@@ -90,6 +114,11 @@ impl Ctx<'_> {
                 },
             ),
             Fate::Lost => {
+                if op == Op::Release {
+                    if let Some(rec) = self.locks.get_mut(lock) {
+                        rec.release_lost |= 1 << node;
+                    }
+                }
                 self.stats.lost_messages += 1;
                 self.line(|| format!("c{client} {op:?} L{lock} to n{node} is lost"));
             }

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::fmt;
 
 /// A request to a node: what a machine's [`Message`] becomes on the wire.
 ///
@@ -45,6 +46,19 @@ pub(crate) enum Answer {
     Failed,
 }
 
+/// A node's failure as the machines see it: the connection was refused or
+/// reset (the node is down, or restarted since the request was sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeDown;
+
+impl fmt::Display for NodeDown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("connection refused or reset")
+    }
+}
+
+impl std::error::Error for NodeDown {}
+
 /// Which of a client's machines a message or timer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Slot {
@@ -74,6 +88,9 @@ pub(crate) enum Step {
     Write,
     DoWrite,
     Release,
+    /// A caller waiting in its process's line looks at it again; carries
+    /// the look's number, so that a stale one is told apart.
+    Look(u32),
 }
 
 impl Step {
@@ -89,6 +106,7 @@ impl Step {
             Step::Write => 6,
             Step::DoWrite => 7,
             Step::Release => 8,
+            Step::Look(n) => 9 | (u64::from(n) << 8),
         }
     }
 }

@@ -26,6 +26,12 @@ pub(crate) struct LockRec {
     pub(crate) fate: Fate,
     /// The nodes where a release of it ran (bit per node).
     pub(crate) released_on: u32,
+    /// The nodes a release of it reached (up or down), bit per node.
+    pub(crate) release_landed: u32,
+    /// The nodes a release of it was lost on the way to.
+    pub(crate) release_lost: u32,
+    /// A hand-off's claim: the lock whose release it was queued behind.
+    pub(crate) handed_from: Option<u32>,
 }
 
 /// The attempts of a run, numbered in the order their tokens were made.
@@ -46,6 +52,9 @@ impl Locks {
             client,
             fate: Fate::Trying,
             released_on: 0,
+            release_landed: 0,
+            release_lost: 0,
+            handed_from: None,
         });
         lock
     }

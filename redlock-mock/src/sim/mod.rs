@@ -29,6 +29,16 @@
 //! pauses may fall before a transmit is sent, before a reply is handled and
 //! at the steps of the critical section.
 //!
+//! With [`Scenario::callers_per_process`] above 1, a process hosts several
+//! callers that share one [`Lines`](redlock_core::engine::Lines) (the local
+//! lines of `Redlock::lock`): they join, the owner acquires, waiters look
+//! at the line when woken or told and take over from a gone owner, and a
+//! release with waiters starts the next caller's acquisition and sends its
+//! first round right behind the release, in one batch on the process's
+//! ordered links. The checker flags a skipped waiter
+//! ([`ViolationKind::WaiterSkipped`]) and a hand-off round that reaches a
+//! node before its release ([`ViolationKind::HandOffOvertook`]).
+//!
 //! What the simulator itself adds is the world: nodes, links, clocks,
 //! faults, the scheduler, the critical-section workload and the checker.
 //! With [`Scenario::fencing`] the checker requires tokens to rise from
@@ -83,7 +93,8 @@
 //! `net.rs`, `node.rs`, `scenario.rs`) import nothing of the parts that use
 //! them. A client (`client/`) sees the world only through what it is lent
 //! for one event (`ctx.rs`); the world (`world/`) owns the clients and
-//! calls them; `run.rs` and `sweep.rs` run worlds.
+//! calls them, and lends each the shared state of its process
+//! (`process.rs`: the lines); `run.rs` and `sweep.rs` run worlds.
 
 mod checker;
 mod client;
@@ -95,6 +106,7 @@ mod net;
 mod node;
 mod outcome;
 mod presets;
+mod process;
 mod rng;
 mod run;
 mod scenario;

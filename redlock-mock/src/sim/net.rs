@@ -70,35 +70,41 @@ impl Link {
     }
 }
 
-/// Every link of a run: one per client and node, each direction.
+/// Every link of a run: one per process and node, each direction; the
+/// callers of a process share its links (one ordered connection per node,
+/// as a manager keeps).
 #[derive(Debug)]
 pub(crate) struct Net {
     nodes: usize,
+    /// Callers per process.
+    callers: usize,
     req: Vec<Link>,
     rep: Vec<Link>,
 }
 
 impl Net {
-    /// The links of `clients` × `nodes`, each with its own stream of the
-    /// run's `seed`.
-    pub(crate) fn new(seed: u64, clients: usize, nodes: usize) -> Self {
+    /// The links of `processes` × `nodes`, each with its own stream of the
+    /// run's `seed`, for processes of `callers` callers each.
+    pub(crate) fn new(seed: u64, processes: usize, nodes: usize, callers: usize) -> Self {
         let link = |dir: u64| {
-            (0..clients * nodes)
+            (0..processes * nodes)
                 .map(|i| Link::new(SimRng::stream(seed, 1_000_000 + 2 * i as u64 + dir)))
                 .collect::<Vec<_>>()
         };
         Net {
             nodes,
+            callers: callers.max(1),
             req: link(0),
             rep: link(1),
         }
     }
 
     fn index(&self, client: u8, node: u8) -> usize {
-        client as usize * self.nodes + node as usize
+        client as usize / self.callers * self.nodes + node as usize
     }
 
-    /// The request direction from `client` to `node`.
+    /// The request direction from `client` (a caller: its process's link)
+    /// to `node`.
     pub(crate) fn request(&mut self, client: u8, node: u8) -> &mut Link {
         let i = self.index(client, node);
         &mut self.req[i]

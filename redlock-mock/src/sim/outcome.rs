@@ -38,6 +38,14 @@ pub enum ViolationKind {
     /// [`Scenario::check_leftovers`](super::Scenario::check_leftovers)) a key
     /// of it was still there once every message had landed.
     LeftBehind,
+    /// With [`Scenario::callers_per_process`](super::Scenario::callers_per_process):
+    /// a caller was granted its line's lock while a caller of the same
+    /// process that joined the line before it still waited, its deadline
+    /// not passed.
+    WaiterSkipped,
+    /// A hand-off's first acquire ran on a node before the release it was
+    /// queued behind had reached that node (or with no release sent there).
+    HandOffOvertook,
     /// Liveness mode: no contender acquired within the bound after the
     /// faults stopped.
     NoProgress,
@@ -51,7 +59,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 10] = [
+    pub const ALL: [ViolationKind; 12] = [
         ViolationKind::MutualExclusion,
         ViolationKind::LostUpdate,
         ViolationKind::QuorumLost,
@@ -59,6 +67,8 @@ impl ViolationKind {
         ViolationKind::FencingToken,
         ViolationKind::StaleHolder,
         ViolationKind::LeftBehind,
+        ViolationKind::WaiterSkipped,
+        ViolationKind::HandOffOvertook,
         ViolationKind::NoProgress,
         ViolationKind::Observer,
         ViolationKind::InvalidScenario,
@@ -83,6 +93,8 @@ impl ViolationKind {
             ViolationKind::FencingToken => "fencing-token",
             ViolationKind::StaleHolder => "stale-holder",
             ViolationKind::LeftBehind => "left-behind",
+            ViolationKind::WaiterSkipped => "waiter-skipped",
+            ViolationKind::HandOffOvertook => "hand-off-overtook",
             ViolationKind::NoProgress => "no-progress",
             ViolationKind::Observer => "observer",
             ViolationKind::InvalidScenario => "invalid-scenario",
@@ -167,6 +179,11 @@ pub struct Stats {
     /// up (abandoned its round, its release on the way): the grants that a
     /// failed round's release must undo.
     pub late_grants: u64,
+    /// Releases that handed their lock over to the next caller of the
+    /// process's line (the next acquire queued right behind the release).
+    pub hand_offs: u64,
+    /// Waiters that took their line over from an owner that was gone.
+    pub took_over: u64,
     /// Simulated time at the end of the run.
     pub end: Duration,
 }

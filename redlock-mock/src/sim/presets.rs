@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 15] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -28,6 +28,7 @@ impl Scenario {
         "keep-alive",
         "late-grants",
         "late-grants-unordered",
+        "local-line",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -56,6 +57,7 @@ impl Scenario {
             "keep-alive" => Self::keep_alive(),
             "late-grants" => Self::late_grants(),
             "late-grants-unordered" => Self::late_grants_unordered(),
+            "local-line" => Self::local_line(),
             _ => return None,
         })
     }
@@ -72,6 +74,7 @@ impl Scenario {
             out_of_model: false,
             nodes: 5,
             clients: 3,
+            callers_per_process: 1,
             cycles: 3,
             keys: 2,
             multi_key: 0.25,
@@ -481,6 +484,43 @@ impl Scenario {
             out_of_model: true,
             unordered_connections: true,
             ..Self::late_grants()
+        }
+    }
+
+    /// Several callers per process on one or two keys: each process's
+    /// callers queue in its manager's local lines
+    /// ([`redlock_core::engine::Lines`]) and hand the lock over, the
+    /// release and the next caller's first acquire round in one batch on
+    /// the process's ordered links. Under the in-model faults (node
+    /// crashes, partitions, loss, heavy-tailed delays, drift, client
+    /// crashes that take a process's line with them, and pauses of whole
+    /// processes), expect zero violations: no mutual-exclusion breach, no
+    /// waiter skipped in its line ([`ViolationKind::WaiterSkipped`]), and no
+    /// hand-off acquire ahead of its release on any node
+    /// ([`ViolationKind::HandOffOvertook`]).
+    ///
+    /// [`ViolationKind::WaiterSkipped`]: super::ViolationKind::WaiterSkipped
+    /// [`ViolationKind::HandOffOvertook`]: super::ViolationKind::HandOffOvertook
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::local_line(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn local_line() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "local-line".into(),
+            clients: 3,
+            callers_per_process: 3,
+            keys: 2,
+            multi_key: 0.1,
+            work_max: ms(40),
+            acquire_timeout: ms(400),
+            ..base
         }
     }
 }

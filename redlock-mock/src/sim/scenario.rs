@@ -247,8 +247,14 @@ pub struct Scenario {
     pub out_of_model: bool,
     /// Number of lock nodes, `1..=31`.
     pub nodes: usize,
-    /// Number of clients, `1..=63`.
+    /// Number of client processes; with their callers at most 63 in all.
     pub clients: usize,
+    /// Callers per process (1 by default: one caller, no line). Above 1,
+    /// the callers of a process share one manager's local lines
+    /// ([`redlock_core::engine::Lines`]), its links to the nodes, its
+    /// clock, its pauses and its crashes; they queue for the same
+    /// resources and hand the lock over as `Redlock::lock` does.
+    pub callers_per_process: usize,
     /// Lock cycles per client (acquire, critical section, release).
     pub cycles: u32,
     /// Number of resources, `1..=4`; a cycle locks resource 0 or another.
@@ -386,6 +392,13 @@ impl Scenario {
         }
         if !(1..=MAX_CLIENTS).contains(&self.clients) {
             return Err(format!("clients must be 1..={MAX_CLIENTS}"));
+        }
+        if self.callers_per_process == 0
+            || self.clients.saturating_mul(self.callers_per_process) > MAX_CLIENTS
+        {
+            return Err(format!(
+                "callers_per_process must be at least 1, and clients × callers_per_process at most {MAX_CLIENTS}"
+            ));
         }
         if !(1..=MAX_KEYS).contains(&self.keys) {
             return Err(format!("keys must be 1..={MAX_KEYS}"));

@@ -123,6 +123,10 @@ fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> redlock_mock::sim
         t.pauses += s.pauses;
         t.late_replies += s.late_replies;
         t.late_grants += s.late_grants;
+        t.hand_offs += s.hand_offs;
+        t.took_over += s.took_over;
+        t.client_crashes += s.client_crashes;
+        t.gave_up += s.gave_up;
     }
     t
 }
@@ -151,6 +155,32 @@ fn late_grants_leave_no_key_behind() {
     let t = totals(&scenario("late-grants"), 0..200);
     println!("{t:?}");
     assert!(t.late_grants > 200 && t.late_replies > 5_000, "{t:?}");
+}
+
+/// Several callers per process share its manager's local lines
+/// (`engine::Lines`) on one or two keys: hand-offs (the release, then the
+/// next caller's first acquire round, in one batch on the process's ordered
+/// links) under node faults, delays, process crashes and pauses. No
+/// mutual-exclusion breach, no waiter skipped in its line, and no hand-off
+/// acquire ahead of its release on any node.
+#[test]
+fn local_line_hands_off_under_faults_and_skips_no_waiter() {
+    expect_safe("local-line", 10_000);
+    let t = totals(&scenario("local-line"), 0..200);
+    println!("{t:?}");
+    assert!(t.hand_offs > 1_000 && t.took_over > 10, "{t:?}");
+    assert!(
+        t.pauses > 100 && t.client_crashes > 10 && t.gave_up > 0,
+        "{t:?}"
+    );
+}
+
+/// One caller per process (the default) keeps every run as it was: no
+/// line, no hand-off.
+#[test]
+fn one_caller_per_process_never_hands_off() {
+    let t = totals(&scenario("in-model"), 0..100);
+    assert_eq!((t.hand_offs, t.took_over), (0, 0));
 }
 
 // ---- out-of-model scenarios: the checker must find what breaks ----
@@ -490,6 +520,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "fenced-resource"
                     | "keep-alive"
                     | "late-grants"
+                    | "local-line"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

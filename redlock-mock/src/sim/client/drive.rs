@@ -145,10 +145,7 @@ impl Client {
 
     /// Starts acquiring the cycle's resources, rounds until `deadline`.
     pub(super) fn start_acquire(&mut self, ctx: &mut Ctx<'_>, deadline: std::time::Instant) {
-        let keys = (0..MAX_KEYS)
-            .filter(|k| self.mask & (1 << k) != 0)
-            .map(|k| format!("r{k}"));
-        let resources = match redlock_core::Resources::new(keys) {
+        let resources = match super::line::resources_of(self.mask) {
             Ok(resources) => resources,
             Err(e) => {
                 let c = self.id;
@@ -156,12 +153,15 @@ impl Client {
                 return self.think(ctx);
             }
         };
+        // A caller of a line queues, as `Redlock::lock` does.
+        let queued = Self::lined(ctx)
+            .then(|| redlock_core::Queued::new(ctx.process.manager, ctx.process.mark_ttl, true));
         let machine = Acquire::new(
             self.settings.clone(),
             resources,
             self.ttl,
             Some(deadline),
-            None,
+            queued,
         );
         self.acquire = Some(Attempt {
             machine,
@@ -171,6 +171,7 @@ impl Client {
             fences: Vec::new(),
             raising: false,
             wake: None,
+            handed: false,
         });
         let now = self.now_at(ctx);
         self.with_entropy(ctx, |machine, entropy| machine.start(now, entropy));
@@ -234,6 +235,11 @@ impl Client {
         ctx.checker.end(h.lock, ctx.now);
         let (c, lock) = (self.id, h.lock);
         ctx.line(|| format!("c{c} releases L{lock}"));
+        let handing = if Self::lined(ctx) {
+            self.release_line(ctx, h.lock)
+        } else {
+            None
+        };
         let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided);
         machine.start(now);
         self.release = Some(super::Releasing {
@@ -241,7 +247,19 @@ impl Client {
             lease: h.lease,
             lock: h.lock,
         });
-        self.drive(ctx, Slot::Release, false);
+        let Some(to) = handing else {
+            return self.drive(ctx, Slot::Release, false);
+        };
+        // The hand-off (`release_handing_off`): the release goes to every
+        // node first, and the next waiter's first round right behind it,
+        // in the same batch: no pause falls in between.
+        self.collect(ctx, Slot::Release);
+        self.send_outbox(ctx);
+        ctx.stats.hand_offs += 1;
+        let (next, ticket) = (to.waiter.who, to.waiter.ticket);
+        ctx.line(|| format!("c{c} hands L{lock} over to c{next} (ticket {ticket})"));
+        ctx.notes.push(Note::HandOff(next, Box::new(to.hand)));
+        self.settle(ctx, Slot::Release);
     }
 
     /// Does what the machine in `slot` asks: sends its transmits (unless a
@@ -263,7 +281,7 @@ impl Client {
     /// Takes the machine's transmits into the outbox, with their lock
     /// numbers; notes what an acquisition's transmits mean for the counters
     /// and the checker.
-    fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
+    pub(super) fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
         while let Some(t) = self.machine(slot).and_then(Machine::transmit) {
             let lock = match slot {
                 Slot::Acquire => self.attempt_sends(ctx, &t),
@@ -316,7 +334,7 @@ impl Client {
 
     /// Sends every transmit of the outbox to every node of the view, and
     /// starts each one's per-node timer.
-    fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
+    pub(super) fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
         let outbox = std::mem::take(&mut self.outbox);
         for (slot, t, lock) in &outbox {
             let Some(op) = op(t.message()) else {
@@ -357,7 +375,7 @@ impl Client {
 
     /// Takes the machine's result, if it has one, or schedules the end of
     /// its pause.
-    fn settle(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
+    pub(super) fn settle(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
         match slot {
             Slot::Acquire => {
                 let Some(a) = self.acquire.as_mut() else {
@@ -514,6 +532,9 @@ impl Client {
         });
         self.check_quorum(ctx, "on acquire");
         self.watch_validity(ctx, lock, end);
+        if Self::lined(ctx) {
+            self.hold_line(ctx, a.handed);
+        }
         ctx.notes.push(Note::Granted(Granted {
             client: c,
             lock,
@@ -536,6 +557,9 @@ impl Client {
             ctx.line(|| format!("c{c} gives up (L{lock}): {error}"));
         } else {
             ctx.line(|| format!("c{c} fails (L{lock}): {error}"));
+        }
+        if Self::lined(ctx) {
+            self.leave_line(ctx);
         }
         self.think(ctx);
     }

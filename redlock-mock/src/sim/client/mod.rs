@@ -24,9 +24,9 @@
 mod drive;
 mod entropy;
 mod keep;
+mod line;
 mod work;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,25 +35,13 @@ use redlock_core::{quorum, Claim, NodeId, RetryDelay, Ttl};
 
 use super::clock::{duration_ns, ClientClock, Timebase};
 use super::ctx::{Ctx, Note};
+pub(crate) use super::event::NodeDown;
 use super::event::{Ev, Slot, Step};
 use super::locks::Fate;
 use super::outcome::ViolationKind;
 use super::rng::SimRng;
 use super::scenario::{FenceScheme, Scenario, MAX_KEYS, MAX_NODES};
 use super::trace::fmt_time;
-
-/// A node's failure as the machines see it: the connection was refused or
-/// reset (the node is down, or restarted since the request was sent).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeDown;
-
-impl fmt::Display for NodeDown {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("connection refused or reset")
-    }
-}
-
-impl std::error::Error for NodeDown {}
 
 /// A transmit that was sent: which machine and round its replies belong to.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +72,8 @@ struct Attempt {
     raising: bool,
     /// The pause end a wake-up is scheduled for.
     wake: Option<Instant>,
+    /// Started by a hand-off (its first round behind a release).
+    handed: bool,
 }
 
 /// The lock held.
@@ -152,6 +142,11 @@ pub(crate) struct Client {
     release: Option<Releasing>,
     wake_seq: u32,
     keep_seq: u32,
+    /// Its ticket as the owner of its process's line.
+    ticket: Option<u64>,
+    /// Its ticket and deadline while it waits in a line.
+    waiting: Option<(u64, Instant)>,
+    look_seq: u32,
 }
 
 impl Client {
@@ -197,6 +192,9 @@ impl Client {
             release: None,
             wake_seq: 0,
             keep_seq: 0,
+            ticket: None,
+            waiting: None,
+            look_seq: 0,
         }
     }
 
@@ -237,6 +235,16 @@ impl Client {
             .as_ref()
             .filter(|h| !h.lease.is_lost(at))
             .map(|h| (h.lock, self.mask))
+    }
+
+    /// The validity of the lock this client holds at real time `now`, as
+    /// its line's waiters read it (`None`: none, or lost).
+    pub(crate) fn validity(&self, time: Timebase, now: u64) -> Option<Instant> {
+        let at = time.at(self.clock.local(now));
+        self.held
+            .as_ref()
+            .filter(|h| !self.crashed && !h.lease.is_lost(at))
+            .map(|h| h.lease.valid_until())
     }
 
     fn believes(&self, ctx: &Ctx<'_>) -> bool {
@@ -328,6 +336,7 @@ impl Client {
             Step::Write => self.write(ctx),
             Step::DoWrite => self.do_write(ctx),
             Step::Release => self.release(ctx),
+            Step::Look(seq) => self.look_due(ctx, seq),
         }
     }
 
@@ -368,7 +377,11 @@ impl Client {
         self.mask = mask;
         let local = self.clock.local(ctx.now);
         let deadline = local.saturating_add(super::clock::signed(sc.acquire_timeout));
-        self.start_acquire(ctx, ctx.time.at(deadline));
+        if Self::lined(ctx) {
+            self.join_line(ctx, ctx.time.at(deadline));
+        } else {
+            self.start_acquire(ctx, ctx.time.at(deadline));
+        }
     }
 }
 
@@ -396,6 +409,8 @@ impl Client {
         }
         self.extend = None;
         self.release = None;
+        self.ticket = None;
+        self.waiting = None;
         self.sent.clear();
         self.issued = None;
         ctx.stats.client_crashes += 1;

@@ -110,7 +110,10 @@ impl World<'_, '_> {
                     self.push(t, Ev::ClientCrash(c as u8));
                 }
             }
-            self.with_client(c as u8, |client, ctx| client.start(ctx));
+            let per = sc.callers_per_process;
+            for caller in c * per..(c + 1) * per {
+                self.with_client(caller as u8, |client, ctx| client.start(ctx));
+            }
         }
         if let Some(stop) = sc.liveness {
             let stop = ns(stop);
@@ -126,11 +129,14 @@ impl World<'_, '_> {
         if on && self.calm {
             return;
         }
+        let per = self.sc.callers_per_process;
         for c in 0..self.sc.clients as u8 {
             if client != ALL && client != c {
                 continue;
             }
-            let request = self.net.request(c, node);
+            // The process's links (shared by its callers).
+            let caller = (c as usize * per) as u8;
+            let request = self.net.request(caller, node);
             if dir != Dir::Reply {
                 request.cut = if on {
                     request.cut + 1
@@ -138,7 +144,7 @@ impl World<'_, '_> {
                     request.cut.saturating_sub(1)
                 };
             }
-            let reply = self.net.reply(c, node);
+            let reply = self.net.reply(caller, node);
             if dir != Dir::Request {
                 reply.cut = if on {
                     reply.cut + 1
@@ -309,12 +315,21 @@ impl World<'_, '_> {
             Fault::Flush { node } => self.flush(node as u8),
             Fault::ClientCrash { client } => self.crash_client(client as u8),
             Fault::Pause { client, length } => {
-                self.with_client(client as u8, |cl, ctx| cl.pause_for(ctx, ns(length)));
+                // A pause of a process's first caller pauses them all.
+                let caller = (client * self.sc.callers_per_process) as u8;
+                self.with_client(caller, |cl, ctx| cl.pause_for(ctx, ns(length)));
             }
         }
     }
 
-    pub(crate) fn crash_client(&mut self, c: u8) {
-        self.with_client(c, |cl, ctx| cl.crash(ctx));
+    /// Process `p` crashes: every caller of it, and its lines.
+    pub(crate) fn crash_client(&mut self, p: u8) {
+        let per = self.sc.callers_per_process;
+        for caller in p as usize * per..(p as usize + 1) * per {
+            self.with_client(caller as u8, |cl, ctx| cl.crash(ctx));
+        }
+        if let Some(process) = self.processes.get_mut(p as usize) {
+            process.crash();
+        }
     }
 }

@@ -19,6 +19,7 @@ use super::locks::{Fate as LockFate, Locks};
 use super::net::{Fate, Net};
 use super::node::SimNode;
 use super::outcome::{Outcome, Stats, ViolationKind};
+use super::process::Process;
 use super::rng::SimRng;
 use super::scenario::Scenario;
 use super::trace::{fmt_time, Trace};
@@ -29,7 +30,10 @@ pub(crate) struct World<'s, 'o> {
     now: u64,
     queue: Queue,
     nodes: Vec<SimNode>,
+    /// Every caller of every process (`callers_per_process` in a row each).
     clients: Vec<Client>,
+    /// What the callers of each process share.
+    processes: Vec<Process>,
     net: Net,
     locks: Locks,
     checker: Checker,
@@ -71,26 +75,48 @@ impl<'s, 'o> World<'s, 'o> {
                 SimNode::new(NodeClock::new(offset, ppm), mode, replicas, rng)
             })
             .collect();
-        let clients = (0..sc.clients)
-            .map(|c| {
-                let mut rng = SimRng::stream(seed, 1_000 + c as u64);
-                let ppm = faults::rate(&mut rng, sc.clocks.client_ppm, sc.clocks.extreme_chance);
-                let offset = rng.range(0, 1_000_000_000_000) as i64;
-                let view: Vec<u8> = match sc.views.get(c) {
-                    Some(view) => view.iter().map(|&v| v as u8).collect(),
-                    None => (0..n as u8).collect(),
+        let per = sc.callers_per_process;
+        let mut clients = Vec::with_capacity(sc.clients * per);
+        let mut processes = Vec::with_capacity(sc.clients);
+        for p in 0..sc.clients {
+            let mut rng = SimRng::stream(seed, 1_000 + p as u64);
+            let ppm = faults::rate(&mut rng, sc.clocks.client_ppm, sc.clocks.extreme_chance);
+            let offset = rng.range(0, 1_000_000_000_000) as i64;
+            let view: Vec<u8> = match sc.views.get(p) {
+                Some(view) => view.iter().map(|&v| v as u8).collect(),
+                None => (0..n as u8).collect(),
+            };
+            // The callers of a process share its clock.
+            let clock = ClientClock::new(offset, ppm);
+            let first = p * per;
+            for c in first..first + per {
+                let rng = if c == first {
+                    rng.clone()
+                } else {
+                    SimRng::stream(seed, 10_000 + c as u64)
                 };
-                let clock = ClientClock::new(offset, ppm);
-                Client::new(c as u8, rng, clock, view, sc, (ttl, retry))
-            })
-            .collect();
+                clients.push(Client::new(
+                    c as u8,
+                    rng,
+                    clock,
+                    view.clone(),
+                    sc,
+                    (ttl, retry),
+                ));
+            }
+            // As the core's manager: an owner is gone four node timeouts
+            // past its deadline; passing yields after the longest pause.
+            let lines = (sc.node_timeout.saturating_mul(4), sc.retry_max);
+            processes.push(Process::new(p as u64 + 1, first as u8, per, ttl, lines));
+        }
         Ok(World {
             sc,
             now: 0,
             queue: Queue::new(),
             nodes,
             clients,
-            net: Net::new(seed, sc.clients, n),
+            processes,
+            net: Net::new(seed, sc.clients, n, per),
             locks: Locks::new(),
             checker: Checker::new(sc.fenced_resource),
             trace: Trace::new(text),
@@ -99,7 +125,7 @@ impl<'s, 'o> World<'s, 'o> {
             calm: false,
             live_until: None,
             stats: Stats::default(),
-            live_clients: sc.clients,
+            live_clients: sc.clients * per,
             notes: Vec::new(),
         })
     }
@@ -108,8 +134,25 @@ impl<'s, 'o> World<'s, 'o> {
         self.queue.push(self.now, at, ev);
     }
 
+    /// The process of caller `c`, and its callers' range.
+    fn process_of(&self, c: u8) -> (usize, std::ops::Range<usize>) {
+        let per = self.sc.callers_per_process.max(1);
+        let p = c as usize / per;
+        (p, p * per..(p + 1) * per)
+    }
+
     /// Lends the world to client `c` for `f`, then handles its notes.
     fn with_client(&mut self, c: u8, f: impl FnOnce(&mut Client, &mut Ctx<'_>)) {
+        let (p, callers) = self.process_of(c);
+        let Some(process) = self.processes.get_mut(p) else {
+            return;
+        };
+        if self.sc.callers_per_process > 1 {
+            // What the line's `valid_until` reads: each caller's lock now.
+            for (slot, client) in process.valid.iter_mut().zip(&self.clients[callers]) {
+                *slot = client.validity(self.time, self.now);
+            }
+        }
         let Some(client) = self.clients.get_mut(c as usize) else {
             return;
         };
@@ -127,14 +170,44 @@ impl<'s, 'o> World<'s, 'o> {
             trace: &mut self.trace,
             stats: &mut self.stats,
             notes: &mut self.notes,
+            process,
         };
         f(client, &mut ctx);
+        self.handle_notes();
+    }
+
+    /// What the last client event means for the others.
+    fn handle_notes(&mut self) {
         for note in std::mem::take(&mut self.notes) {
             match note {
                 Note::Granted(granted) => self.granted(&granted),
                 Note::Retired => self.live_clients = self.live_clients.saturating_sub(1),
+                // A sibling in the same process (running, as this one is):
+                // it acts at once, as a woken thread of the manager would.
+                Note::Wake(other) => {
+                    if self.runs(other) {
+                        self.with_client(other, |cl, ctx| cl.look(ctx));
+                    }
+                }
+                Note::Turn(other) => {
+                    if self.runs(other) {
+                        self.with_client(other, |cl, ctx| cl.turn(ctx));
+                    }
+                }
+                Note::HandOff(other, hand) => {
+                    if self.runs(other) {
+                        self.with_client(other, |cl, ctx| cl.take_hand_off(ctx, *hand));
+                    }
+                }
             }
         }
+    }
+
+    /// Whether caller `c` is alive and not finished.
+    fn runs(&self, c: u8) -> bool {
+        self.clients
+            .get(c as usize)
+            .is_some_and(|cl| !cl.crashed && !cl.done)
     }
 
     /// The checks of a grant that look beyond its client: fencing tokens,
@@ -285,9 +358,9 @@ impl<'s, 'o> World<'s, 'o> {
                     self.with_client(client, |cl, ctx| cl.on_timer(ctx, tx));
                 }
             }
-            Ev::ClientCrash(c) => {
+            Ev::ClientCrash(p) => {
                 if !self.calm {
-                    self.with_client(c, |cl, ctx| cl.crash(ctx));
+                    self.crash_client(p);
                 }
             }
             Ev::ClientRestart(c) => self.with_client(c, |cl, ctx| cl.restart(ctx)),
@@ -327,6 +400,7 @@ impl<'s, 'o> World<'s, 'o> {
 
     /// Whether a client event runs now: not for a crashed or finished
     /// client; deferred to the end of a pause.
+    /// A pause of any caller pauses its whole process.
     fn gate(&mut self, client: u8, ev: Ev) -> bool {
         let Some(c) = self.clients.get(client as usize) else {
             return false;
@@ -334,8 +408,14 @@ impl<'s, 'o> World<'s, 'o> {
         if c.crashed || c.done {
             return false;
         }
-        if c.paused_until > self.now {
-            let at = c.paused_until;
+        let (_, callers) = self.process_of(client);
+        let paused_until = self.clients[callers]
+            .iter()
+            .map(|c| c.paused_until)
+            .max()
+            .unwrap_or(0);
+        if paused_until > self.now {
+            let at = paused_until;
             self.push(at, ev);
             return false;
         }
@@ -350,6 +430,7 @@ impl<'s, 'o> World<'s, 'o> {
         let Some(rec) = self.locks.get(lock).copied() else {
             return;
         };
+        self.ordered_behind_release(n, lock, op, rec.handed_from);
         let node = &mut self.nodes[n as usize];
         let answer = if !node.up || sent < node.reset_at {
             // Connection refused or reset: an error, or silence.
@@ -426,6 +507,33 @@ impl<'s, 'o> World<'s, 'o> {
                 },
             ),
             Fate::Lost => self.stats.lost_messages += 1,
+        }
+    }
+
+    /// Records where a lock's release reached; a hand-off's acquire must
+    /// reach each node after the release it was queued behind (unless that
+    /// release was lost on the way).
+    fn ordered_behind_release(&mut self, n: u8, lock: u32, op: Op, from: Option<u32>) {
+        let bit = 1u32 << n;
+        match (op, from) {
+            (Op::Release, _) => {
+                if let Some(rec) = self.locks.get_mut(lock) {
+                    rec.release_landed |= bit;
+                }
+            }
+            (Op::Acquire { .. }, Some(prev)) => {
+                let Some(before) = self.locks.get(prev) else {
+                    return;
+                };
+                if (before.release_landed | before.release_lost) & bit == 0 {
+                    let client = before.client;
+                    self.checker
+                        .violation(ViolationKind::HandOffOvertook, self.now, || {
+                            format!("n{n}: the hand-off acquire of L{lock} arrives before the release of L{prev} (c{client}) it was queued behind")
+                        });
+                }
+            }
+            _ => {}
         }
     }
 

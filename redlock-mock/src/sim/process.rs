@@ -1,0 +1,105 @@
+//! A simulated process with several callers ([`Scenario::callers_per_process`]
+//! above 1): they share one manager's local lines
+//! ([`redlock_core::engine::Lines`], the very machine the blocking
+//! `Redlock::lock` queues its callers in), the manager's id and mark TTL.
+//! What is here is the shared state only; the callers drive it
+//! (`client/line.rs`), and the world lends it to them with each event.
+//!
+//! It also keeps who waits in which line, for the checker's "no waiter is
+//! skipped" ([`ViolationKind::WaiterSkipped`]).
+//!
+//! [`Scenario::callers_per_process`]: super::Scenario::callers_per_process
+//! [`ViolationKind::WaiterSkipped`]: super::ViolationKind::WaiterSkipped
+
+use std::time::{Duration, Instant};
+
+use redlock_core::engine::Lines;
+use redlock_core::Ttl;
+
+/// A caller in a line that has not been granted yet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InLine {
+    pub(crate) ticket: u64,
+    pub(crate) caller: u8,
+    /// The line's resources (a key mask).
+    pub(crate) mask: u8,
+    /// When it gives up (the process's clock).
+    pub(crate) deadline: Instant,
+}
+
+/// The state the callers of one process share.
+#[derive(Debug)]
+pub(crate) struct Process {
+    /// The manager's lines: waiters are caller ids; a holder is its caller
+    /// id too (its validity is in `valid`).
+    pub(crate) lines: Lines<u8, u8>,
+    /// The manager's id (for its queued claims' marks).
+    pub(crate) manager: u64,
+    /// How long the manager's waiting marks live.
+    pub(crate) mark_ttl: Ttl,
+    /// The caller id of the process's first caller.
+    pub(crate) first: u8,
+    /// Each caller's lock validity when the current event began (`None`:
+    /// it holds no valid lock), as the blocking shell reads it from the
+    /// lock's state.
+    pub(crate) valid: Vec<Option<Instant>>,
+    /// The callers that joined a line and are not granted yet, in join
+    /// order.
+    pub(crate) in_line: Vec<InLine>,
+    grace: Duration,
+    streak: Duration,
+}
+
+impl Process {
+    /// The shared state of the process whose callers are `first..first +
+    /// callers`; `grace` and `streak` as the manager's lines take them.
+    pub(crate) fn new(
+        id: u64,
+        first: u8,
+        callers: usize,
+        mark_ttl: Ttl,
+        (grace, streak): (Duration, Duration),
+    ) -> Self {
+        Process {
+            lines: Lines::new(grace, streak),
+            manager: id,
+            mark_ttl,
+            first,
+            valid: vec![None; callers],
+            in_line: Vec::new(),
+            grace,
+            streak,
+        }
+    }
+
+    /// The process crashed: its lines go with it.
+    pub(crate) fn crash(&mut self) {
+        self.lines = Lines::new(self.grace, self.streak);
+        self.in_line.clear();
+        self.valid.iter_mut().for_each(|v| *v = None);
+    }
+
+    /// The validity of the lock `holder` (a caller id) holds, from the
+    /// process's `valid` list (its callers from `first` on).
+    pub(crate) fn validity(valid: &[Option<Instant>], first: u8, holder: u8) -> Option<Instant> {
+        let at = usize::from(holder.checked_sub(first)?);
+        valid.get(at).copied().flatten()
+    }
+
+    /// `caller` is no longer waiting in a line.
+    pub(crate) fn out_of_line(&mut self, caller: u8) {
+        self.in_line.retain(|w| w.caller != caller);
+    }
+
+    /// `caller` is granted the lock of its line at `now`: the earlier
+    /// joiner of the same line that still waits and whose deadline has not
+    /// passed, if any (it was skipped).
+    pub(crate) fn granted(&mut self, caller: u8, now: Instant) -> Option<InLine> {
+        let me = *self.in_line.iter().find(|w| w.caller == caller)?;
+        self.out_of_line(caller);
+        self.in_line
+            .iter()
+            .find(|w| w.mask == me.mask && w.ticket < me.ticket && now < w.deadline)
+            .copied()
+    }
+}
