@@ -196,8 +196,13 @@ impl<E: Send + Sync + 'static> Lines<E> {
             }
         };
         let first = Token::random().ok().and_then(|token| {
-            let theirs =
-                Arc::new(Claim::new(resources.clone(), token).queued(shared.queued(yields)));
+            // A plain acquire (the fast path) unless it must look for other
+            // managers' waiting marks.
+            let mut theirs = Claim::new(resources.clone(), token);
+            if yields {
+                theirs = theirs.queued(shared.queued(true));
+            }
+            let theirs = Arc::new(theirs);
             let mut acquire = Acquire::new(
                 shared.settings.clone(),
                 resources.clone(),

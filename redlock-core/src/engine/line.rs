@@ -85,8 +85,12 @@ pub enum Handing<W> {
     /// Nobody waits: the line is gone.
     Freed,
     /// The next waiter owns the line now: start its acquisition right behind
-    /// the release (its rounds carry marks that yield when `yields`), or, if
-    /// that cannot be done, let it acquire itself.
+    /// the release, or, if that cannot be done, let it acquire itself. Its
+    /// first round is a plain acquire, or, when `yields`, a queued one that
+    /// gives way to other managers' waiting marks: that happens once the
+    /// lock has passed locally for a streak, and a yielding hand-off that
+    /// is granted starts a new streak, so the marks are looked at about
+    /// once a streak.
     Next {
         /// The new owner.
         waiter: Waiting<W>,
@@ -103,8 +107,11 @@ struct Line<W, H> {
     /// When the owner's own acquiring ends at the latest.
     owner_deadline: Instant,
     /// Since when the lock has passed from caller to caller of this line
-    /// without an acquisition of its own in between.
+    /// without an acquisition of its own, or a hand-off that yielded, in
+    /// between.
     streak_since: Option<Instant>,
+    /// Whether the hand-off under way yields to other managers' marks.
+    yielding: bool,
     waiters: VecDeque<Waiting<W>>,
 }
 
@@ -177,6 +184,7 @@ impl<W, H> Lines<W, H> {
                     holder: None,
                     owner_deadline: deadline,
                     streak_since: None,
+                    yielding: false,
                     waiters: VecDeque::new(),
                 });
                 Joined::Owner(ticket)
@@ -256,9 +264,13 @@ impl<W, H> Lines<W, H> {
         match self.map.get_mut(resources) {
             Some(line) if line.owner == ticket => {
                 line.holder = Some(holder);
-                if !handed || line.streak_since.is_none() {
+                // A hand-off that yielded and was granted found no other
+                // manager waiting: local passing may go on for another
+                // streak before it looks again.
+                if !handed || line.yielding || line.streak_since.is_none() {
                     line.streak_since = Some(now);
                 }
+                line.yielding = false;
                 true
             }
             _ => false,
@@ -325,6 +337,7 @@ impl<W, H> Lines<W, H> {
                 line.owner = waiter.ticket;
                 line.holder = None;
                 line.owner_deadline = waiter.deadline;
+                line.yielding = yields;
                 Handing::Next { waiter, yields }
             }
             None => {

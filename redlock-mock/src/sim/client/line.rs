@@ -229,8 +229,12 @@ impl Client {
             ctx.notes.push(Note::Turn(waiter.who));
             return None;
         };
-        let claim =
-            Claim::new(resources.clone(), token).queued(Queued::new(manager, mark_ttl, yields));
+        // As the manager does: a plain acquire unless it must look for other
+        // managers' waiting marks.
+        let mut claim = Claim::new(resources.clone(), token);
+        if yields {
+            claim = claim.queued(Queued::new(manager, mark_ttl, true));
+        }
         let mut machine = Acquire::new(
             self.settings.clone(),
             resources,
