@@ -69,3 +69,58 @@ fn bug_a_ten_megabyte_key_left_a_ghost_on_every_master() {
     };
     assert_eq!(left, 0, "ghost keys left");
 }
+
+#[test]
+fn bug_one_process_starved_another_through_its_local_line() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use crate::redis_common::Overlap;
+
+    let servers = cluster(5);
+    // Two managers with their own workers and lines, as two processes.
+    let managers = [
+        manager(&servers, Duration::from_millis(200)),
+        manager(&servers, Duration::from_millis(200)),
+    ];
+    let name = key("starved");
+    let overlap = Overlap::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+    std::thread::scope(|s| {
+        for (side, locks) in managers.iter().enumerate() {
+            for _ in 0..4 {
+                let (name, overlap, stop, count) = (&name, &overlap, &stop, &counts[side]);
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let Ok(lock) = locks.lock_timeout(
+                            name.as_str(),
+                            Duration::from_secs(10),
+                            Duration::from_secs(1),
+                        ) else {
+                            continue;
+                        };
+                        overlap.enter();
+                        std::thread::yield_now();
+                        overlap.leave();
+                        count.fetch_add(1, Ordering::Relaxed);
+                        let _ = lock.release();
+                    }
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_secs(3));
+        stop.store(true, Ordering::Relaxed);
+    });
+    let (a, b) = (
+        counts[0].load(Ordering::Relaxed),
+        counts[1].load(Ordering::Relaxed),
+    );
+    assert!(!overlap.overlapped(), "two holders at once");
+    // Generous: fair is 50 %, the bug gave one side 0 %.
+    let total = a + b;
+    assert!(
+        total > 0 && a * 10 >= total && b * 10 >= total,
+        "shares {a} vs {b}: one manager starved the other"
+    );
+}
