@@ -172,7 +172,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     }
 
     /// How long one round waits for each node's reply. Defaults to 50 ms;
-    /// at most [`MAX_NODE_TIMEOUT`].
+    /// at most [`MAX_NODE_TIMEOUT`](crate::MAX_NODE_TIMEOUT).
     /// Keep it small against the TTL (the specification suggests 5–50 ms
     /// for a 10 s TTL): a dead or frozen node costs at most this much.
     ///

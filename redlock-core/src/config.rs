@@ -242,7 +242,7 @@ impl Config {
     }
 }
 
-/// The largest per-node timeout a [`Builder`] accepts: one hour.
+/// The largest per-node timeout a [`Builder`](crate::Builder) accepts: one hour.
 ///
 /// # Examples
 ///

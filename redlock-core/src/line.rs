@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::engine::{Acquire, Decided, Handing, Joined, Look, Message, Single, Until, Waiting};
+use crate::engine::{
+    Acquire, Decided, Handing, Joined, Look, Machine as _, Message, Single, Until, Waiting,
+};
 use crate::mailbox::{Inbox, Mailbox};
 use crate::shared::{Deadlines, Shared};
 use crate::state::LockState;

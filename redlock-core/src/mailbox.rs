@@ -10,84 +10,27 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::engine::{Acquire, Entropy, RoundId, Single, Timer, Transmit};
+use crate::engine::{Acquire, RoundId, Single};
 use crate::{Clock, NodeFailure, Response};
 
-/// A machine as the shell drives it.
-pub(crate) trait Machine<E>: Send {
+/// A machine as the shell drives it: the engine's [`Machine`] and its
+/// result.
+pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
     type Output;
-    fn handle_reply(
-        &mut self,
-        now: Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<E>>,
-    );
-    fn handle_expired(&mut self, now: Instant, round: RoundId);
-    fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy);
-    fn poll_transmit(&mut self) -> Option<Transmit>;
-    fn poll_timeout(&self) -> Option<Timer>;
     fn poll(&mut self) -> Option<Self::Output>;
-    fn needs_driver(&self) -> bool;
 }
 
 impl<E: Send + Sync> Machine<E> for Acquire<E> {
     type Output = Result<crate::engine::Acquired, crate::LockError<E>>;
-    fn handle_reply(
-        &mut self,
-        now: Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<E>>,
-    ) {
-        Acquire::handle_reply(self, now, round, node, result);
-    }
-    fn handle_expired(&mut self, now: Instant, round: RoundId) {
-        Acquire::handle_expired(self, now, round);
-    }
-    fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy) {
-        Acquire::handle_timeout(self, now, entropy);
-    }
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        Acquire::poll_transmit(self)
-    }
-    fn poll_timeout(&self) -> Option<Timer> {
-        Acquire::poll_timeout(self)
-    }
     fn poll(&mut self) -> Option<Self::Output> {
         Acquire::poll(self)
-    }
-    fn needs_driver(&self) -> bool {
-        Acquire::needs_driver(self)
     }
 }
 
 impl<E: Send + Sync> Machine<E> for Single<E> {
     type Output = crate::engine::Decided<E>;
-    fn handle_reply(
-        &mut self,
-        now: Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<E>>,
-    ) {
-        Single::handle_reply(self, now, round, node, result);
-    }
-    fn handle_expired(&mut self, now: Instant, round: RoundId) {
-        Single::handle_expired(self, now, round);
-    }
-    fn handle_timeout(&mut self, _: Instant, _: &mut dyn Entropy) {}
-    fn poll_transmit(&mut self) -> Option<Transmit> {
-        Single::poll_transmit(self)
-    }
-    fn poll_timeout(&self) -> Option<Timer> {
-        Single::poll_timeout(self)
-    }
     fn poll(&mut self) -> Option<Self::Output> {
         Single::poll(self)
-    }
-    fn needs_driver(&self) -> bool {
-        Single::needs_driver(self)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::config::{later, Config};
-use crate::engine::{Entropy, RoundId, Settings, Single, Timer, Transmit, Until};
+use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::mailbox::{Inbox, Machine, Mailbox};
 use crate::worker::{Job, Worker};
 use crate::{Claim, EntropyError, Queued, Token, Ttl};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::later;
-use crate::engine::{Entropy, Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::engine::{Entropy, Machine, Message, Round, RoundId, Settings, Timer, Transmit};
 use crate::{
     fence_step, Claim, ConfigError, Decision, FenceStep, FencingToken, LockError, NodeFailure,
     Queued, Resources, Response, Ttl, Verdict,
@@ -139,7 +139,7 @@ impl<E> Acquire<E> {
     ///
     /// ```
     /// # use std::{sync::Arc, time::{Duration, Instant}};
-    /// # use redlock_core::{Claim, NodeId, Resources, Token, Ttl, engine::{Acquire, Settings}};
+    /// # use redlock_core::{Claim, NodeId, Resources, Token, Ttl, engine::{Acquire, Machine, Settings}};
     /// let settings = Settings::new(vec![NodeId::new("a")].into());
     /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
     /// let mut acquire = Acquire::<std::io::Error>::new(
@@ -178,111 +178,6 @@ impl<E> Acquire<E> {
         &self.resources
     }
 
-    /// A reply from `node` to round `round`; replies of other rounds are
-    /// ignored.
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    pub fn handle_reply(
-        &mut self,
-        now: Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<E>>,
-    ) {
-        let mut decided = false;
-        let mut released = false;
-        match &mut self.phase {
-            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
-                if r.id == round =>
-            {
-                decided = r.record(node, result) != Decision::Pending;
-            }
-            Phase::Abandoning {
-                round: id,
-                waiting,
-                left,
-                ..
-            } if *id == round && waiting.get(node) == Some(&true) => {
-                waiting[node] = false;
-                *left -= 1;
-                released = *left == 0;
-            }
-            _ => {}
-        }
-        if decided {
-            self.decide(now);
-        } else if released {
-            self.after_abandon(now);
-        }
-    }
-
-    /// Round `round`'s per-node timeout passed (see [`Timer::Round`]).
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    pub fn handle_expired(&mut self, now: Instant, round: RoundId) {
-        match &mut self.phase {
-            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
-                if r.id == round =>
-            {
-                r.expire();
-                self.decide(now);
-            }
-            Phase::Abandoning { round: id, .. } if *id == round => self.after_abandon(now),
-            _ => {}
-        }
-    }
-
-    /// The clock reached a [`Timer::At`]: ends a pause.
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    pub fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy) {
-        let Phase::Pausing { until, .. } = &self.phase else {
-            return;
-        };
-        if now < *until {
-            return;
-        }
-        let Phase::Pausing { error, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
-            return;
-        };
-        if self.deadline.is_some_and(|deadline| now >= deadline) {
-            self.give_up(error);
-        } else {
-            self.attempt(now, entropy);
-        }
-    }
-
-    /// The next request to send to every node.
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop_front()
-    }
-
-    /// What the machine waits for next, besides replies.
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Timer> {
-        match &self.phase {
-            Phase::Acquiring { round, .. } => Some(Timer::Round(round.id)),
-            Phase::Raising { raise, .. } => Some(Timer::Round(raise.id)),
-            Phase::Abandoning { round, .. } => Some(Timer::Round(*round)),
-            Phase::Pausing { until, .. } => Some(Timer::At(*until)),
-            Phase::Idle | Phase::Done => None,
-        }
-    }
-
     /// The result, once (then `None`).
     ///
     /// # Examples
@@ -290,19 +185,6 @@ impl<E> Acquire<E> {
     /// See the [`engine`](crate::engine) module docs.
     pub fn poll(&mut self) -> Option<Result<Acquired, LockError<E>>> {
         self.outcome.take()
-    }
-
-    /// Whether the driver has something to do: a request to send, a result
-    /// to take, or a pause to start.
-    ///
-    /// # Examples
-    ///
-    /// See the [`engine`](crate::engine) module docs.
-    #[must_use]
-    pub fn needs_driver(&self) -> bool {
-        !self.transmits.is_empty()
-            || self.outcome.is_some()
-            || matches!(self.phase, Phase::Pausing { .. })
     }
 
     fn round_id(&mut self) -> RoundId {
@@ -513,5 +395,91 @@ impl<E> Acquire<E> {
     fn finish(&mut self, outcome: Result<Acquired, LockError<E>>) {
         self.phase = Phase::Done;
         self.outcome = Some(outcome);
+    }
+}
+
+impl<E> Machine<E> for Acquire<E> {
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) {
+        let mut decided = false;
+        let mut released = false;
+        match &mut self.phase {
+            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
+                if r.id == round =>
+            {
+                decided = r.record(node, result) != Decision::Pending;
+            }
+            Phase::Abandoning {
+                round: id,
+                waiting,
+                left,
+                ..
+            } if *id == round && waiting.get(node) == Some(&true) => {
+                waiting[node] = false;
+                *left -= 1;
+                released = *left == 0;
+            }
+            _ => {}
+        }
+        if decided {
+            self.decide(now);
+        } else if released {
+            self.after_abandon(now);
+        }
+    }
+
+    fn handle_expired(&mut self, now: Instant, round: RoundId) {
+        match &mut self.phase {
+            Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
+                if r.id == round =>
+            {
+                r.expire();
+                self.decide(now);
+            }
+            Phase::Abandoning { round: id, .. } if *id == round => self.after_abandon(now),
+            _ => {}
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        let Phase::Pausing { until, .. } = &self.phase else {
+            return;
+        };
+        if now < *until {
+            return;
+        }
+        let Phase::Pausing { error, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return;
+        };
+        if self.deadline.is_some_and(|deadline| now >= deadline) {
+            self.give_up(error);
+        } else {
+            self.attempt(now, entropy);
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Timer> {
+        match &self.phase {
+            Phase::Acquiring { round, .. } => Some(Timer::Round(round.id)),
+            Phase::Raising { raise, .. } => Some(Timer::Round(raise.id)),
+            Phase::Abandoning { round, .. } => Some(Timer::Round(*round)),
+            Phase::Pausing { until, .. } => Some(Timer::At(*until)),
+            Phase::Idle | Phase::Done => None,
+        }
+    }
+
+    fn needs_driver(&self) -> bool {
+        !self.transmits.is_empty()
+            || self.outcome.is_some()
+            || matches!(self.phase, Phase::Pausing { .. })
     }
 }

@@ -30,7 +30,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::{Duration, Instant};
-//! use redlock_core::engine::{Acquire, Entropy, Settings, Timer};
+//! use redlock_core::engine::{Acquire, Entropy, Machine, Settings};
 //! use redlock_core::{AcquireOutcome, EntropyError, NodeId, Resources, Response, Token, Ttl};
 //!
 //! struct Fixed;
@@ -64,7 +64,7 @@ mod round;
 mod single;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub use acquire::{Acquire, Acquired};
 pub use keep::{Keep, KeepStep};
@@ -74,14 +74,14 @@ pub(crate) use round::Round;
 pub use round::RoundId;
 pub use single::{Decided, Single, Until};
 
-use crate::{drift, Claim, EntropyError, NodeId, RetryDelay, Token, Ttl};
+use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
 
 /// The settings every machine of one manager shares.
 ///
 /// # Examples
 ///
 /// ```
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 /// use redlock_core::NodeId;
 /// use redlock_core::engine::Settings;
 /// let settings = Settings::new(vec![NodeId::new("a"), NodeId::new("b"), NodeId::new("c")].into())
@@ -124,7 +124,7 @@ impl Settings {
     /// # Examples
     ///
     /// ```
-    /// # use std::time::Duration;
+    /// # use std::time::{Duration, Instant};
     /// # use redlock_core::{NodeId, engine::Settings};
     /// let s = Settings::new(vec![NodeId::new("a")].into()).node_timeout(Duration::from_millis(5));
     /// assert_eq!(s.timeout(), Duration::from_millis(5));
@@ -154,7 +154,7 @@ impl Settings {
     /// # Examples
     ///
     /// ```
-    /// # use std::time::Duration;
+    /// # use std::time::{Duration, Instant};
     /// # use redlock_core::{NodeId, RetryDelay, engine::Settings};
     /// let s = Settings::new(vec![NodeId::new("a")].into())
     ///     .retry(RetryDelay::new(Duration::ZERO, Duration::from_millis(5))?);
@@ -349,6 +349,45 @@ pub enum Timer {
     Round(RoundId),
     /// This instant of the manager's clock: then call `handle_timeout`.
     At(std::time::Instant),
+}
+
+/// What every machine of the engine takes and gives, so that one driver
+/// loop serves them all (the blocking manager's, the simulator's). Each
+/// machine's result comes from its own `poll`.
+///
+/// # Examples
+///
+/// See the [module docs](self).
+pub trait Machine<E> {
+    /// A reply from `node` to round `round`; replies of other rounds are
+    /// ignored.
+    fn handle_reply(
+        &mut self,
+        now: Instant,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    );
+
+    /// Round `round`'s per-node timeout passed (see [`Timer::Round`]): the
+    /// nodes still silent count as failed.
+    fn handle_expired(&mut self, now: Instant, round: RoundId);
+
+    /// The clock reached a [`Timer::At`] (the end of a pause). Machines
+    /// without pauses ignore it.
+    fn handle_timeout(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        let _ = (now, entropy);
+    }
+
+    /// The next request to send.
+    fn poll_transmit(&mut self) -> Option<Transmit>;
+
+    /// What the machine waits for next, besides replies.
+    fn poll_timeout(&self) -> Option<Timer>;
+
+    /// Whether the driver has something to do: a request to send, a result
+    /// to take, or a pause to start.
+    fn needs_driver(&self) -> bool;
 }
 
 /// Where a machine's randomness comes from: the OS for the blocking manager,

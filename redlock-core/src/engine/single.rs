@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::engine::{Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::engine::{Machine, Message, Round, RoundId, Settings, Timer, Transmit};
 use crate::{Claim, NodeFailure, Response};
 
 /// When a [`Single`] round is over.
@@ -64,7 +64,7 @@ impl<E> Decided<E> {
 /// ```
 /// use std::{sync::Arc, time::{Duration, Instant}};
 /// use redlock_core::{Claim, NodeId, Resources, Response, Token, Ttl};
-/// use redlock_core::engine::{Message, Settings, Single, Until};
+/// use redlock_core::engine::{Machine, Message, Settings, Single, Until};
 /// let settings = Settings::new(vec![NodeId::new("a"), NodeId::new("b"), NodeId::new("c")].into());
 /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
 /// let ttl = Ttl::new(Duration::from_secs(1))?;
@@ -127,12 +127,27 @@ impl<E> Single<E> {
         self.answered = 0;
     }
 
-    /// A reply from `node`.
+    /// The decided round, once.
     ///
     /// # Examples
     ///
     /// See [`Single`].
-    pub fn handle_reply(
+    pub fn poll(&mut self) -> Option<Decided<E>> {
+        self.outcome.take()
+    }
+
+    fn finish(&mut self, now: Instant) {
+        if let Some(round) = self.round.take() {
+            self.outcome = Some(Decided {
+                round,
+                decided_at: now,
+            });
+        }
+    }
+}
+
+impl<E> Machine<E> for Single<E> {
+    fn handle_reply(
         &mut self,
         now: Instant,
         round: RoundId,
@@ -156,62 +171,22 @@ impl<E> Single<E> {
         }
     }
 
-    /// The per-node timeout passed: silent nodes failed.
-    ///
-    /// # Examples
-    ///
-    /// See [`Single`].
-    pub fn handle_expired(&mut self, now: Instant, round: RoundId) {
+    fn handle_expired(&mut self, now: Instant, round: RoundId) {
         if let Some(r) = self.round.as_mut().filter(|r| r.id == round) {
             r.expire();
             self.finish(now);
         }
     }
 
-    /// The message to send, once.
-    ///
-    /// # Examples
-    ///
-    /// See [`Single`].
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+    fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmit.take()
     }
 
-    /// The round's timer while it is under way.
-    ///
-    /// # Examples
-    ///
-    /// See [`Single`].
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Timer> {
+    fn poll_timeout(&self) -> Option<Timer> {
         self.round.as_ref().map(|r| Timer::Round(r.id))
     }
 
-    /// The decided round, once.
-    ///
-    /// # Examples
-    ///
-    /// See [`Single`].
-    pub fn poll(&mut self) -> Option<Decided<E>> {
-        self.outcome.take()
-    }
-
-    /// Whether the driver has something to do.
-    ///
-    /// # Examples
-    ///
-    /// See [`Single`].
-    #[must_use]
-    pub fn needs_driver(&self) -> bool {
+    fn needs_driver(&self) -> bool {
         self.transmit.is_some() || self.outcome.is_some()
-    }
-
-    fn finish(&mut self, now: Instant) {
-        if let Some(round) = self.round.take() {
-            self.outcome = Some(Decided {
-                round,
-                decided_at: now,
-            });
-        }
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use redlock_core::engine::{
-    Acquire, Acquired, Decided, Message, RoundId, Single, Timer, Transmit, Until,
+    Acquire, Acquired, Decided, Machine, Message, Single, Timer, Transmit, Until,
 };
 use redlock_core::{AcquireOutcome, LockError, NodeFailure, Response};
 
@@ -20,55 +20,6 @@ use crate::sim::locks::Fate;
 use crate::sim::outcome::ViolationKind;
 use crate::sim::scenario::{FenceScheme, MAX_KEYS};
 use crate::sim::trace::fmt_time;
-
-/// What the driver does with any machine: feed it, and take what it sends.
-trait Machine {
-    fn reply(
-        &mut self,
-        now: std::time::Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<NodeDown>>,
-    );
-    fn expired(&mut self, now: std::time::Instant, round: RoundId);
-    fn transmit(&mut self) -> Option<Transmit>;
-}
-
-impl Machine for Acquire<NodeDown> {
-    fn reply(
-        &mut self,
-        now: std::time::Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<NodeDown>>,
-    ) {
-        self.handle_reply(now, round, node, result);
-    }
-    fn expired(&mut self, now: std::time::Instant, round: RoundId) {
-        self.handle_expired(now, round);
-    }
-    fn transmit(&mut self) -> Option<Transmit> {
-        self.poll_transmit()
-    }
-}
-
-impl Machine for Single<NodeDown> {
-    fn reply(
-        &mut self,
-        now: std::time::Instant,
-        round: RoundId,
-        node: usize,
-        result: Result<Response, NodeFailure<NodeDown>>,
-    ) {
-        self.handle_reply(now, round, node, result);
-    }
-    fn expired(&mut self, now: std::time::Instant, round: RoundId) {
-        self.handle_expired(now, round);
-    }
-    fn transmit(&mut self) -> Option<Transmit> {
-        self.poll_transmit()
-    }
-}
 
 /// The request a message becomes on the wire (`None`: nothing the
 /// simulated clients send).
@@ -105,20 +56,20 @@ fn result(
 }
 
 impl Client {
-    fn machine(&mut self, slot: Slot) -> Option<&mut dyn Machine> {
+    fn machine(&mut self, slot: Slot) -> Option<&mut dyn Machine<NodeDown>> {
         match slot {
             Slot::Acquire => self
                 .acquire
                 .as_mut()
-                .map(|a| &mut a.machine as &mut dyn Machine),
+                .map(|a| &mut a.machine as &mut dyn Machine<NodeDown>),
             Slot::Extend => self
                 .extend
                 .as_mut()
-                .map(|e| &mut e.machine as &mut dyn Machine),
+                .map(|e| &mut e.machine as &mut dyn Machine<NodeDown>),
             Slot::Release => self
                 .release
                 .as_mut()
-                .map(|r| &mut r.machine as &mut dyn Machine),
+                .map(|r| &mut r.machine as &mut dyn Machine<NodeDown>),
         }
     }
 
@@ -282,7 +233,7 @@ impl Client {
     /// numbers; notes what an acquisition's transmits mean for the counters
     /// and the checker.
     pub(super) fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
-        while let Some(t) = self.machine(slot).and_then(Machine::transmit) {
+        while let Some(t) = self.machine(slot).and_then(Machine::poll_transmit) {
             let lock = match slot {
                 Slot::Acquire => self.attempt_sends(ctx, &t),
                 Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
@@ -461,7 +412,7 @@ impl Client {
         let now = self.now_at(ctx);
         let result = result(answer, sent.acquire, ctx.sc.fencing);
         if let Some(machine) = self.machine(sent.slot) {
-            machine.reply(now, sent.round, pos as usize, result);
+            machine.handle_reply(now, sent.round, pos as usize, result);
         }
         self.drive(ctx, sent.slot, false);
     }
@@ -473,7 +424,7 @@ impl Client {
         };
         let now = self.now_at(ctx);
         if let Some(machine) = self.machine(sent.slot) {
-            machine.expired(now, sent.round);
+            machine.handle_expired(now, sent.round);
         }
         self.drive(ctx, sent.slot, false);
     }
