@@ -94,7 +94,8 @@ enum Phase<E> {
 impl<E> Acquire<E> {
     /// An acquisition of `resources` for `ttl`: one round when `deadline` is
     /// `None`, rounds until `deadline` (manager's clock) otherwise. With
-    /// `queued`, its rounds carry that fairness mark (see [`Queued`]).
+    /// `queued`, its rounds after the first carry that fairness mark (see
+    /// [`Queued`]): the first is a plain acquire.
     ///
     /// # Examples
     ///
@@ -216,7 +217,10 @@ impl<E> Acquire<E> {
             Err(e) => return self.finish(Err(LockError::Entropy(e))),
         };
         let mut claim = Claim::new(self.resources.clone(), token);
-        if let Some(queued) = self.queued {
+        // The first round is a plain acquire (the fast path: on the Redis
+        // backend one `SET NX`, where a queued one runs a script); a caller
+        // that was refused leaves its waiting marks from the next round on.
+        if let Some(queued) = self.queued.filter(|_| self.attempts > 0) {
             claim = claim.queued(queued);
         }
         self.round_with(now, Arc::new(claim), entropy);

@@ -241,3 +241,67 @@ fn bug_one_manager_starves_another_through_its_local_line() {
         "shares {a} vs {b}: one manager starved the other"
     );
 }
+
+/// A caller's first round is a plain acquire (waiting marks are left and
+/// honoured from its second round on): two managers whose lone callers
+/// re-lock at once must still both make progress.
+#[test]
+fn lone_callers_of_two_managers_both_get_the_lock() {
+    let cluster = MockCluster::new(5);
+    let managers: Vec<Redlock<MockNode>> = (0..2)
+        .map(|_| {
+            Redlock::builder(cluster.backends())
+                .retry_delay(Duration::from_millis(1), Duration::from_millis(5))
+                .build()
+                .expect("config")
+        })
+        .collect();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let threads: Vec<_> = managers
+        .iter()
+        .zip(&counts)
+        .map(|(locks, count)| {
+            let (locks, inside, stop, count) = (
+                locks.clone(),
+                Arc::clone(&inside),
+                Arc::clone(&stop),
+                Arc::clone(count),
+            );
+            std::thread::spawn(move || {
+                let mut overlaps = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(lock) = locks.lock_timeout("lone", TTL, Duration::from_secs(1)) else {
+                        continue;
+                    };
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps += 1;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    count.fetch_add(1, Ordering::Relaxed);
+                    let _ = lock.release();
+                }
+                overlaps
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let overlaps: u32 = threads
+        .into_iter()
+        .map(|t| t.join().expect("no panic"))
+        .sum();
+    let (a, b) = (
+        counts[0].load(Ordering::Relaxed),
+        counts[1].load(Ordering::Relaxed),
+    );
+    assert_eq!(overlaps, 0, "two holders at once");
+    let total = a + b;
+    // Generous: fair is 50 %.
+    assert!(
+        total > 0 && a * 10 >= total && b * 10 >= total,
+        "shares {a} vs {b}: one manager starved the other"
+    );
+}
