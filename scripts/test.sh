@@ -3,6 +3,7 @@
 #
 #   scripts/test.sh            fmt + clippy + all tests (unit, integration, property,
 #                              simulation, real-Redis, doc) + the in-memory examples
+#                            + publishable checks (true rust-version, cargo package)
 #
 # Needs: a Rust toolchain (cargo, rustfmt, clippy). Installs redis-server from
 # Debian's packages when it is missing (the Redis backend's tests start their
@@ -35,6 +36,14 @@ cargo clippy --all-targets --locked -- -D warnings
 
 log "cargo test (unit, integration, doc tests)"
 cargo test --locked
+
+log "publishable: rust-version true for every dependency; cargo package (offline, verified)"
+python3 scripts/check-rust-version.py
+# In dependency order, verified against each other through cargo's local
+# registry, offline: everything they need was fetched by the steps above.
+cargo package --locked --offline --quiet --allow-dirty \
+  -p redlock-core -p redlock-mock -p redlock-redis
+echo "packages: redlock-core, redlock-mock, redlock-redis"
 
 log "examples on in-memory nodes (the README's main command and the others)"
 for example in quickstart scoped multi_resource fencing; do

@@ -51,6 +51,7 @@
 //! ```
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)

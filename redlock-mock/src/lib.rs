@@ -23,6 +23,7 @@
 //!
 //! Expiry follows an injectable clock: [`ManualClock`] makes TTLs pass
 //! without waiting.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(
     not(test),
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)

@@ -2,7 +2,8 @@
 //! suite any `LockBackend` can run, and the harness that starts real
 //! `redis-server` processes.
 //!
-//! The README's code is compiled and run as a doc test here.
+//! The READMEs' code (the workspace's and each published crate's) is
+//! compiled and run as doc tests here.
 
 pub mod checks;
 pub mod conformance;
@@ -11,3 +12,15 @@ pub mod harness;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../redlock-core/README.md")]
+struct CoreReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../redlock-mock/README.md")]
+struct MockReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../redlock-redis/README.md")]
+struct RedisReadmeDoctests;
