@@ -11,6 +11,7 @@ mod redis_errors;
 mod redis_exit;
 mod redis_faults;
 mod redis_ghost;
+mod redis_interop;
 mod redis_lifetime;
 mod redis_regressions;
 mod regressions;
