@@ -74,6 +74,30 @@ impl MockCluster {
         self.nodes.clone()
     }
 
+    /// Handles to every node with their type erased, for a
+    /// [`DynRedlock`](redlock_core::DynRedlock): the type application code
+    /// can hold whether its nodes are Redis masters or these. The cluster
+    /// keeps its handles, so faults can still be injected.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{DynRedlock, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks: DynRedlock = Redlock::new(cluster.dyn_backends())?;
+    /// cluster.node(0).go_down();
+    /// assert!(locks.try_lock("k", std::time::Duration::from_secs(1)).is_ok());
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn dyn_backends(&self) -> Vec<redlock_core::DynBackend> {
+        self.nodes
+            .iter()
+            .cloned()
+            .map(redlock_core::DynBackend::new)
+            .collect()
+    }
+
     /// Node `i`.
     ///
     /// # Panics

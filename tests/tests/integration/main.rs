@@ -7,6 +7,7 @@ mod lifetime;
 mod line;
 mod manager;
 mod redis_common;
+mod redis_dyn;
 mod redis_errors;
 mod redis_exit;
 mod redis_faults;
