@@ -31,6 +31,9 @@
 
 mod clock;
 mod cluster;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 mod node;
 
 pub use clock::ManualClock;

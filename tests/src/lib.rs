@@ -1,12 +1,11 @@
-//! Shared helpers for the workspace's integration tests: the conformance
-//! suite any `LockBackend` can run, and the harness that starts real
+//! Shared helpers for the workspace's integration tests: checks shared by
+//! several tests, and the harness that starts real
 //! `redis-server` processes.
 //!
 //! The READMEs' code (the workspace's and each published crate's) is
 //! compiled and run as doc tests here.
 
 pub mod checks;
-pub mod conformance;
 pub mod harness;
 
 #[cfg(doctest)]

@@ -1,7 +1,7 @@
 //! The conformance suite on the in-memory backend.
 
+use redlock_mock::conformance::Conformance;
 use redlock_mock::MockCluster;
-use redlock_tests::conformance::Conformance;
 
 #[test]
 fn mock_backend_conforms() {

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use redlock_mock::conformance::Conformance;
 use redlock_redis::{
     Claim, LockBackend, LockError, NodeFailure, RedisBackend, RedisErrorKind, Resources, Token, Ttl,
 };
-use redlock_tests::conformance::Conformance;
 use redlock_tests::harness::{AclUser, RedisCluster, RedisServer, ServerOptions};
 
 use crate::redis_common::{

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Result};
 use redlock_core::{LockBackend, LockError};
 
-use super::{Conformance, EXPIRY_BOUND, TTL};
+use super::failure::{bail, ensure};
+use super::{Conformance, Result, EXPIRY_BOUND, TTL};
 
 impl<B: LockBackend + 'static> Conformance<B> {
     /// Lock, check validity, release; the key is free again afterwards.

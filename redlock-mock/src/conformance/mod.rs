@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use redlock_mock::MockCluster;
-//! use redlock_tests::conformance::Conformance;
+//! use redlock_mock::conformance::Conformance;
 //!
 //! // `make(n)` returns handles to `n` distinct, reachable nodes. They may be
 //! // the same nodes on every call: each check uses keys of its own.
@@ -13,25 +13,36 @@
 //! let nodes = cluster.backends();
 //! let suite = Conformance::new(move |n| nodes[..n].to_vec());
 //! suite.run_all()?;
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), redlock_mock::conformance::ConformanceError>(())
 //! ```
 //!
 //! Checks talk to single nodes through the trait (the backend contract) and
 //! to several nodes through [`Redlock`] (the behaviour users see). Each
-//! failure is reported with the check's name.
+//! failure is reported with the check's name and a [`Failure`] saying what
+//! was wrong, in a typed [`ConformanceError`].
+//!
+//! Behind the `conformance` feature of `redlock-mock`: a backend crate adds
+//! `redlock-mock = { version = "...", features = ["conformance"] }` to its
+//! dev-dependencies and runs [`Conformance::run_all`] in a test against its
+//! own nodes (this workspace runs it on the mock and on real Redis).
 
+mod failure;
 mod manager;
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+pub use failure::{ConformanceError, Failure};
+
+use failure::{bail, ensure, Context as _};
+
+type Result<T, E = Failure> = std::result::Result<T, E>;
 use redlock_core::{
     AcquireOutcome, Claim, LockBackend, Redlock, Request, Resources, Response, Token, Ttl,
 };
 
 /// One named check.
-pub type Check<B> = fn(&Conformance<B>) -> Result<()>;
+pub type Check<B> = fn(&Conformance<B>) -> Result<(), Failure>;
 
 /// Makes `n` node handles for one check.
 type Factory<B> = Box<dyn Fn(usize) -> Vec<B> + Send + Sync>;
@@ -120,32 +131,31 @@ impl<B: LockBackend + 'static> Conformance<B> {
     ///
     /// # Errors
     ///
-    /// The check's failure, or an unknown name.
-    pub fn run(&self, name: &str) -> Result<()> {
-        let (_, check) = Self::checks()
+    /// [`ConformanceError::Failed`] with the check's failure, or
+    /// [`ConformanceError::UnknownCheck`].
+    pub fn run(&self, name: &str) -> Result<(), ConformanceError> {
+        let (name, check) = Self::checks()
             .into_iter()
             .find(|(n, _)| *n == name)
-            .with_context(|| format!("no conformance check named {name}"))?;
-        check(self).with_context(|| format!("conformance check {name} failed"))
+            .ok_or_else(|| ConformanceError::UnknownCheck(name.to_owned()))?;
+        check(self).map_err(|failure| ConformanceError::Failed(vec![(name, failure)]))
     }
 
     /// Runs every check and reports all failures together.
     ///
     /// # Errors
     ///
-    /// One error listing every failed check with its cause.
-    pub fn run_all(&self) -> Result<()> {
-        let failures: Vec<String> = Self::checks()
+    /// [`ConformanceError::Failed`] listing every failed check with why.
+    pub fn run_all(&self) -> Result<(), ConformanceError> {
+        let failures: Vec<(&'static str, Failure)> = Self::checks()
             .into_iter()
-            .filter_map(|(name, check)| check(self).err().map(|e| format!("{name}: {e:#}")))
+            .filter_map(|(name, check)| check(self).err().map(|failure| (name, failure)))
             .collect();
-        ensure!(
-            failures.is_empty(),
-            "{} conformance check(s) failed:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
-        Ok(())
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(ConformanceError::Failed(failures))
+        }
     }
 
     fn key(&self, name: &str) -> String {
@@ -157,11 +167,11 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Ok(Claim::new(resources, Token::random()?))
     }
 
-    fn one(&self) -> B {
+    fn one(&self) -> Result<B> {
         (self.make)(1)
             .into_iter()
             .next()
-            .unwrap_or_else(|| panic_missing())
+            .context("the factory returned no node")
     }
 
     fn manager(&self, n: usize) -> Result<Redlock<B>> {
@@ -198,7 +208,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
 
     /// A free key is granted; while held, another token is refused.
     pub fn acquire_is_exclusive(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let (a, b) = (self.claim(&["exclusive"])?, self.claim(&["exclusive"])?);
         let ttl = Self::ttl(TTL)?;
         ensure!(
@@ -219,7 +229,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
 
     /// Only the holder's token releases; afterwards the key is free.
     pub fn release_needs_the_token(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let (a, b) = (self.claim(&["release"])?, self.claim(&["release"])?);
         let ttl = Self::ttl(TTL)?;
         ensure!(
@@ -243,7 +253,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
 
     /// Extend works only for the holder and never creates a missing key.
     pub fn extend_needs_the_token_and_never_creates(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let (a, b) = (self.claim(&["extend"])?, self.claim(&["extend"])?);
         let ttl = Self::ttl(TTL)?;
         ensure!(
@@ -262,7 +272,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
 
     /// A key frees itself after its TTL.
     pub fn keys_expire_after_their_ttl(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let (a, b) = (self.claim(&["expire"])?, self.claim(&["expire"])?);
         let started = Instant::now();
         ensure!(
@@ -284,7 +294,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// Extend replaces the TTL: a short lock extended to a long TTL outlives
     /// its original expiry.
     pub fn extend_resets_the_ttl(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let (a, b) = (self.claim(&["reset"])?, self.claim(&["reset"])?);
         ensure!(
             node.acquire(&a, Self::ttl(Duration::from_millis(200))?, false)?
@@ -303,7 +313,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
 
     /// A multi-key acquire takes every key or none.
     pub fn multi_key_is_all_or_none(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let b = self.claim(&["m-b"])?;
         ensure!(node.acquire(&b, ttl, false)?.is_granted(), "not granted");
@@ -345,7 +355,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// Release and extend of a multi-key claim report held only when every
     /// key still held the token; release still deletes the keys that did.
     pub fn multi_key_release_and_extend_need_every_key(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let xy = self.claim(&["p-x", "p-y"])?;
         ensure!(node.acquire(&xy, ttl, false)?.is_granted(), "not granted");
@@ -372,7 +382,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// With fencing, each grant of a key returns a larger counter than the
     /// last; `raise_fence` lifts it for the holder only.
     pub fn fencing_counters_rise_and_can_be_raised(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let mut last = 0;
         for _ in 0..3 {
@@ -420,7 +430,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// `run_batch` answers each request as if the requests had run one after
     /// the other, in order (later requests see what earlier ones did).
     pub fn a_batch_answers_as_one_request_at_a_time(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let (a, other_a) = (self.claim(&["batch-a"])?, self.claim(&["batch-a"])?);
         let bc = self.claim(&["batch-b", "batch-c"])?;
@@ -519,7 +529,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// A fenced multi-key grant leaves every key's counter at the value it
     /// returns, so a later lock on any one of the keys gets a larger value.
     pub fn multi_key_fencing_leaves_every_counter_at_the_top(&self) -> Result<()> {
-        let node = self.one();
+        let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let fenced = |keys: &[&str]| -> Result<u64> {
             let claim = self.claim(keys)?;
@@ -567,9 +577,4 @@ impl<B: LockBackend + 'static> Conformance<B> {
         );
         Ok(())
     }
-}
-
-#[allow(clippy::panic)]
-fn panic_missing() -> ! {
-    panic!("the conformance factory returned no node")
 }
