@@ -3,6 +3,7 @@
 mod bad_input;
 mod conformance;
 mod harness_selftest;
+mod layering;
 mod lifetime;
 mod line;
 mod manager;
