@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{check_node_timeout, Config};
+use crate::events::EventHandler;
 use crate::{
     Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay, SystemClock,
 };
@@ -103,6 +104,7 @@ pub struct Builder<B> {
     jitter_seed: Option<u64>,
     queue_depth: usize,
     fencing: bool,
+    events: Option<Arc<dyn EventHandler>>,
 }
 
 impl<B: LockBackend> fmt::Debug for Builder<B> {
@@ -131,6 +133,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: None,
             queue_depth: 1024,
             fencing: false,
+            events: None,
         }
     }
 
@@ -318,6 +321,18 @@ impl<B: LockBackend + 'static> Builder<B> {
         self
     }
 
+    /// Sends every [`Event`](crate::Event) of the manager to `handler` (for
+    /// logs and metrics); none by default. The counters of
+    /// [`Redlock::stats`] are kept either way.
+    ///
+    /// # Examples
+    ///
+    /// See [`EventHandler`].
+    pub fn events(mut self, handler: Arc<dyn EventHandler>) -> Self {
+        self.events = Some(handler);
+        self
+    }
+
     /// Validates the settings and starts one worker thread per node.
     ///
     /// # Errors
@@ -360,6 +375,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: self.jitter_seed,
             queue_depth: self.queue_depth,
             fencing: self.fencing,
+            events: self.events,
         };
         Redlock::start(self.backends, config)
     }

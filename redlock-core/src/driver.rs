@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::engine::{Acquire, Acquired, Settings};
+use crate::events::Observer;
 use crate::keeper::Keeper;
 use crate::line::{Baton, Lines, Place};
 use crate::mailbox::Mailbox;
@@ -18,7 +19,7 @@ use crate::shared::{Deadlines, Shared};
 use crate::worker::Worker;
 use crate::{
     Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason, NodeId,
-    Resources, RoundReport, Token, Ttl,
+    Resources, RoundReport, Stats, Token, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -77,10 +78,11 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
 impl<B: LockBackend + 'static> Redlock<B> {
     pub(crate) fn start(backends: Vec<B>, config: Config) -> Result<Self, ConfigError> {
         let depth = config.queue_depth;
+        let observer = Arc::new(Observer::new(config.events.clone()));
         let workers = backends
             .into_iter()
             .enumerate()
-            .map(|(i, backend)| Worker::spawn(i, backend, depth))
+            .map(|(i, backend)| Worker::spawn(i, backend, depth, &observer))
             .collect::<Result<Vec<_>, _>>()?;
         let mut rng = match config.jitter_seed {
             Some(seed) => fastrand::Rng::with_seed(seed),
@@ -120,6 +122,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             config,
             rng: seeded.then(|| Mutex::new(rng)),
             waiting: AtomicUsize::new(0),
+            observer,
         });
         Ok(Redlock {
             manager: Arc::new(Manager {
@@ -157,14 +160,21 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
-        let ttl = self.manager.shared.config.check_ttl(ttl)?;
-        self.acquire(Acquire::new(
-            self.manager.shared.settings.clone(),
+        crate::events::call_span!("redlock.try_lock", resources);
+        let shared = &self.manager.shared;
+        let ttl = shared.config.check_ttl(ttl)?;
+        let started = Instant::now();
+        let kept = shared.observer.wants_events().then(|| resources.clone());
+        let result = self.acquire_with(Acquire::new(
+            shared.settings.clone(),
             resources,
             ttl,
             None,
             None,
-        ))
+        ));
+        let rounds = result.as_ref().map_or(1, |acquired| acquired.attempts);
+        shared.observe_lock(kept.as_ref(), started, rounds, &result);
+        result.map(|acquired| Lock::new(Arc::clone(&self.manager), acquired))
     }
 
     /// Acquires, retrying with random pauses until the configured acquire
@@ -250,26 +260,45 @@ impl<B: LockBackend + 'static> Redlock<B> {
         deadline: Instant,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
+        crate::events::call_span!("redlock.lock", resources);
+        let ttl = self.manager.shared.config.check_ttl(ttl)?;
+        let started = Instant::now();
+        let result = self.lock_in_line(&resources, ttl, deadline);
+        let rounds = match &result {
+            Ok((_, rounds)) | Err((_, rounds)) => *rounds,
+        };
+        let result = result.map(|(lock, _)| lock).map_err(|(e, _)| e);
+        self.manager
+            .shared
+            .observe_lock(Some(&resources), started, rounds, &result);
+        result
+    }
+
+    /// `lock_deadline` once its arguments are checked: the lock or the
+    /// error, each with the rounds this caller ran.
+    #[allow(clippy::type_complexity)]
+    fn lock_in_line(
+        &self,
+        resources: &Resources,
+        ttl: Ttl,
+        deadline: Instant,
+    ) -> Result<(Lock<B>, u32), (LockError<B::Error>, u32)> {
         let manager = &self.manager;
         let shared = &manager.shared;
-        let config = &shared.config;
-        let ttl = config.check_ttl(ttl)?;
-        let (ticket, handed) = match manager.lines.join_line(&resources, ttl, deadline) {
+        let (ticket, handed) = match manager.lines.join_line(resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
             Place::Waiting(ticket, waiter) => {
-                match manager
-                    .lines
-                    .await_turn(shared, &resources, ticket, &waiter)
-                {
+                match manager.lines.await_turn(shared, resources, ticket, &waiter) {
                     Some(Baton::Turn) => (ticket, None),
                     Some(Baton::Round(mailbox, deadlines)) => (ticket, Some((mailbox, deadlines))),
                     None => {
-                        return Err(LockError::Timeout {
+                        let error = LockError::Timeout {
                             attempts: 0,
                             last: Box::new(LockError::Contended(RoundReport::untried(
                                 shared.workers.len(),
                             ))),
-                        })
+                        };
+                        return Err((error, 0));
                     }
                 }
             }
@@ -278,13 +307,16 @@ impl<B: LockBackend + 'static> Redlock<B> {
         // returns holding the lock.
         let line = LineTurn {
             manager,
-            resources: &resources,
+            resources,
             ticket,
         };
         let (acquired, handed) = match handed {
             // A hand-off started our acquisition behind the release.
             Some((mailbox, deadlines)) => {
-                let acquired = shared.drive(&mailbox, deadlines)?;
+                let acquired = shared.drive(&mailbox, deadlines).map_err(|e| {
+                    let rounds = rounds_of(&e);
+                    (e, rounds)
+                })?;
                 let handed = acquired.attempts == 1;
                 (acquired, handed)
             }
@@ -296,18 +328,53 @@ impl<B: LockBackend + 'static> Redlock<B> {
                     Some(deadline),
                     Some(shared.queued(true)),
                 );
-                (self.acquire_with(acquire)?, false)
+                let acquired = self.acquire_with(acquire).map_err(|e| {
+                    let rounds = rounds_of(&e);
+                    (e, rounds)
+                })?;
+                (acquired, false)
             }
         };
         std::mem::forget(line);
+        let rounds = acquired.attempts;
         let mut lock = Lock::new(Arc::clone(manager), acquired);
         if manager
             .lines
-            .hold_line(shared, &resources, ticket, lock.state(), handed)
+            .hold_line(shared, resources, ticket, lock.state(), handed)
         {
             lock.set_line(ticket);
         }
-        Ok(lock)
+        Ok((lock, rounds))
+    }
+
+    /// A snapshot of the manager's counters: per node, requests and
+    /// failures by kind, failures in a row, the last error and the queue
+    /// depth; for the manager, calls by outcome. Cheap (a few relaxed
+    /// loads per node): fine to read every second.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = redlock_core::Redlock::new(cluster.backends())?;
+    /// cluster.node(2).go_down();
+    /// locks.try_lock("k", Duration::from_secs(5))?.release()?;
+    /// // A quorum decided the calls; let the down node's answers come in too
+    /// // (false: it is down, and keeps the release for another try).
+    /// assert!(!locks.flush(Duration::from_secs(5)));
+    /// let stats = locks.stats();
+    /// assert_eq!(stats.manager.acquired, 1);
+    /// assert!(stats.nodes[2].failures.backend >= 2);
+    /// assert!(stats.nodes[2].last_error.as_deref().unwrap_or("").contains("down"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        let shared = &self.manager.shared;
+        shared
+            .observer
+            .snapshot(shared.workers.iter().map(|w| (&w.id, w.counters.as_ref())))
     }
 
     /// The node ids, in configuration order.
@@ -453,11 +520,6 @@ impl<B: LockBackend + 'static> Redlock<B> {
     }
 
     /// Drives `acquire` from its first round on this thread.
-    fn acquire(&self, acquire: Acquire<B::Error>) -> Result<Lock<B>, LockError<B::Error>> {
-        let acquired = self.acquire_with(acquire)?;
-        Ok(Lock::new(Arc::clone(&self.manager), acquired))
-    }
-
     fn acquire_with(
         &self,
         mut acquire: Acquire<B::Error>,
@@ -471,6 +533,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
             std::thread::current(),
         ));
         shared.drive(&mailbox, Deadlines::default())
+    }
+}
+
+/// The rounds behind an acquisition's error.
+fn rounds_of<E>(error: &LockError<E>) -> u32 {
+    match error {
+        LockError::Timeout { attempts, .. } => *attempts,
+        _ => 1,
     }
 }
 

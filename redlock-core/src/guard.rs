@@ -261,6 +261,7 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn extend(&mut self, ttl: Duration) -> Result<Duration, LockError<B::Error>> {
+        crate::events::call_span!("redlock.extend", self.state.claim.resources());
         let ttl = self.manager.shared.config.check_ttl(ttl)?;
         state::extend(&self.manager.shared, &self.state, ttl)
     }
@@ -284,6 +285,7 @@ impl<B: LockBackend> Lock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
+        crate::events::call_span!("redlock.release", self.state.claim.resources());
         self.released = true;
         let message = self.state.life.lock().begin_release();
         let shared = &self.manager.shared;

@@ -9,6 +9,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use crate::engine::{Keep, KeepStep};
+use crate::events::Event;
 use crate::shared::Shared;
 use crate::state::{self, LockState};
 use crate::{ConfigError, LockError, LostReason, NodeId};
@@ -237,24 +238,29 @@ fn tend<E: Send + Sync + 'static>(shared: &Shared<E>, entry: &mut Entry<E>) -> b
     match step {
         KeepStep::Wait(_) => true,
         KeepStep::Lose(reason) => {
-            lose(&state, entry, reason, None);
+            lose(shared, &state, entry, reason, None);
             false
         }
         KeepStep::Extend => match state::extend(shared, &state, ttl) {
-            Ok(_) => {
+            Ok(validity) => {
                 let valid_until = state.life.lock().valid_until();
                 entry.keep.extended(clock.now(), valid_until);
+                shared.observer.emit(|| Event::KeptAlive {
+                    resources: state.claim.resources(),
+                    validity,
+                });
                 true
             }
             Err(e) => {
-                lose(&state, entry, LostReason::ExtendFailed, Some(e));
+                lose(shared, &state, entry, LostReason::ExtendFailed, Some(e));
                 false
             }
         },
     }
 }
 
-fn lose<E>(
+fn lose<E: Send + Sync + 'static>(
+    shared: &Shared<E>,
     state: &LockState<E>,
     entry: &mut Entry<E>,
     reason: LostReason,
@@ -263,11 +269,14 @@ fn lose<E>(
     // The first loss recorded wins, whoever recorded it (an extend that
     // found the lock expired records that itself); a released lock is not
     // lost.
-    let recorded = {
+    let (newly, recorded) = {
         let mut life = state.life.lock();
-        life.mark_lost(reason, cause);
-        life.lost()
+        let newly = life.mark_lost(reason, cause);
+        (newly, life.lost())
     };
+    if newly {
+        shared.observe_lost(state.claim.resources(), reason);
+    }
     if let Some(reason) = recorded {
         if let Some(callback) = entry.on_lost.take() {
             let _ = catch_unwind(AssertUnwindSafe(|| callback(reason)));

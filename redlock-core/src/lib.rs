@@ -65,6 +65,7 @@ mod driver;
 mod dynamic;
 pub mod engine;
 mod error;
+mod events;
 mod fence;
 mod guard;
 mod keeper;
@@ -89,6 +90,12 @@ pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;
 pub use dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
 pub use error::{ConfigError, ConnectError, LockError, LostReason};
+#[cfg(feature = "tracing")]
+pub use events::TracingEvents;
+pub use events::{
+    CallKind, CallOutcome, Event, EventHandler, FailureCounts, FailureKind, ManagerStats, NoEvents,
+    NodeStats, Stats,
+};
 pub use fence::{fence_step, FenceStep, FencingToken};
 pub use guard::Lock;
 pub use keeper::KeepAlive;

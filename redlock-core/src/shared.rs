@@ -11,9 +11,10 @@ use parking_lot::Mutex;
 
 use crate::config::{later, Config};
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
+use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer};
 use crate::mailbox::{Inbox, Machine, Mailbox};
 use crate::worker::{Job, Worker};
-use crate::{Claim, EntropyError, Queued, Token, Ttl};
+use crate::{Claim, EntropyError, LockError, LostReason, Queued, Resources, Token, Ttl};
 
 /// What every caller and guard of one manager uses: the workers and the
 /// settings.
@@ -35,6 +36,8 @@ pub(crate) struct Shared<E> {
     pub(crate) rng: Option<Mutex<fastrand::Rng>>,
     /// Callers driving a machine right now.
     pub(crate) waiting: AtomicUsize,
+    /// The event hook and the manager's counters.
+    pub(crate) observer: Arc<Observer>,
 }
 
 /// The blocking manager's randomness: tokens from the OS, jitter from the
@@ -83,6 +86,63 @@ impl Deadlines {
 }
 
 impl<E: Send + Sync + 'static> Shared<E> {
+    /// Counts a finished acquisition and, with a hook, reports it
+    /// (`resources` is given only then).
+    pub(crate) fn observe_lock<T>(
+        &self,
+        resources: Option<&Resources>,
+        started: Instant,
+        rounds: u32,
+        result: &Result<T, LockError<E>>,
+    ) {
+        let outcome = CallOutcome::of(result);
+        let counters = &self.observer.manager;
+        let counter = match outcome {
+            CallOutcome::Ok => Some(&counters.acquired),
+            CallOutcome::Contended => Some(&counters.contended),
+            CallOutcome::NoQuorum => Some(&counters.no_quorum),
+            CallOutcome::Timeout => Some(&counters.timed_out),
+            _ => None,
+        };
+        if let Some(counter) = counter {
+            ManagerCounters::bump(counter);
+        }
+        if let Some(resources) = resources {
+            self.observer.emit(|| Event::Call {
+                kind: CallKind::Lock,
+                resources,
+                outcome,
+                rounds,
+                elapsed: started.elapsed(),
+            });
+        }
+    }
+
+    /// Counts and reports an extension (by a caller or the keeper).
+    pub(crate) fn observe_extend<T>(
+        &self,
+        resources: &Resources,
+        started: Instant,
+        result: &Result<T, LockError<E>>,
+    ) {
+        if result.is_ok() {
+            ManagerCounters::bump(&self.observer.manager.extended);
+        }
+        self.observer.emit(|| Event::Call {
+            kind: CallKind::Extend,
+            resources,
+            outcome: CallOutcome::of(result),
+            rounds: 1,
+            elapsed: started.elapsed(),
+        });
+    }
+
+    /// Counts and reports a held lock newly found lost.
+    pub(crate) fn observe_lost(&self, resources: &Resources, reason: LostReason) {
+        ManagerCounters::bump(&self.observer.manager.lost);
+        self.observer.emit(|| Event::Lost { resources, reason });
+    }
+
     pub(crate) fn entropy(&self) -> ShellEntropy<'_> {
         ShellEntropy(self.rng.as_ref())
     }

@@ -27,14 +27,24 @@ pub(crate) fn extend<E: Send + Sync + 'static>(
     ttl: Ttl,
 ) -> Result<Duration, LockError<E>> {
     let _turn = state.extending.lock();
+    let started = std::time::Instant::now();
     let now = shared.config.clock.now();
-    let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
-    let single = Single::new(
-        &shared.settings,
-        message,
-        Arc::clone(&state.claim),
-        Until::Decided,
-    );
-    let decided = shared.run_single(single);
-    state.life.lock().end_extend(ttl, decided, &shared.settings)
+    let lost_before = state.life.lock().lost().is_some();
+    let result = (|| {
+        let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
+        let single = Single::new(
+            &shared.settings,
+            message,
+            Arc::clone(&state.claim),
+            Until::Decided,
+        );
+        let decided = shared.run_single(single);
+        state.life.lock().end_extend(ttl, decided, &shared.settings)
+    })();
+    let lost_now = state.life.lock().lost();
+    shared.observe_extend(state.claim.resources(), started, &result);
+    if let (false, Some(reason)) = (lost_before, lost_now) {
+        shared.observe_lost(state.claim.resources(), reason);
+    }
+    result
 }

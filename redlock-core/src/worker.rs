@@ -18,6 +18,7 @@ use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::{Message, RoundId};
+use crate::events::{Event, FailureKind, NodeCounters, Observer};
 use crate::mailbox::Inbox;
 use crate::{Claim, ConfigError, LockBackend, NodeFailure, NodeId, Request, Response, Ttl};
 
@@ -84,6 +85,55 @@ struct State<E> {
 pub(crate) struct Worker<E> {
     pub(crate) id: NodeId,
     queue: Arc<Queue<E>>,
+    /// The node's counters (written by the worker thread, read by stats).
+    pub(crate) counters: Arc<NodeCounters>,
+    observer: Arc<Observer>,
+}
+
+/// What a worker thread counts and reports with.
+pub(crate) struct Watch {
+    id: NodeId,
+    counters: Arc<NodeCounters>,
+    observer: Arc<Observer>,
+}
+
+impl Watch {
+    /// Counts one request's result and reports failures and recoveries.
+    fn saw<E: std::error::Error + 'static>(
+        &self,
+        result: &Result<Response, NodeFailure<E>>,
+        late: bool,
+    ) {
+        let kind = match result {
+            Ok(_) if late => Some(FailureKind::TimedOut),
+            Ok(_) => None,
+            Err(NodeFailure::Backend(_)) => Some(FailureKind::Backend),
+            Err(NodeFailure::TimedOut) => Some(FailureKind::TimedOut),
+            Err(NodeFailure::Overloaded) => Some(FailureKind::Overloaded),
+            Err(_) => Some(FailureKind::Panicked),
+        };
+        let count = self.counters.count(kind);
+        let error = match result {
+            Err(NodeFailure::Backend(e)) => {
+                self.counters.last_error(e.to_string());
+                Some(e as &(dyn std::error::Error + 'static))
+            }
+            _ => None,
+        };
+        match kind {
+            None if count > 0 => self.observer.emit(|| Event::NodeRecovered {
+                node: &self.id,
+                after_failures: count,
+            }),
+            None => {}
+            Some(kind) => self.observer.emit(|| Event::NodeFailed {
+                node: &self.id,
+                kind,
+                error,
+                consecutive: count,
+            }),
+        }
+    }
 }
 
 impl<E> std::fmt::Debug for Worker<E> {
@@ -94,11 +144,23 @@ impl<E> std::fmt::Debug for Worker<E> {
 
 impl<E: Send + 'static> Worker<E> {
     /// Starts the worker thread that owns `backend`.
-    pub(crate) fn spawn<B>(index: usize, backend: B, depth: usize) -> Result<Self, ConfigError>
+    pub(crate) fn spawn<B>(
+        index: usize,
+        backend: B,
+        depth: usize,
+        observer: &Arc<Observer>,
+    ) -> Result<Self, ConfigError>
     where
         B: LockBackend<Error = E> + 'static,
+        E: std::error::Error,
     {
         let id = backend.node_id().clone();
+        let counters = Arc::new(NodeCounters::default());
+        let watch = Watch {
+            id: id.clone(),
+            counters: Arc::clone(&counters),
+            observer: Arc::clone(observer),
+        };
         let queue = Arc::new(Queue {
             state: Mutex::new(State {
                 jobs: Vec::new(),
@@ -117,13 +179,18 @@ impl<E: Send + 'static> Worker<E> {
             .name(format!("redlock-node-{index}"))
             .spawn(move || {
                 let _dead = Dead(&theirs);
-                serve(&backend, &theirs);
+                serve(&backend, &theirs, &watch);
             })
             .map_err(|e| ConfigError::WorkerSpawn {
                 node: id.clone(),
                 kind: e.kind(),
             })?;
-        Ok(Worker { id, queue })
+        Ok(Worker {
+            id,
+            queue,
+            counters,
+            observer: Arc::clone(observer),
+        })
     }
 }
 
@@ -156,11 +223,18 @@ impl<E> Worker<E> {
             }
         }
         self.queue.queued.store(true, Ordering::Release);
+        self.counters
+            .depth
+            .store(state.jobs.len(), Ordering::Relaxed);
         if std::mem::take(&mut state.idle) {
             drop(state);
             self.queue.ready.notify_one();
+        } else {
+            drop(state);
         }
         if refused {
+            self.counters.count(Some(FailureKind::Overloaded));
+            self.observer.emit(|| Event::QueueFull { node: &self.id });
             Err(NodeFailure::Overloaded)
         } else {
             Ok(())
@@ -248,7 +322,7 @@ impl<E> Job<E> {
 /// release is still kept. Failed releases are kept and tried again (ahead of
 /// the next batch once due, or on their own when the worker is idle) until
 /// the node answers them or every key they could delete has expired.
-fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
+fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     let mut segment = Vec::with_capacity(MAX_BATCH);
     let mut results = Vec::with_capacity(MAX_BATCH);
@@ -295,20 +369,22 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
             state.idle = false;
             std::mem::swap(&mut jobs, &mut state.jobs);
             queue.queued.store(false, Ordering::Release);
+            watch.counters.depth.store(0, Ordering::Relaxed);
         }
         let now = Instant::now();
         // Failed releases that are due go first, ahead of newer requests.
         retry_due(&mut retained, now, &mut segment);
         for job in jobs.drain(..) {
             if skippable(job.message) && now > job.stale_after {
+                watch.saw::<B::Error>(&Err(NodeFailure::TimedOut), false);
                 continue;
             }
             if matches!(job.message, Message::Flush) {
-                run_segment(backend, &mut segment, &mut results, &mut retained);
+                run_segment(backend, &mut segment, &mut results, &mut retained, watch);
                 // Whatever is still kept gets one more try now: a flush
                 // reports whether the node has caught up.
                 retry_all(&mut retained, &mut segment);
-                run_segment(backend, &mut segment, &mut results, &mut retained);
+                run_segment(backend, &mut segment, &mut results, &mut retained, watch);
                 let caught_up = retained.is_empty();
                 job.answer(if caught_up {
                     Ok(Response::Held(true))
@@ -318,11 +394,11 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>) {
             } else {
                 segment.push(job);
                 if segment.len() == MAX_BATCH {
-                    run_segment(backend, &mut segment, &mut results, &mut retained);
+                    run_segment(backend, &mut segment, &mut results, &mut retained, watch);
                 }
             }
         }
-        run_segment(backend, &mut segment, &mut results, &mut retained);
+        run_segment(backend, &mut segment, &mut results, &mut retained, watch);
         // A slow node can fall far behind; do not keep the backlog's
         // buffers for ever once it caught up.
         if jobs.capacity() > MAX_BATCH {
@@ -402,6 +478,7 @@ fn run_segment<B: LockBackend>(
     segment: &mut Vec<Job<B::Error>>,
     results: &mut Vec<Result<Response, B::Error>>,
     retained: &mut Vec<Retained>,
+    watch: &Watch,
 ) {
     if let [job] = segment.as_slice() {
         let outcome = catch_unwind(AssertUnwindSafe(|| match job.message.request(&job.claim) {
@@ -410,6 +487,7 @@ fn run_segment<B: LockBackend>(
         }));
         let result = outcome.unwrap_or(Err(NodeFailure::Panicked));
         if let Some(job) = segment.pop() {
+            watch.saw(&result, Instant::now() > job.stale_after);
             if result.is_err() {
                 retain(&job, retained);
             }
@@ -429,6 +507,7 @@ fn run_segment<B: LockBackend>(
         catch_unwind(AssertUnwindSafe(|| backend.run_batch(&requests, results))).is_err();
     drop(requests);
     let mut answers = results.drain(..);
+    let now = Instant::now();
     for job in segment.drain(..) {
         let result = match answers.next() {
             _ if panicked => Err(NodeFailure::Panicked),
@@ -436,6 +515,7 @@ fn run_segment<B: LockBackend>(
             Some(Err(e)) => Err(NodeFailure::Backend(e)),
             None => Err(NodeFailure::Unanswered),
         };
+        watch.saw(&result, now > job.stale_after);
         if result.is_err() {
             retain(&job, retained);
         }
@@ -528,7 +608,18 @@ mod tests {
             id: NodeId::new("stub"),
             short_by,
         };
-        run_segment(&stub, &mut segment, &mut Vec::new(), &mut Vec::new());
+        let watch = Watch {
+            id: stub.id.clone(),
+            counters: Arc::default(),
+            observer: Arc::new(Observer::new(None)),
+        };
+        run_segment(
+            &stub,
+            &mut segment,
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &watch,
+        );
         drop(inbox);
         match Arc::try_unwrap(collect) {
             Ok(collect) => collect.0.into_inner(),

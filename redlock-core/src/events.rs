@@ -1,0 +1,589 @@
+//! What a manager does, as it happens: an event hook for logs and metrics
+//! ([`EventHandler`], r2d2's `HandleEvent` is the model) and cheap counters
+//! read at any time ([`Redlock::stats`](crate::Redlock::stats)).
+//!
+//! With no hook set, nothing is built or sent: the counters are plain
+//! relaxed atomics, each per-node one written by that node's worker alone.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::{LockError, LostReason, NodeId, Resources};
+
+/// Receives a manager's [`Event`]s. Called on the thread that saw the
+/// event (a caller, a node's worker, the keeper): keep it quick and never
+/// call back into the manager from it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use redlock_core::{Event, EventHandler, Redlock};
+///
+/// #[derive(Default)]
+/// struct CountFailures(AtomicUsize);
+/// impl EventHandler for CountFailures {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::NodeFailed { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// let cluster = redlock_mock::MockCluster::new(3);
+/// let failures = Arc::new(CountFailures::default());
+/// let locks = Redlock::builder(cluster.backends()).events(failures.clone()).build()?;
+/// cluster.node(0).go_down();
+/// locks.try_lock("k", Duration::from_secs(5))?.release()?;
+/// // A quorum decided the calls; let the down node's answers come in too
+/// // (false: it is down, and keeps the release for another try).
+/// assert!(!locks.flush(Duration::from_secs(5)));
+/// assert!(failures.0.load(Ordering::Relaxed) >= 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait EventHandler: Send + Sync + 'static {
+    /// One event. The default does nothing.
+    fn on_event(&self, event: &Event<'_>) {
+        let _ = event;
+    }
+}
+
+/// The hook that does nothing.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{Event, EventHandler, NoEvents};
+/// NoEvents.on_event(&Event::QueueFull { node: &redlock_core::NodeId::new("a") });
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoEvents;
+
+impl EventHandler for NoEvents {}
+
+/// Which kind of call a manager made.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::CallKind::Lock.to_string(), "lock");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallKind {
+    /// An acquisition: `try_lock`, `lock`, `lock_timeout`, `lock_deadline`,
+    /// `with_lock*`.
+    Lock,
+    /// An extension, by the caller or the keeper.
+    Extend,
+    /// A release (confirmed by `release`, or fire-and-forget by `Drop`).
+    Release,
+}
+
+impl fmt::Display for CallKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CallKind::Lock => "lock",
+            CallKind::Extend => "extend",
+            CallKind::Release => "release",
+        })
+    }
+}
+
+/// How a call ended.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::CallOutcome::Contended.to_string(), "contended");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallOutcome {
+    /// It succeeded: the lock is held (or extended, or released).
+    Ok,
+    /// Another holder had it (or, for extend and release, our token was
+    /// gone on too many nodes).
+    Contended,
+    /// Too many nodes failed to reach a quorum.
+    NoQuorum,
+    /// A quorum granted too slowly to leave any validity.
+    ValidityExhausted,
+    /// `lock_timeout` / `lock_deadline` gave up.
+    Timeout,
+    /// Anything else (bad input, no randomness, cancelled, ...).
+    Error,
+}
+
+impl CallOutcome {
+    /// How a call with this result ended.
+    pub(crate) fn of<T, E>(result: &Result<T, LockError<E>>) -> Self {
+        match result {
+            Ok(_) => CallOutcome::Ok,
+            Err(LockError::Contended(_) | LockError::NotHeld(_)) => CallOutcome::Contended,
+            Err(LockError::NoQuorum(_)) => CallOutcome::NoQuorum,
+            Err(LockError::ValidityExhausted { .. }) => CallOutcome::ValidityExhausted,
+            Err(LockError::Timeout { .. }) => CallOutcome::Timeout,
+            Err(_) => CallOutcome::Error,
+        }
+    }
+}
+
+impl fmt::Display for CallOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::Contended => "contended",
+            CallOutcome::NoQuorum => "no quorum",
+            CallOutcome::ValidityExhausted => "validity exhausted",
+            CallOutcome::Timeout => "timeout",
+            CallOutcome::Error => "error",
+        })
+    }
+}
+
+/// Why a node's request failed.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::FailureKind::TimedOut.to_string(), "timed out");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The backend returned an error.
+    Backend,
+    /// The answer came after the per-node timeout, or the request was
+    /// dropped unsent because nobody waited for it any more.
+    TimedOut,
+    /// The node's request queue was full.
+    Overloaded,
+    /// The backend panicked (contained).
+    Panicked,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Backend => "backend error",
+            FailureKind::TimedOut => "timed out",
+            FailureKind::Overloaded => "queue full",
+            FailureKind::Panicked => "panicked",
+        })
+    }
+}
+
+/// Something a manager did or saw.
+///
+/// # Examples
+///
+/// See [`EventHandler`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A call (all its rounds) ended.
+    Call {
+        /// What was called.
+        kind: CallKind,
+        /// On which resources.
+        resources: &'a Resources,
+        /// How it ended.
+        outcome: CallOutcome,
+        /// How many rounds it ran (0: it never reached the nodes).
+        rounds: u32,
+        /// How long it took.
+        elapsed: Duration,
+    },
+    /// A node's request failed.
+    NodeFailed {
+        /// The node.
+        node: &'a NodeId,
+        /// Why.
+        kind: FailureKind,
+        /// The backend's error, for [`FailureKind::Backend`] (its `Display`,
+        /// which never contains secrets).
+        error: Option<&'a (dyn std::error::Error + 'static)>,
+        /// Failures in a row on this node, this one included.
+        consecutive: u64,
+    },
+    /// A node answered again after failing.
+    NodeRecovered {
+        /// The node.
+        node: &'a NodeId,
+        /// How many requests in a row had failed.
+        after_failures: u64,
+    },
+    /// The keeper extended a kept lock.
+    KeptAlive {
+        /// The lock's resources.
+        resources: &'a Resources,
+        /// The new validity.
+        validity: Duration,
+    },
+    /// A held lock was found lost (the keeper could not extend it, its
+    /// validity ran out, its hold bound passed, ...).
+    Lost {
+        /// The lock's resources.
+        resources: &'a Resources,
+        /// Why.
+        reason: LostReason,
+    },
+    /// A release handed the lock to the next caller waiting in this
+    /// manager's local line.
+    HandedOff {
+        /// The resources.
+        resources: &'a Resources,
+    },
+    /// A node's request queue was full: requests to it fail at once until
+    /// it catches up.
+    QueueFull {
+        /// The node.
+        node: &'a NodeId,
+    },
+}
+
+/// Failure counts of one node, by kind.
+///
+/// # Examples
+///
+/// ```
+/// let counts = redlock_core::FailureCounts::default();
+/// assert_eq!(counts.total(), 0);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FailureCounts {
+    /// Backend errors.
+    pub backend: u64,
+    /// Answers after the per-node timeout, or requests dropped unsent.
+    pub timed_out: u64,
+    /// Requests turned away by a full queue.
+    pub overloaded: u64,
+    /// Contained panics.
+    pub panicked: u64,
+}
+
+impl FailureCounts {
+    /// Every failure.
+    ///
+    /// # Examples
+    ///
+    /// See [`FailureCounts`].
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.backend + self.timed_out + self.overloaded + self.panicked
+    }
+}
+
+/// A snapshot of one node's counters.
+///
+/// # Examples
+///
+/// See [`Stats`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeStats {
+    /// The node.
+    pub node: NodeId,
+    /// Requests the node's worker ran (answered or failed).
+    pub requests: u64,
+    /// Failures, by kind.
+    pub failures: FailureCounts,
+    /// Failures in a row, up to now (0 once the node answered).
+    pub consecutive_failures: u64,
+    /// The last backend error's message (it never contains secrets).
+    pub last_error: Option<String>,
+    /// Requests queued for the node right now.
+    pub queue_depth: usize,
+}
+
+/// A snapshot of the manager's own counters: calls by outcome.
+///
+/// # Examples
+///
+/// See [`Stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ManagerStats {
+    /// Locks acquired.
+    pub acquired: u64,
+    /// Acquisitions refused because another holder had the lock.
+    pub contended: u64,
+    /// Calls that failed for want of a quorum of answering nodes.
+    pub no_quorum: u64,
+    /// `lock_timeout` / `lock_deadline` calls that gave up.
+    pub timed_out: u64,
+    /// Successful extensions (by callers and the keeper).
+    pub extended: u64,
+    /// Held locks found lost.
+    pub lost: u64,
+    /// Local hand-offs to the next caller in a line.
+    pub handed_off: u64,
+}
+
+/// What [`Redlock::stats`](crate::Redlock::stats) returns.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let cluster = redlock_mock::MockCluster::new(3);
+/// let locks = redlock_core::Redlock::new(cluster.backends())?;
+/// locks.try_lock("k", Duration::from_secs(5))?.release()?;
+/// assert!(locks.flush(Duration::from_secs(5)));
+/// let stats = locks.stats();
+/// assert_eq!(stats.manager.acquired, 1);
+/// assert_eq!(stats.nodes.len(), 3);
+/// assert!(stats.nodes.iter().all(|n| n.requests == 2));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// One entry per node, in the manager's order.
+    pub nodes: Vec<NodeStats>,
+    /// The manager's calls.
+    pub manager: ManagerStats,
+}
+
+/// One node's live counters, written by its worker.
+#[derive(Default)]
+pub(crate) struct NodeCounters {
+    requests: AtomicU64,
+    backend: AtomicU64,
+    timed_out: AtomicU64,
+    overloaded: AtomicU64,
+    panicked: AtomicU64,
+    consecutive: AtomicU64,
+    last_error: Mutex<Option<String>>,
+    pub(crate) depth: AtomicUsize,
+}
+
+impl NodeCounters {
+    pub(crate) fn count(&self, kind: Option<FailureKind>) -> u64 {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let Some(kind) = kind else {
+            return self.consecutive.swap(0, Ordering::Relaxed);
+        };
+        let counter = match kind {
+            FailureKind::Backend => &self.backend,
+            FailureKind::TimedOut => &self.timed_out,
+            FailureKind::Overloaded => &self.overloaded,
+            FailureKind::Panicked => &self.panicked,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.consecutive.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    pub(crate) fn last_error(&self, message: String) {
+        *self.last_error.lock() = Some(message);
+    }
+
+    pub(crate) fn snapshot(&self, node: NodeId) -> NodeStats {
+        NodeStats {
+            node,
+            requests: self.requests.load(Ordering::Relaxed),
+            failures: FailureCounts {
+                backend: self.backend.load(Ordering::Relaxed),
+                timed_out: self.timed_out.load(Ordering::Relaxed),
+                overloaded: self.overloaded.load(Ordering::Relaxed),
+                panicked: self.panicked.load(Ordering::Relaxed),
+            },
+            consecutive_failures: self.consecutive.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().clone(),
+            queue_depth: self.depth.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The manager's live counters.
+#[derive(Default)]
+pub(crate) struct ManagerCounters {
+    pub(crate) acquired: AtomicU64,
+    pub(crate) contended: AtomicU64,
+    pub(crate) no_quorum: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
+    pub(crate) extended: AtomicU64,
+    pub(crate) lost: AtomicU64,
+    pub(crate) handed_off: AtomicU64,
+}
+
+impl ManagerCounters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> ManagerStats {
+        ManagerStats {
+            acquired: self.acquired.load(Ordering::Relaxed),
+            contended: self.contended.load(Ordering::Relaxed),
+            no_quorum: self.no_quorum.load(Ordering::Relaxed),
+            timed_out: self.timed_out.load(Ordering::Relaxed),
+            extended: self.extended.load(Ordering::Relaxed),
+            lost: self.lost.load(Ordering::Relaxed),
+            handed_off: self.handed_off.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A manager's hook and counters, shared by its callers, workers and keeper.
+pub(crate) struct Observer {
+    pub(crate) handler: Option<Arc<dyn EventHandler>>,
+    pub(crate) manager: ManagerCounters,
+}
+
+impl Observer {
+    /// Whether a hook is set (events are built only then).
+    pub(crate) fn wants_events(&self) -> bool {
+        self.handler.is_some()
+    }
+
+    pub(crate) fn new(handler: Option<Arc<dyn EventHandler>>) -> Self {
+        Observer {
+            handler,
+            manager: ManagerCounters::default(),
+        }
+    }
+
+    /// Sends the event `make` builds, if a hook is set (nothing is built
+    /// otherwise).
+    #[inline]
+    pub(crate) fn emit<'a>(&self, make: impl FnOnce() -> Event<'a>) {
+        if let Some(handler) = &self.handler {
+            handler.on_event(&make());
+        }
+    }
+
+    pub(crate) fn snapshot<'a>(
+        &self,
+        nodes: impl Iterator<Item = (&'a NodeId, &'a NodeCounters)>,
+    ) -> Stats {
+        Stats {
+            nodes: nodes
+                .map(|(id, counters)| counters.snapshot(id.clone()))
+                .collect(),
+            manager: self.manager.snapshot(),
+        }
+    }
+}
+
+impl fmt::Debug for Observer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("handler", &self.handler.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An event hook that logs through [`tracing`](https://docs.rs/tracing)
+/// (feature `tracing`): node failures, full queues and lost locks at
+/// `warn`, a node back at `info`, each call at `debug`, keep-alive
+/// extensions at `trace`; nothing at `info` or above on the hot path. With
+/// the feature, each call of the manager also runs in a `debug` span named
+/// after it (`redlock.try_lock`, `redlock.lock`, `redlock.extend`,
+/// `redlock.release`).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use redlock_core::{Redlock, TracingEvents};
+/// let cluster = redlock_mock::MockCluster::new(3);
+/// let locks = Redlock::builder(cluster.backends())
+///     .events(Arc::new(TracingEvents))
+///     .build()?;
+/// # Ok::<(), redlock_core::ConfigError>(())
+/// ```
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingEvents;
+
+#[cfg(feature = "tracing")]
+impl EventHandler for TracingEvents {
+    fn on_event(&self, event: &Event<'_>) {
+        match event {
+            Event::Call {
+                kind,
+                resources,
+                outcome,
+                rounds,
+                elapsed,
+            } => tracing::debug!(
+                target: "redlock",
+                kind = %kind,
+                resources = ?resources.keys(),
+                outcome = %outcome,
+                rounds,
+                elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                "call ended"
+            ),
+            Event::NodeFailed {
+                node,
+                kind,
+                error,
+                consecutive,
+            } => tracing::warn!(
+                target: "redlock",
+                node = %node,
+                kind = %kind,
+                error = error.map(|e| e.to_string()),
+                consecutive,
+                "node request failed"
+            ),
+            Event::NodeRecovered {
+                node,
+                after_failures,
+            } => {
+                tracing::info!(target: "redlock", node = %node, after_failures, "node answers again")
+            }
+            Event::KeptAlive {
+                resources,
+                validity,
+            } => tracing::trace!(
+                target: "redlock",
+                resources = ?resources.keys(),
+                validity_ms = u64::try_from(validity.as_millis()).unwrap_or(u64::MAX),
+                "kept alive"
+            ),
+            Event::Lost { resources, reason } => tracing::warn!(
+                target: "redlock",
+                resources = ?resources.keys(),
+                reason = %reason,
+                "lock lost"
+            ),
+            Event::HandedOff { resources } => {
+                tracing::trace!(target: "redlock", resources = ?resources.keys(), "handed off");
+            }
+            Event::QueueFull { node } => {
+                tracing::warn!(target: "redlock", node = %node, "node queue full");
+            }
+        }
+    }
+}
+
+/// A `debug` span around one call of the manager (feature `tracing`).
+#[cfg(feature = "tracing")]
+macro_rules! call_span {
+    ($name:literal, $resources:expr) => {
+        let _span = tracing::debug_span!(target: "redlock", $name, resources = ?$resources.keys())
+            .entered();
+    };
+}
+
+/// Nothing without the `tracing` feature.
+#[cfg(not(feature = "tracing"))]
+macro_rules! call_span {
+    ($name:literal, $resources:expr) => {
+        let _ = &$resources;
+    };
+}
+
+pub(crate) use call_span;

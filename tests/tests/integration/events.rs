@@ -1,0 +1,245 @@
+//! The event hook and `Redlock::stats` report what the manager does:
+//! acquisitions by outcome, node failures and recoveries, keep-alive
+//! extensions, lost locks and full queues.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use redlock_core::{
+    CallKind, CallOutcome, Event, EventHandler, FailureKind, KeepAlive, LockBackend, LockError,
+    LostReason, Redlock,
+};
+use redlock_mock::MockCluster;
+
+/// What the hook saw, as owned values.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Call(CallKind, CallOutcome, u32),
+    NodeFailed(String, FailureKind, u64),
+    NodeRecovered(String, u64),
+    KeptAlive,
+    Lost(LostReason),
+    QueueFull(String),
+}
+
+#[derive(Default)]
+struct Record(Mutex<Vec<Seen>>);
+
+impl EventHandler for Record {
+    fn on_event(&self, event: &Event<'_>) {
+        let seen = match event {
+            Event::Call {
+                kind,
+                outcome,
+                rounds,
+                ..
+            } => Seen::Call(*kind, *outcome, *rounds),
+            Event::NodeFailed {
+                node,
+                kind,
+                consecutive,
+                ..
+            } => Seen::NodeFailed(node.to_string(), *kind, *consecutive),
+            Event::NodeRecovered {
+                node,
+                after_failures,
+            } => Seen::NodeRecovered(node.to_string(), *after_failures),
+            Event::KeptAlive { .. } => Seen::KeptAlive,
+            Event::Lost { reason, .. } => Seen::Lost(*reason),
+            Event::QueueFull { node } => Seen::QueueFull(node.to_string()),
+            _ => return,
+        };
+        self.0.lock().push(seen);
+    }
+}
+
+impl Record {
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn setup(n: usize) -> (MockCluster, Redlock<redlock_mock::MockNode>, Arc<Record>) {
+    let cluster = MockCluster::new(n);
+    let record = Arc::new(Record::default());
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&record) as Arc<dyn EventHandler>)
+        .retry_delay(Duration::from_millis(1), Duration::from_millis(5))
+        .build()
+        .expect("config");
+    (cluster, locks, record)
+}
+
+#[test]
+fn calls_are_reported_and_counted_by_outcome() {
+    let (_cluster, locks, record) = setup(3);
+    let other = Redlock::new(_cluster.backends()).expect("config");
+    let mut lock = locks.try_lock("a", TTL).expect("free");
+    lock.extend(TTL).expect("extend");
+    let held = other.try_lock("b", TTL).expect("free");
+    assert!(matches!(
+        locks.try_lock("b", TTL),
+        Err(LockError::Contended(_))
+    ));
+    let timed_out = locks.lock_timeout("b", TTL, Duration::from_millis(30));
+    assert!(matches!(timed_out, Err(LockError::Timeout { .. })));
+    held.release().expect("release");
+    lock.release().expect("release");
+
+    let seen = record.take();
+    let calls: Vec<_> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Call(..)))
+        .cloned()
+        .collect();
+    assert_eq!(calls.len(), 4, "{seen:?}");
+    assert_eq!(calls[0], Seen::Call(CallKind::Lock, CallOutcome::Ok, 1));
+    assert_eq!(calls[1], Seen::Call(CallKind::Extend, CallOutcome::Ok, 1));
+    assert_eq!(
+        calls[2],
+        Seen::Call(CallKind::Lock, CallOutcome::Contended, 1)
+    );
+    let Seen::Call(CallKind::Lock, CallOutcome::Timeout, rounds) = calls[3] else {
+        panic!("{:?}", calls[3]);
+    };
+    assert!(rounds >= 1, "{rounds}");
+
+    let stats = locks.stats().manager;
+    assert_eq!(
+        (
+            stats.acquired,
+            stats.contended,
+            stats.timed_out,
+            stats.extended
+        ),
+        (1, 1, 1, 1)
+    );
+}
+
+#[test]
+fn node_failures_and_recoveries_are_reported_and_counted() {
+    let (cluster, locks, record) = setup(3);
+    cluster.node(1).go_down();
+    locks
+        .try_lock("a", TTL)
+        .expect("quorum")
+        .release()
+        .expect("release");
+    locks
+        .try_lock("a", TTL)
+        .expect("quorum")
+        .release()
+        .expect("release");
+    // A quorum decided each call; let the down node's answers come in
+    // (false: it is down, and keeps the releases for more tries, which
+    // fail too and count).
+    assert!(!locks.flush(Duration::from_secs(5)));
+    let node = cluster.node(1).node_id().to_string();
+    let stats = locks.stats();
+    let failed = stats.nodes[1].failures.backend;
+    assert!(failed >= 4, "{stats:?}");
+    assert_eq!(stats.nodes[1].consecutive_failures, failed);
+    assert_eq!(stats.nodes[1].failures.total(), failed);
+    assert!(stats.nodes[1]
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.contains("down")));
+    assert_eq!(stats.nodes[0].failures.total(), 0);
+    assert_eq!(stats.nodes[0].requests, 4);
+
+    cluster.node(1).come_up();
+    locks
+        .try_lock("a", TTL)
+        .expect("all up")
+        .release()
+        .expect("release");
+    assert!(locks.flush(Duration::from_secs(5)));
+    let seen: Vec<_> = record
+        .take()
+        .into_iter()
+        .filter(|s| !matches!(s, Seen::Call(..)))
+        .collect();
+    let failed: Vec<_> = (1..=4)
+        .map(|n| Seen::NodeFailed(node.clone(), FailureKind::Backend, n))
+        .collect();
+    assert_eq!(seen[..4], failed[..], "{seen:?}");
+    let recovered: Vec<_> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::NodeRecovered(..)))
+        .collect();
+    assert!(
+        matches!(recovered[..], [Seen::NodeRecovered(n, after)] if *n == node && *after >= 4),
+        "{seen:?}"
+    );
+    assert_eq!(locks.stats().nodes[1].consecutive_failures, 0);
+}
+
+#[test]
+fn a_kept_lock_reports_its_extensions_and_its_loss() {
+    let (cluster, locks, record) = setup(3);
+    let lock = locks
+        .try_lock("kept", Duration::from_millis(300))
+        .expect("free");
+    let (tx, rx) = mpsc::channel();
+    lock.keep_alive(KeepAlive::new().on_lost(move |reason| {
+        let _ = tx.send(reason);
+    }))
+    .expect("keep alive");
+    // Wait for one extension, then take two nodes down: the next one fails.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !record.0.lock().contains(&Seen::KeptAlive) {
+        assert!(std::time::Instant::now() < deadline, "never extended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    cluster.node(0).go_down();
+    cluster.node(1).go_down();
+    let reason = rx.recv_timeout(Duration::from_secs(10)).expect("lost");
+    assert_eq!(reason, LostReason::ExtendFailed);
+    let seen = record.take();
+    assert!(
+        seen.contains(&Seen::Lost(LostReason::ExtendFailed)),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|s| matches!(s, Seen::Lost(_))).count(),
+        1,
+        "{seen:?}"
+    );
+    let stats = locks.stats().manager;
+    assert_eq!(stats.lost, 1);
+    assert!(stats.extended >= 1);
+    drop(lock);
+}
+
+#[test]
+fn a_full_queue_is_reported() {
+    let cluster = MockCluster::new(3);
+    let record = Arc::new(Record::default());
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&record) as Arc<dyn EventHandler>)
+        .queue_depth(1)
+        .node_timeout(Duration::from_millis(20))
+        .build()
+        .expect("config");
+    cluster.node(2).freeze();
+    // The frozen node's worker holds the first request; the next fills its
+    // queue of one; the third is turned away.
+    for key in ["q1", "q2", "q3"] {
+        locks
+            .try_lock(key, TTL)
+            .expect("quorum")
+            .release()
+            .expect("release");
+    }
+    let node = cluster.node(2).node_id().to_string();
+    assert!(
+        record.take().contains(&Seen::QueueFull(node)),
+        "no QueueFull"
+    );
+    assert!(locks.stats().nodes[2].failures.overloaded >= 1);
+    cluster.node(2).thaw();
+}
