@@ -22,6 +22,8 @@
 //! - [`Keep`]: the keep-alive schedule and its bounds.
 //! - [`Lines`]: the local lines of callers of one manager waiting for the
 //!   same resources, the hand-off and its bound on local passing.
+//! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
+//!   next owner's first acquire round.
 //!
 //! # Examples
 //!
@@ -57,6 +59,7 @@
 //! ```
 
 mod acquire;
+mod hand;
 mod keep;
 mod lease;
 mod line;
@@ -67,6 +70,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use acquire::{Acquire, Acquired};
+pub use hand::HandOff;
 pub use keep::{Keep, KeepStep};
 pub use lease::Lease;
 pub use line::{Handing, Joined, Lines, Look, Waiting};

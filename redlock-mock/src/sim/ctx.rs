@@ -29,10 +29,13 @@ pub(crate) struct Granted {
 }
 
 /// A hand-off: the acquisition a releasing caller started for the next
-/// caller of its line, its first round already queued behind the release.
+/// caller of its line, and its first round, to go out right behind the
+/// release (the rest of the engine's batch).
 #[derive(Debug)]
 pub(crate) struct HandOff {
     pub(crate) machine: redlock_core::engine::Acquire<NodeDown>,
+    /// What of the batch the new owner sends, in order.
+    pub(crate) first: Vec<redlock_core::engine::Transmit>,
     /// The lock number of the claim it was started with.
     pub(crate) lock: u32,
     /// The new owner's ticket.

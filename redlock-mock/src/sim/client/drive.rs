@@ -187,29 +187,31 @@ impl Client {
         let (c, lock) = (self.id, h.lock);
         ctx.line(|| format!("c{c} releases L{lock}"));
         let handing = if Self::lined(ctx) {
-            self.release_line(ctx, h.lock)
+            self.release_line(ctx)
         } else {
             None
         };
         let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided);
         machine.start(now);
+        let first = handing.is_some().then(|| machine.poll_transmit()).flatten();
         self.release = Some(super::Releasing {
             machine,
             lease: h.lease,
             lock: h.lock,
         });
-        let Some(to) = handing else {
+        let (Some(to), Some(first)) = (handing, first) else {
             return self.drive(ctx, Slot::Release, false);
         };
-        // The hand-off (`release_handing_off`): the release goes to every
-        // node first, and the next waiter's first round right behind it,
-        // in the same batch: no pause falls in between.
-        self.collect(ctx, Slot::Release);
-        self.send_outbox(ctx);
-        ctx.stats.hand_offs += 1;
-        let (next, ticket) = (to.waiter.who, to.waiter.ticket);
-        ctx.line(|| format!("c{c} hands L{lock} over to c{next} (ticket {ticket})"));
-        ctx.notes.push(Note::HandOff(next, Box::new(to.hand)));
+        // The hand-off (as `release_handing_off`): the engine's batch, the
+        // release to every node first and the next waiter's first round
+        // right behind it; no pause falls in between.
+        let (next, ticket) = (to.0.who, to.0.ticket);
+        if self.hand_off(ctx, to, first, lock) {
+            ctx.stats.hand_offs += 1;
+            ctx.line(|| format!("c{c} hands L{lock} over to c{next} (ticket {ticket})"));
+        } else {
+            self.send_outbox(ctx);
+        }
         self.settle(ctx, Slot::Release);
     }
 
@@ -234,13 +236,19 @@ impl Client {
     /// and the checker.
     pub(super) fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
         while let Some(t) = self.machine(slot).and_then(Machine::poll_transmit) {
-            let lock = match slot {
-                Slot::Acquire => self.attempt_sends(ctx, &t),
-                Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
-                Slot::Release => self.release.as_ref().map_or(u32::MAX, |r| r.lock),
-            };
-            self.outbox.push((slot, t, lock));
+            self.take_transmit(ctx, slot, t);
         }
+    }
+
+    /// Puts a transmit of the machine in `slot` into the outbox, with its
+    /// lock number.
+    pub(super) fn take_transmit(&mut self, ctx: &mut Ctx<'_>, slot: Slot, t: Transmit) {
+        let lock = match slot {
+            Slot::Acquire => self.attempt_sends(ctx, &t),
+            Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
+            Slot::Release => self.release.as_ref().map_or(u32::MAX, |r| r.lock),
+        };
+        self.outbox.push((slot, t, lock));
     }
 
     /// Bookkeeping for a transmit of the acquisition: a new claim is a new
