@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 16] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -29,6 +29,7 @@ impl Scenario {
         "late-grants",
         "late-grants-unordered",
         "local-line",
+        "extend-ttl",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -58,6 +59,7 @@ impl Scenario {
             "late-grants" => Self::late_grants(),
             "late-grants-unordered" => Self::late_grants_unordered(),
             "local-line" => Self::local_line(),
+            "extend-ttl" => Self::extend_ttl(),
             _ => return None,
         })
     }
@@ -89,6 +91,7 @@ impl Scenario {
             linger: 0.3,
             think_max: ms(20),
             extend: true,
+            extend_ttl: None,
             keep_alive: false,
             keep_max_hold: Duration::from_secs(3600),
             fencing: false,
@@ -520,6 +523,49 @@ impl Scenario {
             multi_key: 0.1,
             work_max: ms(40),
             acquire_timeout: ms(400),
+            ..base
+        }
+    }
+
+    /// Extends that ask for another TTL than the lock's
+    /// ([`Scenario::extend_ttl`]): from a fifth of it to twice it, under
+    /// the in-model faults with more slow and lost replies, so that many
+    /// extends fail without a quorum after some nodes set the new TTL. A
+    /// failed shorter extend shortens the keys on those nodes: the holder
+    /// must stop believing in its old, longer validity before another
+    /// client can win a quorum ([`Lease::end_extend`] bounds it by the
+    /// round's start plus the new TTL less the drift). Expect zero
+    /// violations.
+    ///
+    /// [`Lease::end_extend`]: redlock_core::engine::Lease::end_extend
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::extend_ttl(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn extend_ttl() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "extend-ttl".into(),
+            extend_ttl: Some((ms(20), ms(200))),
+            work_min: ms(30),
+            work_max: ms(120),
+            net: NetFaults {
+                tail_chance: 0.1,
+                reply_loss: 0.05,
+                ..base.net.clone()
+            },
+            // A node without full persistence restarts no sooner than the
+            // longest TTL set, the extends' included.
+            node_faults: NodeFaults {
+                restart_floor: Some(ms(205)),
+                restart_max: ms(250),
+                ..base.node_faults.clone()
+            },
             ..base
         }
     }

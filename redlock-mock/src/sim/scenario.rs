@@ -285,6 +285,12 @@ pub struct Scenario {
     /// Extend once mid critical section when less than half the TTL is left
     /// (not with [`Scenario::keep_alive`], whose keeper does the extending).
     pub extend: bool,
+    /// With [`Scenario::extend`]: each extend asks for a TTL drawn
+    /// uniformly from this range (shorter or longer than [`Scenario::ttl`])
+    /// rather than the lock's TTL (`None`). A failed extend may still have
+    /// set its TTL on the nodes that granted it or did not answer, so a
+    /// failed shorter one shortens the lock.
+    pub extend_ttl: Option<(Duration, Duration)>,
     /// Holders keep their locks alive: a keeper extends each held lock on
     /// the core's keep-alive schedule ([`redlock_core::engine::Keep`]) until
     /// it is released, an extension fails or [`Scenario::keep_max_hold`] is
@@ -405,6 +411,11 @@ impl Scenario {
         }
         if redlock_core::Ttl::new(self.ttl).is_err() {
             return Err("ttl must be at least 1 ms".into());
+        }
+        if let Some((lo, hi)) = self.extend_ttl {
+            if lo > hi || redlock_core::Ttl::new(lo).is_err() {
+                return Err("extend_ttl must be a range of TTLs of at least 1 ms".into());
+            }
         }
         if self.retry_min > self.retry_max {
             return Err("retry_min exceeds retry_max".into());

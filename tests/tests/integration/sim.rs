@@ -175,6 +175,19 @@ fn local_line_hands_off_under_faults_and_skips_no_waiter() {
     );
 }
 
+/// Extends that ask for another TTL than the lock's, a fifth of it to twice
+/// it (issue 10: a failed shorter extend left the holder believing in its
+/// old, longer validity while the nodes that ran it dropped the keys
+/// sooner). Many extends fail after some nodes set the new TTL; no holder
+/// may believe in a validity its nodes no longer back.
+#[test]
+fn extend_with_another_ttl_leaves_no_holder_a_longer_validity() {
+    expect_safe("extend-ttl", 10_000);
+    let t = totals(&scenario("extend-ttl"), 0..200);
+    println!("{t:?}");
+    assert!(t.extended > 200 && t.writes > 1_000, "{t:?}");
+}
+
 /// One caller per process (the default) keeps every run as it was: no
 /// line, no hand-off.
 #[test]
@@ -521,6 +534,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "keep-alive"
                     | "late-grants"
                     | "local-line"
+                    | "extend-ttl"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

@@ -141,6 +141,7 @@ impl Client {
         let Some(h) = self.held.as_mut() else {
             return false;
         };
+        let before = h.lease.valid_until();
         let message = match h.lease.begin_extend(now, ttl, &self.settings) {
             Ok(message) => message,
             Err(e) => {
@@ -150,6 +151,20 @@ impl Client {
             }
         };
         let lock = h.lock;
+        // From now on the nodes may set the extend's TTL: the lease bounds
+        // its validity by it (a shorter one shortens it), and so does the
+        // checker.
+        let shortened = (h.lease.valid_until() < before).then(|| {
+            self.clock
+                .real_at(ctx.time.local(h.lease.valid_until()), ctx.now)
+        });
+        if let Some(end) = shortened {
+            ctx.checker.end(lock, end);
+            self.watch_validity(ctx, lock, end);
+        }
+        let Some(h) = self.held.as_mut() else {
+            return false;
+        };
         let vanished =
             ctx.presence(&self.view, lock, self.mask) < redlock_core::quorum(self.view.len());
         let mut machine = Single::new(

@@ -5,6 +5,10 @@
 //! "Valid" is what the holder's [`Lease`](redlock_core::engine::Lease)
 //! says now.
 
+use std::time::Duration;
+
+use redlock_core::Ttl;
+
 use super::Client;
 use crate::sim::clock::duration_ns;
 use crate::sim::ctx::Ctx;
@@ -46,8 +50,15 @@ impl Client {
         let low = ctx.time.local(h.lease.valid_until()) - local < half;
         if sc.extend && !sc.keep_alive && !h.extended && believes && low {
             h.extended = true;
+            let ttl = match sc.extend_ttl {
+                Some((lo, hi)) => {
+                    let ns = self.rng.range(duration_ns(lo), duration_ns(hi));
+                    Ttl::new(Duration::from_nanos(ns)).unwrap_or(self.ttl)
+                }
+                None => self.ttl,
+            };
             // The critical section waits for the extend (see `extended`).
-            if self.start_extend(ctx, self.ttl, false) {
+            if self.start_extend(ctx, ttl, false) {
                 return;
             }
         }
