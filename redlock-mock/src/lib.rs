@@ -30,6 +30,7 @@
 
 mod clock;
 mod cluster;
+mod marks;
 mod node;
 
 pub use clock::ManualClock;

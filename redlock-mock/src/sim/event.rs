@@ -12,8 +12,13 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     /// Set the lock's keys if free, for `ttl_ns`, bumping the fencing
-    /// counters when the node keeps them.
-    Acquire { ttl_ns: u64, fence: bool },
+    /// counters when the node keeps them; a `queued` one gives way to, or
+    /// leaves, waiting marks (`crate::marks`).
+    Acquire {
+        ttl_ns: u64,
+        fence: bool,
+        queued: Option<redlock_core::Queued>,
+    },
     /// Reset the keys' expiry to `ttl_ns` where they hold the token.
     Extend { ttl_ns: u64 },
     /// Delete the keys that hold the token.
@@ -27,7 +32,9 @@ impl Op {
     /// A number for the trace hash.
     pub(crate) fn code(self) -> u64 {
         match self {
-            Op::Acquire { ttl_ns, fence } => (ttl_ns << 3) | (u64::from(fence) << 2),
+            // Whether it is queued changes what the node does, not the
+            // request's code (the trace hash of runs without lines).
+            Op::Acquire { ttl_ns, fence, .. } => (ttl_ns << 3) | (u64::from(fence) << 2),
             Op::Extend { ttl_ns } => (ttl_ns << 3) | 1,
             Op::Release => 2,
             Op::RaiseFence(t) => 3 | (t << 3),

@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 16] = [
+    pub const NAMES: [&'static str; 17] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -30,6 +30,7 @@ impl Scenario {
         "late-grants-unordered",
         "local-line",
         "extend-ttl",
+        "local-line-fair",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -60,6 +61,7 @@ impl Scenario {
             "late-grants-unordered" => Self::late_grants_unordered(),
             "local-line" => Self::local_line(),
             "extend-ttl" => Self::extend_ttl(),
+            "local-line-fair" => Self::local_line_fair(),
             _ => return None,
         })
     }
@@ -101,6 +103,7 @@ impl Scenario {
             unordered_connections: false,
             check_leftovers: false,
             views: Vec::new(),
+            fairness: None,
             horizon: ms(600),
             script: Vec::new(),
             liveness: None,
@@ -565,6 +568,57 @@ impl Scenario {
                 restart_floor: Some(ms(205)),
                 restart_max: ms(250),
                 ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Two processes of four callers each (the shape of the real-Redis
+    /// test of issue 10), all on one key, with short critical sections and
+    /// hardly a pause between cycles: each process's line could pass the
+    /// lock from caller to caller for ever (a release and the next caller's
+    /// acquire in one batch leave the key free on no node) while the other
+    /// process polls. The line's streak bound (hand-offs yield after
+    /// `streak` of local passing) and the waiting marks that queued
+    /// acquires leave on the nodes keep both served: a process whose
+    /// callers keep trying may not go without a grant for longer than
+    /// [`Scenario::fairness`] while the other is granted
+    /// ([`ViolationKind::Starved`](super::ViolationKind::Starved)). The
+    /// bound is the acquire timeout (300 ms): starved longer, a process's
+    /// callers give up. With the streak of 20 ms (the longest retry
+    /// pause), critical sections of at most 5 ms and retry pauses of at
+    /// most 20 ms, a waiting process is served within about 75 ms. No
+    /// faults but delays and drift (a partition or a crash may keep a
+    /// process from the lock for good reasons). Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::local_line_fair(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn local_line_fair() -> Scenario {
+        let base = Self::quiet();
+        Scenario {
+            name: "local-line-fair".into(),
+            clients: 2,
+            callers_per_process: 4,
+            cycles: 20,
+            keys: 1,
+            multi_key: 0.0,
+            work_min: ms(1),
+            work_max: ms(5),
+            linger: 0.0,
+            think_max: ms(2),
+            extend: false,
+            acquire_timeout: ms(300),
+            fairness: Some(ms(300)),
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                ..base.clocks.clone()
             },
             ..base
         }

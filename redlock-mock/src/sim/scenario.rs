@@ -337,6 +337,11 @@ pub struct Scenario {
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,
+    /// Check fairness across processes: no process whose callers keep
+    /// trying may go longer than this without a grant while another process
+    /// is granted ([`ViolationKind::Starved`](super::ViolationKind::Starved)).
+    /// `None`: no check.
+    pub fairness: Option<Duration>,
     /// Faults are scheduled within this much simulated time.
     pub horizon: Duration,
     /// Faults at fixed times, in addition to the random ones.

@@ -23,11 +23,12 @@ use crate::sim::trace::fmt_time;
 
 /// The request a message becomes on the wire (`None`: nothing the
 /// simulated clients send).
-fn op(message: Message) -> Option<Op> {
-    Some(match message {
+fn op(t: &Transmit) -> Option<Op> {
+    Some(match t.message() {
         Message::Acquire { ttl, fence } => Op::Acquire {
             ttl_ns: duration_ns(ttl.as_duration()),
             fence,
+            queued: t.claim().queue(),
         },
         Message::Extend(ttl) => Op::Extend {
             ttl_ns: duration_ns(ttl.as_duration()),
@@ -101,6 +102,7 @@ impl Client {
             Err(e) => {
                 let c = self.id;
                 ctx.line(|| format!("c{c} cannot lock: {e}"));
+                ctx.process.unwant();
                 return self.think(ctx);
             }
         };
@@ -311,7 +313,7 @@ impl Client {
     pub(super) fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
         let outbox = std::mem::take(&mut self.outbox);
         for (slot, t, lock) in &outbox {
-            let Some(op) = op(t.message()) else {
+            let Some(op) = op(t) else {
                 continue;
             };
             let tx = self.next_tx;
@@ -465,6 +467,7 @@ impl Client {
     /// The acquisition won the lock.
     fn acquired(&mut self, ctx: &mut Ctx<'_>, a: Attempt, acquired: Acquired) {
         let now = ctx.now;
+        ctx.process.unwant();
         let (c, lock, mask) = (self.id, a.lock, self.mask);
         let token = match ctx.sc.fence_scheme {
             FenceScheme::Raise => acquired.fence.map(|f| f.value()),
@@ -526,6 +529,7 @@ impl Client {
     /// The acquisition failed (its failed rounds were released by it).
     fn failed(&mut self, ctx: &mut Ctx<'_>, a: &Attempt, error: &LockError<NodeDown>) {
         let (c, lock) = (self.id, a.lock);
+        ctx.process.unwant();
         if matches!(error, LockError::Timeout { .. }) {
             ctx.stats.gave_up += 1;
             ctx.line(|| format!("c{c} gives up (L{lock}): {error}"));

@@ -45,6 +45,7 @@ impl Client {
             Ok(resources) => resources,
             Err(e) => {
                 ctx.line(|| format!("c{c} cannot lock: {e}"));
+                ctx.process.unwant();
                 return self.think(ctx);
             }
         };
@@ -108,6 +109,7 @@ impl Client {
             }
             Look::Left => {
                 self.waiting = None;
+                ctx.process.unwant();
                 ctx.process.out_of_line(c);
                 ctx.stats.gave_up += 1;
                 ctx.line(|| format!("c{c} leaves its line (deadline)"));

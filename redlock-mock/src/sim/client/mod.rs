@@ -377,6 +377,7 @@ impl Client {
         self.mask = mask;
         let local = self.clock.local(ctx.now);
         let deadline = local.saturating_add(super::clock::signed(sc.acquire_timeout));
+        ctx.process.want(ctx.now);
         if Self::lined(ctx) {
             self.join_line(ctx, ctx.time.at(deadline));
         } else {

@@ -234,6 +234,7 @@ impl<'s, 'o> World<'s, 'o> {
                     .violation(ViolationKind::Observer, now, || problem);
             }
         }
+        self.fairness(g.client);
         for (other, client) in self.clients.iter().enumerate() {
             if other == g.client as usize {
                 continue;
@@ -247,6 +248,33 @@ impl<'s, 'o> World<'s, 'o> {
                         });
                 }
             }
+        }
+    }
+
+    /// The fairness check at a grant to `client`'s process: every other
+    /// process still trying must have been granted within the bound.
+    fn fairness(&mut self, client: u8) {
+        let now = self.now;
+        let (p, _) = self.process_of(client);
+        for (i, other) in self.processes.iter_mut().enumerate() {
+            let Some(since) = other.starving_since.filter(|_| i != p && other.wanting > 0) else {
+                continue;
+            };
+            let waited = Duration::from_nanos(now - since);
+            self.stats.longest_starved = self.stats.longest_starved.max(waited);
+            let Some(bound) = self.sc.fairness.filter(|&b| waited > b && !other.starved) else {
+                continue;
+            };
+            other.starved = true;
+            self.checker.violation(ViolationKind::Starved, now, || {
+                format!(
+                    "process {i} has kept trying without a grant since {} ({waited:?}, bound {bound:?}) while c{client} of process {p} is granted",
+                    fmt_time(since)
+                )
+            });
+        }
+        if let Some(process) = self.processes.get_mut(p) {
+            process.served(now);
         }
     }
 
@@ -448,14 +476,34 @@ impl<'s, 'o> World<'s, 'o> {
             node.store.purge(local);
             let expiry = |ttl_ns: u64| local + i64::try_from(ttl_ns).unwrap_or(i64::MAX / 4);
             let answer = match op {
-                Op::Acquire { ttl_ns, fence } => {
+                Op::Acquire {
+                    ttl_ns,
+                    fence,
+                    queued,
+                } => {
                     let counters = fence || sc.fencing;
-                    match node
-                        .store
-                        .acquire(rec.mask, &rec.token, lock, expiry(ttl_ns), counters)
-                    {
-                        Some(fence) => Answer::Granted(fence),
-                        None => Answer::Refused,
+                    let keys = node_keys(rec.mask);
+                    node.marks.purge(local);
+                    if node.marks.gives_way(&keys, queued) {
+                        Answer::Refused
+                    } else {
+                        match node.store.acquire(
+                            rec.mask,
+                            &rec.token,
+                            lock,
+                            expiry(ttl_ns),
+                            counters,
+                        ) {
+                            Some(fence) => {
+                                node.marks.granted(&keys, queued);
+                                Answer::Granted(fence)
+                            }
+                            None => {
+                                let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
+                                node.marks.refused(&keys, queued, expiry(mark_ns));
+                                Answer::Refused
+                            }
+                        }
                     }
                 }
                 Op::Extend { ttl_ns } => {
@@ -570,4 +618,11 @@ impl<'s, 'o> World<'s, 'o> {
         };
         (outcome, self.trace.into_lines())
     }
+}
+
+/// The key indices of a key mask.
+fn node_keys(mask: u8) -> Vec<u8> {
+    (0..super::scenario::MAX_KEYS as u8)
+        .filter(|k| mask & (1 << k) != 0)
+        .collect()
 }
