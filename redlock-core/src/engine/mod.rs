@@ -212,6 +212,27 @@ impl Settings {
         self.node_timeout
     }
 
+    /// A manager going away at `now` (its last handle dropped, the
+    /// process about to exit) keeps its node workers running what is
+    /// queued (the releases of dropped guards above all, and retries of
+    /// failed ones) until this instant: twice the node timeout from now,
+    /// one for a call under way and one for the rest. Whatever has not
+    /// left by then is lost, and its keys stay until their TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, engine::Settings};
+    /// let s = Settings::new(vec![NodeId::new("a")].into()).node_timeout(Duration::from_millis(5));
+    /// let now = Instant::now();
+    /// assert_eq!(s.exit_deadline(now), now + Duration::from_millis(10));
+    /// ```
+    #[must_use]
+    pub fn exit_deadline(&self, now: Instant) -> Instant {
+        crate::config::later(now, self.node_timeout.saturating_mul(2))
+    }
+
     pub(crate) fn drift(&self, ttl: Ttl) -> Duration {
         drift(ttl.as_duration(), self.drift_factor)
     }

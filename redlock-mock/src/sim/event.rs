@@ -175,6 +175,14 @@ pub(crate) enum Ev {
     },
     ClientCrash(u8),
     ClientRestart(u8),
+    /// With [`Scenario::exit`](super::Scenario::exit): the node timeout of
+    /// the message `tx` of `client` that its process's worker for `node`
+    /// sent (the worker moves on if it is still waiting for it).
+    WorkerFree {
+        client: u8,
+        node: u8,
+        tx: u32,
+    },
     /// The last instant of a lock's validity (a checkpoint for the checker).
     ValidityEnd {
         client: u8,
@@ -248,6 +256,9 @@ impl Ev {
             Ev::ClientRestart(c) => [pack(15, c, 0), 0, 0],
             Ev::ValidityEnd { client, lock } => [pack(16, client, 0), u64::from(lock), 0],
             Ev::Scripted(i) => [pack(17, 0, u64::from(i)), 0, 0],
+            Ev::WorkerFree { client, node, tx } => {
+                [pack(18, client, u64::from(node)), u64::from(tx), 0]
+            }
             Ev::FaultsEnd => [pack(13, 0, 0), 0, 0],
             Ev::LivenessDeadline => [pack(14, 0, 0), 0, 0],
         }

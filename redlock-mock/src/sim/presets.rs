@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 17] = [
+    pub const NAMES: [&'static str; 18] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -31,6 +31,7 @@ impl Scenario {
         "local-line",
         "extend-ttl",
         "local-line-fair",
+        "process-exit",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -62,6 +63,7 @@ impl Scenario {
             "local-line" => Self::local_line(),
             "extend-ttl" => Self::extend_ttl(),
             "local-line-fair" => Self::local_line_fair(),
+            "process-exit" => Self::process_exit(),
             _ => return None,
         })
     }
@@ -104,6 +106,7 @@ impl Scenario {
             check_leftovers: false,
             views: Vec::new(),
             fairness: None,
+            exit: false,
             horizon: ms(600),
             script: Vec::new(),
             liveness: None,
@@ -615,6 +618,47 @@ impl Scenario {
             extend: false,
             acquire_timeout: ms(300),
             fairness: Some(ms(300)),
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Processes that exit after their last cycle ([`Scenario::exit`]):
+    /// three processes of three callers on four keys; each caller keeps
+    /// its last lock until every caller of its process is through, then
+    /// they all drop their guards at once and the process exits, its
+    /// releases queued behind each other on its node workers (one request
+    /// out per node at a time). The workers keep going until the engine's
+    /// exit deadline ([`Settings::exit_deadline`]); no request is lost on
+    /// the way and no node or process crashes, so every release must run:
+    /// once every message has landed, no key of a lock given up is left
+    /// ([`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    /// Expect zero violations.
+    ///
+    /// [`Settings::exit_deadline`]: redlock_core::engine::Settings::exit_deadline
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::process_exit(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn process_exit() -> Scenario {
+        let base = Self::quiet();
+        Scenario {
+            name: "process-exit".into(),
+            clients: 3,
+            callers_per_process: 3,
+            keys: 4,
+            multi_key: 0.25,
+            exit: true,
+            check_leftovers: true,
             clocks: ClockFaults {
                 node_ppm: 4_000,
                 client_ppm: 4_000,

@@ -54,6 +54,8 @@ pub(crate) struct Process {
     pub(crate) starving_since: Option<u64>,
     /// A starvation of this episode was reported already.
     pub(crate) starved: bool,
+    /// With [`Scenario::exit`](super::Scenario::exit): it has exited.
+    pub(crate) exited: bool,
     grace: Duration,
     streak: Duration,
 }
@@ -78,6 +80,7 @@ impl Process {
             wanting: 0,
             starving_since: None,
             starved: false,
+            exited: false,
             grace,
             streak,
         }

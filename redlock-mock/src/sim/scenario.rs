@@ -337,6 +337,19 @@ pub struct Scenario {
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,
+    /// Processes exit after their last cycle, as a program returning from
+    /// `main`: each process's requests leave through one worker per node
+    /// (a message leaves once the one before it to that node was answered
+    /// or timed out, as the manager's node workers send); a caller that
+    /// has done its last write keeps its lock until every caller of its
+    /// process is through, then all of them drop their guards at once (the
+    /// releases are queued, nobody waits for them) and the process exits.
+    /// Its workers keep sending until the engine's exit deadline
+    /// ([`redlock_core::engine::Settings::exit_deadline`]) and then die:
+    /// what has not left by then is lost, and its keys stay for a TTL
+    /// (with [`Scenario::check_leftovers`], a
+    /// [`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    pub exit: bool,
     /// Check fairness across processes: no process whose callers keep
     /// trying may go longer than this without a grant while another process
     /// is granted ([`ViolationKind::Starved`](super::ViolationKind::Starved)).

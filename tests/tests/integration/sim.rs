@@ -198,6 +198,16 @@ fn local_lines_of_several_processes_starve_no_process() {
     assert!(worst < Duration::from_millis(150), "{worst:?}");
 }
 
+/// Processes that drop their last guards at once and exit (issue 10: the
+/// releases still queued in the node workers were lost when `main`
+/// returned, and the keys stayed for a TTL). The releases queue behind each
+/// other on the process's node workers; the workers keep going until the
+/// engine's exit deadline: every release runs.
+#[test]
+fn exiting_processes_leave_no_key_behind() {
+    expect_safe("process-exit", 10_000);
+}
+
 /// Extends that ask for another TTL than the lock's, a fifth of it to twice
 /// it (issue 10: a failed shorter extend left the holder believing in its
 /// old, longer validity while the nodes that ran it dropped the keys
@@ -559,6 +569,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "local-line"
                     | "extend-ttl"
                     | "local-line-fair"
+                    | "process-exit"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

@@ -135,6 +135,31 @@ impl Client {
     }
 
     pub(super) fn release(&mut self, ctx: &mut Ctx<'_>) {
+        if ctx.sc.exit && self.cycle >= ctx.sc.cycles && self.held.is_some() {
+            // The program keeps its last guard until it returns from main.
+            self.parked = true;
+            let c = self.id;
+            ctx.line(|| format!("c{c} keeps its last lock until its process exits"));
+            ctx.notes.push(crate::sim::ctx::Note::Parked(c));
+            return;
+        }
         self.start_release(ctx);
+    }
+
+    /// Its process exits: it drops its guard (the release is queued on the
+    /// workers, nobody waits for it) and is done. Returns the real time
+    /// its workers die: the engine's exit deadline from now.
+    pub(crate) fn exit(&mut self, ctx: &mut Ctx<'_>) -> u64 {
+        self.parked = false;
+        self.start_release(ctx);
+        // Nobody waits for the release: the process is gone.
+        self.release = None;
+        self.sent.clear();
+        if !self.done {
+            self.done = true;
+            ctx.notes.push(crate::sim::ctx::Note::Retired(self.id));
+        }
+        let deadline = self.settings.exit_deadline(self.now_at(ctx));
+        self.real_of(ctx, deadline)
     }
 }
