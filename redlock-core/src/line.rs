@@ -9,13 +9,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::config::later;
 use crate::engine::{
-    Acquire, Decided, Handing, Joined, Look, Machine as _, Message, Single, Until, Waiting,
+    Acquire, Decided, HandOff, Handing, Joined, Look, Machine as _, Message, Single, Transmit,
+    Until, Waiting,
 };
+use crate::events::{Event, ManagerCounters};
 use crate::mailbox::{Inbox, Mailbox};
 use crate::shared::{Deadlines, Shared};
 use crate::state::LockState;
-use crate::{Claim, Resources, Token, Ttl};
+use crate::{Claim, Resources, Ttl};
 
 /// The longest a waiter parks before it looks at its line again; waits are
 /// in real time, so this also keeps a simulated clock's waiters moving.
@@ -197,48 +200,65 @@ impl<E: Send + Sync + 'static> Lines<E> {
                 return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
             }
         };
-        let first = Token::random().ok().and_then(|token| {
-            // A plain acquire (the fast path) unless it must look for other
-            // managers' waiting marks.
-            let mut theirs = Claim::new(resources.clone(), token);
-            if yields {
-                theirs = theirs.queued(shared.queued(true));
+        let mine_round = sent.round();
+        let hand = HandOff::start(
+            sent,
+            &next,
+            yields,
+            &shared.settings,
+            shared.queued(true),
+            now,
+            &mut shared.entropy(),
+        );
+        let hand = match hand {
+            Ok(hand) => hand,
+            Err(sent) => {
+                // No token for them: it acquires itself.
+                give_turn(&next);
+                let deadline = shared.send(&sent, my_inbox.as_ref());
+                drop(lines);
+                wake_all(expired);
+                return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
             }
-            let theirs = Arc::new(theirs);
-            let mut acquire = Acquire::new(
-                shared.settings.clone(),
-                resources.clone(),
-                next.ttl,
-                Some(next.deadline),
-                Some(shared.queued(true)),
-            );
-            acquire.start_with(now, theirs, &mut shared.entropy());
-            let first = acquire.poll_transmit()?;
-            Some((acquire, first))
-        });
-        let Some((acquire, first)) = first else {
-            // No token for them (or it could not start): it acquires itself.
-            give_turn(&next);
-            let deadline = shared.send(&sent, my_inbox.as_ref());
-            drop(lines);
-            wake_all(expired);
-            return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
         };
+        let HandOff { acquire, batch } = hand;
         let their_box = Arc::new(Mailbox::new(
             acquire,
             Arc::clone(clock),
             next.who.thread.clone(),
         ));
         let their_inbox: Arc<dyn Inbox<E>> = Arc::clone(&their_box) as Arc<dyn Inbox<E>>;
-        let deadline = shared.send_pair((&sent, my_inbox.as_ref()), (&first, &their_inbox));
-        *next.who.baton.lock() = Some(Baton::Round(
-            their_box,
-            Deadlines::of(first.round(), deadline),
-        ));
+        // The engine's batch, in its order: the release, then their first
+        // round, queued together on every node's worker.
+        let inbox_of = |t: &Transmit| match t.message() {
+            Message::Release(_) => my_inbox.clone(),
+            _ => Some(Arc::clone(&their_inbox)),
+        };
+        let (mut deadline, mut their_round) = (later(now, shared.config.node_timeout), None);
+        match batch.as_slice() {
+            [first, then] if !matches!(then.message(), Message::Release(_)) => {
+                deadline =
+                    shared.send_pair((first, inbox_of(first).as_ref()), (then, &their_inbox));
+                their_round = Some(then.round());
+            }
+            batch => {
+                for t in batch {
+                    deadline = shared.send(t, inbox_of(t).as_ref());
+                    if !matches!(t.message(), Message::Release(_)) {
+                        their_round = Some(t.round());
+                    }
+                }
+            }
+        }
+        let their_deadlines =
+            their_round.map_or_else(Deadlines::default, |round| Deadlines::of(round, deadline));
+        *next.who.baton.lock() = Some(Baton::Round(their_box, their_deadlines));
         drop(lines);
         next.who.thread.unpark();
         wake_all(expired);
-        mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)))
+        ManagerCounters::bump(&shared.observer.manager.handed_off);
+        shared.observer.emit(|| Event::HandedOff { resources });
+        mine.map(|m| shared.drive(&m, Deadlines::of(mine_round, deadline)))
     }
 }
 

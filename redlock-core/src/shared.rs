@@ -334,10 +334,12 @@ impl Drop for Leave<'_> {
 impl<E> Drop for Shared<E> {
     /// The last handle of the manager is gone (guards hold one too): the
     /// workers run what is queued (the releases of dropped guards above
-    /// all), try failed releases again, and stop. Waits for them at most
-    /// twice the node timeout: one for a call under way, one for the rest.
+    /// all), try failed releases again, and stop. Waits for them until the
+    /// engine's exit deadline ([`Settings::exit_deadline`]: twice the node
+    /// timeout, one for a call under way, one for the rest), which the
+    /// simulator's exiting processes keep too.
     fn drop(&mut self) {
-        let by = later(Instant::now(), self.config.node_timeout.saturating_mul(2));
+        let by = self.settings.exit_deadline(Instant::now());
         for worker in &self.workers {
             worker.close(by);
         }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redlock_core::{AcquireOutcome, Claim, Clock, LockBackend, NodeId, Token, Ttl, TOKEN_LEN};
 
+use crate::marks::Marks;
+
 /// The error of a [`MockNode`].
 ///
 /// # Examples
@@ -79,7 +81,7 @@ struct State {
     keys: HashMap<String, Entry>,
     fences: HashMap<String, u64>,
     /// Waiting marks of queued acquires: key, manager id, expiry.
-    marks: HashMap<String, (u64, Instant)>,
+    marks: Marks<String, Instant>,
     down: bool,
     frozen: bool,
     latency: Duration,
@@ -454,42 +456,19 @@ impl LockBackend for MockNode {
 
     fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
         self.call(|state, now| {
-            state.marks.retain(|_, (_, expires_at)| *expires_at > now);
-            if let Some(queued) = claim.queue() {
-                let marked_by_other = |k: &String| {
-                    state
-                        .marks
-                        .get(k)
-                        .is_some_and(|(manager, _)| *manager != queued.manager())
-                };
-                if queued.yields() && claim.keys().iter().any(marked_by_other) {
-                    state.stats.refused += 1;
-                    return AcquireOutcome::HeldByOther;
-                }
-            }
-            if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
-                if let Some(queued) = claim.queue() {
-                    let expires_at = later(now, queued.mark_ttl().as_duration());
-                    for key in claim.keys() {
-                        state
-                            .marks
-                            .insert(key.clone(), (queued.manager(), expires_at));
-                    }
-                }
+            state.marks.purge(now);
+            let queued = claim.queue();
+            if state.marks.gives_way(claim.keys(), queued) {
                 state.stats.refused += 1;
                 return AcquireOutcome::HeldByOther;
             }
-            if let Some(queued) = claim.queue() {
-                for key in claim.keys() {
-                    if state
-                        .marks
-                        .get(key)
-                        .is_some_and(|(manager, _)| *manager == queued.manager())
-                    {
-                        state.marks.remove(key);
-                    }
-                }
+            if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
+                let expires_at = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
+                state.marks.refused(claim.keys(), queued, expires_at);
+                state.stats.refused += 1;
+                return AcquireOutcome::HeldByOther;
             }
+            state.marks.granted(claim.keys(), queued);
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
             let mut top = None;
             for key in claim.keys() {

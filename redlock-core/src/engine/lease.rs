@@ -28,6 +28,10 @@ pub struct Lease<E> {
     /// The longest TTL ever sent: how long a key may outlive a failed release.
     longest: Ttl,
     valid_until: Instant,
+    /// While an extend is under way: the most it can leave of the
+    /// validity, its start plus its TTL less the drift (the nodes may set
+    /// that TTL at any moment from its start).
+    extending: Option<Instant>,
     released: bool,
     lost: Option<(LostReason, Option<Arc<LockError<E>>>)>,
 }
@@ -44,6 +48,7 @@ impl<E> Lease<E> {
             ttl,
             longest: ttl,
             valid_until,
+            extending: None,
             released: false,
             lost: None,
         }
@@ -59,14 +64,17 @@ impl<E> Lease<E> {
         self.ttl
     }
 
-    /// When the validity ends.
+    /// When the validity ends (while an extend is under way, at most its
+    /// start plus its TTL less the drift: a shorter extend shortens the
+    /// lock on the nodes that run it, whatever its outcome).
     ///
     /// # Examples
     ///
     /// See [`Lease`].
     #[must_use]
     pub fn valid_until(&self) -> Instant {
-        self.valid_until
+        self.extending
+            .map_or(self.valid_until, |bound| self.valid_until.min(bound))
     }
 
     /// The validity left at `now`.
@@ -76,7 +84,7 @@ impl<E> Lease<E> {
     /// See [`Lease`].
     #[must_use]
     pub fn validity(&self, now: Instant) -> Duration {
-        self.valid_until.saturating_duration_since(now)
+        self.valid_until().saturating_duration_since(now)
     }
 
     /// Whether it was released (or is being released).
@@ -107,7 +115,7 @@ impl<E> Lease<E> {
     /// See [`Lease`].
     #[must_use]
     pub fn is_lost(&self, now: Instant) -> bool {
-        self.lost.is_some() || now >= self.valid_until
+        self.lost.is_some() || now >= self.valid_until()
     }
 
     /// `Ok` while held and valid at `now`.
@@ -126,7 +134,7 @@ impl<E> Lease<E> {
                 cause: cause.clone(),
             });
         }
-        if now < self.valid_until {
+        if now < self.valid_until() {
             Ok(())
         } else {
             Err(LockError::Lost {
@@ -151,7 +159,8 @@ impl<E> Lease<E> {
     }
 
     /// Starts an extend to `ttl` at `now`: the message to send to every
-    /// node. A lost or expired lock is not extended: an expired one is
+    /// node. Until the round is over the validity is at most `now + ttl -
+    /// drift` (the nodes may set `ttl` from now on). A lost or expired lock is not extended: an expired one is
     /// marked lost, since another client may have held it since.
     ///
     /// # Errors
@@ -174,13 +183,15 @@ impl<E> Lease<E> {
                 cause: cause.clone(),
             });
         }
-        if now >= self.valid_until {
+        if now >= self.valid_until() {
             self.lost = Some((LostReason::Expired, None));
             return Err(LockError::NotHeld(RoundReport::untried(
                 settings.nodes.len(),
             )));
         }
         self.longest = self.longest.max(ttl);
+        let left = ttl.as_duration().checked_sub(settings.drift(ttl));
+        self.extending = Some(left.map_or(now, |left| later(now, left)));
         Ok(Message::Extend(ttl))
     }
 
@@ -207,6 +218,7 @@ impl<E> Lease<E> {
     ) -> Result<Duration, LockError<E>> {
         let Decided { round, decided_at } = decided;
         let drift = settings.drift(ttl);
+        self.extending = None;
         match round.verdict(decided_at, ttl, drift) {
             Verdict::Held { validity } => {
                 if self.lost.is_none() {
@@ -271,5 +283,35 @@ impl<E> Lease<E> {
                 LockError::NotHeld,
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Lease;
+    use crate::engine::Settings;
+    use crate::{NodeId, Ttl};
+
+    #[test]
+    fn a_shorter_extend_under_way_bounds_the_validity() -> Result<(), Box<dyn std::error::Error>> {
+        let settings = Settings::new(vec![NodeId::new("a")].into());
+        let now = Instant::now();
+        let mut lease = Lease::<std::io::Error>::new(
+            Ttl::new(Duration::from_secs(10))?,
+            now + Duration::from_secs(9),
+        );
+        lease.begin_extend(now, Ttl::new(Duration::from_secs(1))?, &settings)?;
+        assert!(lease.valid_until() <= now + Duration::from_secs(1));
+        assert!(lease.is_lost(now + Duration::from_secs(1)));
+        // A longer one leaves it as it was.
+        let mut lease = Lease::<std::io::Error>::new(
+            Ttl::new(Duration::from_secs(10))?,
+            now + Duration::from_secs(9),
+        );
+        lease.begin_extend(now, Ttl::new(Duration::from_secs(20))?, &settings)?;
+        assert_eq!(lease.valid_until(), now + Duration::from_secs(9));
+        Ok(())
     }
 }

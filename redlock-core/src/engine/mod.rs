@@ -22,6 +22,8 @@
 //! - [`Keep`]: the keep-alive schedule and its bounds.
 //! - [`Lines`]: the local lines of callers of one manager waiting for the
 //!   same resources, the hand-off and its bound on local passing.
+//! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
+//!   next owner's first acquire round.
 //!
 //! # Examples
 //!
@@ -57,6 +59,7 @@
 //! ```
 
 mod acquire;
+mod hand;
 mod keep;
 mod lease;
 mod line;
@@ -67,6 +70,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use acquire::{Acquire, Acquired};
+pub use hand::HandOff;
 pub use keep::{Keep, KeepStep};
 pub use lease::Lease;
 pub use line::{Handing, Joined, Lines, Look, Waiting};
@@ -206,6 +210,27 @@ impl Settings {
     #[must_use]
     pub fn timeout(&self) -> Duration {
         self.node_timeout
+    }
+
+    /// A manager going away at `now` (its last handle dropped, the
+    /// process about to exit) keeps its node workers running what is
+    /// queued (the releases of dropped guards above all, and retries of
+    /// failed ones) until this instant: twice the node timeout from now,
+    /// one for a call under way and one for the rest. Whatever has not
+    /// left by then is lost, and its keys stay until their TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, engine::Settings};
+    /// let s = Settings::new(vec![NodeId::new("a")].into()).node_timeout(Duration::from_millis(5));
+    /// let now = Instant::now();
+    /// assert_eq!(s.exit_deadline(now), now + Duration::from_millis(10));
+    /// ```
+    #[must_use]
+    pub fn exit_deadline(&self, now: Instant) -> Instant {
+        crate::config::later(now, self.node_timeout.saturating_mul(2))
     }
 
     pub(crate) fn drift(&self, ttl: Ttl) -> Duration {

@@ -8,7 +8,7 @@ use super::checker::Checker;
 use super::clock::{duration_ns, Timebase};
 use super::event::{Ev, NodeDown, Op, Queue};
 use super::locks::Locks;
-use super::net::{Fate, Net};
+use super::net::{Fate, Net, Pending};
 use super::node::SimNode;
 use super::outcome::Stats;
 use super::process::Process;
@@ -29,10 +29,13 @@ pub(crate) struct Granted {
 }
 
 /// A hand-off: the acquisition a releasing caller started for the next
-/// caller of its line, its first round already queued behind the release.
+/// caller of its line, and its first round, to go out right behind the
+/// release (the rest of the engine's batch).
 #[derive(Debug)]
 pub(crate) struct HandOff {
     pub(crate) machine: redlock_core::engine::Acquire<NodeDown>,
+    /// What of the batch the new owner sends, in order.
+    pub(crate) first: Vec<redlock_core::engine::Transmit>,
     /// The lock number of the claim it was started with.
     pub(crate) lock: u32,
     /// The new owner's ticket.
@@ -44,7 +47,10 @@ pub(crate) struct HandOff {
 pub(crate) enum Note {
     Granted(Granted),
     /// The client finished its cycles, or crashed for good.
-    Retired,
+    Retired(u8),
+    /// With [`Scenario::exit`](super::Scenario::exit): the client did its
+    /// last write and keeps its lock until its process exits.
+    Parked(u8),
     /// A caller of the same process waiting in a line should look at it
     /// (it may have been dropped as expired).
     Wake(u8),
@@ -91,7 +97,30 @@ impl Ctx<'_> {
 
     /// Sends request `op` of transmit `tx` about `lock` from `client` to
     /// `node`, on their link.
+    /// With [`Scenario::exit`](super::Scenario::exit) it goes through the
+    /// process's worker for the node: out at once if the worker is free,
+    /// else queued behind what is.
     pub(crate) fn send(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
+        if self.sc.exit {
+            let worker = self.net.worker(client, node);
+            if worker.busy.is_some() {
+                worker.queue.push_back(Pending {
+                    client,
+                    tx,
+                    lock,
+                    op,
+                });
+                return;
+            }
+            worker.busy = Some((client, tx));
+            let at = self.now + self.node_timeout();
+            self.push(at, Ev::WorkerFree { client, node, tx });
+        }
+        self.transmit(client, node, tx, lock, op);
+    }
+
+    /// Puts request `op` on the link from `client`'s process to `node`.
+    pub(crate) fn transmit(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
         let now = self.now;
         let sc = self.sc;
         let link = self.net.request(client, node);

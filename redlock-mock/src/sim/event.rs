@@ -12,8 +12,13 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
     /// Set the lock's keys if free, for `ttl_ns`, bumping the fencing
-    /// counters when the node keeps them.
-    Acquire { ttl_ns: u64, fence: bool },
+    /// counters when the node keeps them; a `queued` one gives way to, or
+    /// leaves, waiting marks (`crate::marks`).
+    Acquire {
+        ttl_ns: u64,
+        fence: bool,
+        queued: Option<redlock_core::Queued>,
+    },
     /// Reset the keys' expiry to `ttl_ns` where they hold the token.
     Extend { ttl_ns: u64 },
     /// Delete the keys that hold the token.
@@ -27,7 +32,9 @@ impl Op {
     /// A number for the trace hash.
     pub(crate) fn code(self) -> u64 {
         match self {
-            Op::Acquire { ttl_ns, fence } => (ttl_ns << 3) | (u64::from(fence) << 2),
+            // Whether it is queued changes what the node does, not the
+            // request's code (the trace hash of runs without lines).
+            Op::Acquire { ttl_ns, fence, .. } => (ttl_ns << 3) | (u64::from(fence) << 2),
             Op::Extend { ttl_ns } => (ttl_ns << 3) | 1,
             Op::Release => 2,
             Op::RaiseFence(t) => 3 | (t << 3),
@@ -168,6 +175,14 @@ pub(crate) enum Ev {
     },
     ClientCrash(u8),
     ClientRestart(u8),
+    /// With [`Scenario::exit`](super::Scenario::exit): the node timeout of
+    /// the message `tx` of `client` that its process's worker for `node`
+    /// sent (the worker moves on if it is still waiting for it).
+    WorkerFree {
+        client: u8,
+        node: u8,
+        tx: u32,
+    },
     /// The last instant of a lock's validity (a checkpoint for the checker).
     ValidityEnd {
         client: u8,
@@ -241,6 +256,9 @@ impl Ev {
             Ev::ClientRestart(c) => [pack(15, c, 0), 0, 0],
             Ev::ValidityEnd { client, lock } => [pack(16, client, 0), u64::from(lock), 0],
             Ev::Scripted(i) => [pack(17, 0, u64::from(i)), 0, 0],
+            Ev::WorkerFree { client, node, tx } => {
+                [pack(18, client, u64::from(node)), u64::from(tx), 0]
+            }
             Ev::FaultsEnd => [pack(13, 0, 0), 0, 0],
             Ev::LivenessDeadline => [pack(14, 0, 0), 0, 0],
         }

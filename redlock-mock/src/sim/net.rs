@@ -80,6 +80,30 @@ pub(crate) struct Net {
     callers: usize,
     req: Vec<Link>,
     rep: Vec<Link>,
+    /// With [`Scenario::exit`](super::Scenario::exit): each process's
+    /// worker per node.
+    pub(crate) workers: Vec<Worker>,
+}
+
+/// A request waiting in a worker's queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub(crate) client: u8,
+    pub(crate) tx: u32,
+    pub(crate) lock: u32,
+    pub(crate) op: super::event::Op,
+}
+
+/// A process's worker for one node: one request out at a time, the rest
+/// queued in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Worker {
+    /// The request out (its client and transmit), until answered or timed
+    /// out.
+    pub(crate) busy: Option<(u8, u32)>,
+    pub(crate) queue: std::collections::VecDeque<Pending>,
+    /// The process exited: nothing leaves after this real time.
+    pub(crate) dies_at: Option<u64>,
 }
 
 impl Net {
@@ -96,6 +120,7 @@ impl Net {
             callers: callers.max(1),
             req: link(0),
             rep: link(1),
+            workers: vec![Worker::default(); processes * nodes],
         }
     }
 
@@ -114,6 +139,12 @@ impl Net {
     pub(crate) fn reply(&mut self, client: u8, node: u8) -> &mut Link {
         let i = self.index(client, node);
         &mut self.rep[i]
+    }
+
+    /// The worker of `client`'s process for `node`.
+    pub(crate) fn worker(&mut self, client: u8, node: u8) -> &mut Worker {
+        let i = self.index(client, node);
+        &mut self.workers[i]
     }
 
     /// Heals every partition.

@@ -10,6 +10,7 @@ use redlock_core::TOKEN_LEN;
 use super::clock::NodeClock;
 use super::rng::SimRng;
 use super::scenario::{Persistence, MAX_KEYS};
+use crate::marks::Marks;
 
 /// One live key: the token, the lock that set it (for the checker only),
 /// and its expiry on the node's clock.
@@ -166,6 +167,11 @@ pub(crate) struct SimNode {
     pub(crate) replica: Option<Replica>,
     pub(crate) forward_jumped: bool,
     pub(crate) rng: SimRng,
+    /// The waiting marks of queued acquires, by key index, on the node's
+    /// clock (as [`MockNode`](crate::MockNode) and the Redis scripts keep
+    /// them: `crate::marks`). Fairness hints only: lost in a crash or a
+    /// failover.
+    pub(crate) marks: Marks<u8, i64>,
 }
 
 impl SimNode {
@@ -187,6 +193,7 @@ impl SimNode {
             replica: replica.then(Replica::default),
             forward_jumped: false,
             rng,
+            marks: Marks::new(),
         }
     }
 
@@ -203,6 +210,7 @@ impl SimNode {
     /// persistence kept.
     pub(crate) fn crash(&mut self) {
         self.up = false;
+        self.marks.clear();
         self.epoch += 1;
         self.at_crash = self.store;
         self.store = match self.persistence {
@@ -221,6 +229,7 @@ impl SimNode {
     /// unavailability handled by the caller). A fresh replica follows.
     pub(crate) fn failover(&mut self, now: u64) {
         self.up = false;
+        self.marks.clear();
         self.epoch += 1;
         self.at_crash = self.store;
         if let Some(replica) = &mut self.replica {

@@ -49,6 +49,11 @@ pub enum ViolationKind {
     /// Liveness mode: no contender acquired within the bound after the
     /// faults stopped.
     NoProgress,
+    /// With [`Scenario::fairness`](super::Scenario::fairness): another
+    /// process was granted while a process whose callers kept trying had
+    /// gone without a grant for longer than the bound (one process's line
+    /// passing the lock among its callers starves the others).
+    Starved,
     /// The [`GrantObserver`](super::GrantObserver) rejected a grant (e.g. a
     /// fencing token that did not rise).
     Observer,
@@ -59,7 +64,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 12] = [
+    pub const ALL: [ViolationKind; 13] = [
         ViolationKind::MutualExclusion,
         ViolationKind::LostUpdate,
         ViolationKind::QuorumLost,
@@ -70,6 +75,7 @@ impl ViolationKind {
         ViolationKind::WaiterSkipped,
         ViolationKind::HandOffOvertook,
         ViolationKind::NoProgress,
+        ViolationKind::Starved,
         ViolationKind::Observer,
         ViolationKind::InvalidScenario,
     ];
@@ -96,6 +102,7 @@ impl ViolationKind {
             ViolationKind::WaiterSkipped => "waiter-skipped",
             ViolationKind::HandOffOvertook => "hand-off-overtook",
             ViolationKind::NoProgress => "no-progress",
+            ViolationKind::Starved => "starved",
             ViolationKind::Observer => "observer",
             ViolationKind::InvalidScenario => "invalid-scenario",
         }
@@ -184,6 +191,9 @@ pub struct Stats {
     pub hand_offs: u64,
     /// Waiters that took their line over from an owner that was gone.
     pub took_over: u64,
+    /// The longest a process kept trying to lock without a grant, counted
+    /// at another process's grant (the fairness check's measure).
+    pub longest_starved: Duration,
     /// Simulated time at the end of the run.
     pub end: Duration,
 }

@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 15] = [
+    pub const NAMES: [&'static str; 18] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -29,6 +29,9 @@ impl Scenario {
         "late-grants",
         "late-grants-unordered",
         "local-line",
+        "extend-ttl",
+        "local-line-fair",
+        "process-exit",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -58,6 +61,9 @@ impl Scenario {
             "late-grants" => Self::late_grants(),
             "late-grants-unordered" => Self::late_grants_unordered(),
             "local-line" => Self::local_line(),
+            "extend-ttl" => Self::extend_ttl(),
+            "local-line-fair" => Self::local_line_fair(),
+            "process-exit" => Self::process_exit(),
             _ => return None,
         })
     }
@@ -89,6 +95,7 @@ impl Scenario {
             linger: 0.3,
             think_max: ms(20),
             extend: true,
+            extend_ttl: None,
             keep_alive: false,
             keep_max_hold: Duration::from_secs(3600),
             fencing: false,
@@ -98,6 +105,8 @@ impl Scenario {
             unordered_connections: false,
             check_leftovers: false,
             views: Vec::new(),
+            fairness: None,
+            exit: false,
             horizon: ms(600),
             script: Vec::new(),
             liveness: None,
@@ -520,6 +529,141 @@ impl Scenario {
             multi_key: 0.1,
             work_max: ms(40),
             acquire_timeout: ms(400),
+            ..base
+        }
+    }
+
+    /// Extends that ask for another TTL than the lock's
+    /// ([`Scenario::extend_ttl`]): from a fifth of it to twice it, under
+    /// the in-model faults with more slow and lost replies, so that many
+    /// extends fail without a quorum after some nodes set the new TTL. A
+    /// failed shorter extend shortens the keys on those nodes: the holder
+    /// must stop believing in its old, longer validity before another
+    /// client can win a quorum ([`Lease::end_extend`] bounds it by the
+    /// round's start plus the new TTL less the drift). Expect zero
+    /// violations.
+    ///
+    /// [`Lease::end_extend`]: redlock_core::engine::Lease::end_extend
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::extend_ttl(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn extend_ttl() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "extend-ttl".into(),
+            extend_ttl: Some((ms(20), ms(200))),
+            work_min: ms(30),
+            work_max: ms(120),
+            net: NetFaults {
+                tail_chance: 0.1,
+                reply_loss: 0.05,
+                ..base.net.clone()
+            },
+            // A node without full persistence restarts no sooner than the
+            // longest TTL set, the extends' included.
+            node_faults: NodeFaults {
+                restart_floor: Some(ms(205)),
+                restart_max: ms(250),
+                ..base.node_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Two processes of four callers each (the shape of the real-Redis
+    /// test of issue 10), all on one key, with short critical sections and
+    /// hardly a pause between cycles: each process's line could pass the
+    /// lock from caller to caller for ever (a release and the next caller's
+    /// acquire in one batch leave the key free on no node) while the other
+    /// process polls. The line's streak bound (hand-offs yield after
+    /// `streak` of local passing) and the waiting marks that queued
+    /// acquires leave on the nodes keep both served: a process whose
+    /// callers keep trying may not go without a grant for longer than
+    /// [`Scenario::fairness`] while the other is granted
+    /// ([`ViolationKind::Starved`](super::ViolationKind::Starved)). The
+    /// bound is the acquire timeout (300 ms): starved longer, a process's
+    /// callers give up. With the streak of 20 ms (the longest retry
+    /// pause), critical sections of at most 5 ms and retry pauses of at
+    /// most 20 ms, a waiting process is served within about 75 ms. No
+    /// faults but delays and drift (a partition or a crash may keep a
+    /// process from the lock for good reasons). Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::local_line_fair(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn local_line_fair() -> Scenario {
+        let base = Self::quiet();
+        Scenario {
+            name: "local-line-fair".into(),
+            clients: 2,
+            callers_per_process: 4,
+            cycles: 20,
+            keys: 1,
+            multi_key: 0.0,
+            work_min: ms(1),
+            work_max: ms(5),
+            linger: 0.0,
+            think_max: ms(2),
+            extend: false,
+            acquire_timeout: ms(300),
+            fairness: Some(ms(300)),
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// Processes that exit after their last cycle ([`Scenario::exit`]):
+    /// three processes of three callers on four keys; each caller keeps
+    /// its last lock until every caller of its process is through, then
+    /// they all drop their guards at once and the process exits, its
+    /// releases queued behind each other on its node workers (one request
+    /// out per node at a time). The workers keep going until the engine's
+    /// exit deadline ([`Settings::exit_deadline`]); no request is lost on
+    /// the way and no node or process crashes, so every release must run:
+    /// once every message has landed, no key of a lock given up is left
+    /// ([`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    /// Expect zero violations.
+    ///
+    /// [`Settings::exit_deadline`]: redlock_core::engine::Settings::exit_deadline
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::process_exit(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn process_exit() -> Scenario {
+        let base = Self::quiet();
+        Scenario {
+            name: "process-exit".into(),
+            clients: 3,
+            callers_per_process: 3,
+            keys: 4,
+            multi_key: 0.25,
+            exit: true,
+            check_leftovers: true,
+            clocks: ClockFaults {
+                node_ppm: 4_000,
+                client_ppm: 4_000,
+                ..base.clocks.clone()
+            },
             ..base
         }
     }

@@ -46,6 +46,16 @@ pub(crate) struct Process {
     /// The callers that joined a line and are not granted yet, in join
     /// order.
     pub(crate) in_line: Vec<InLine>,
+    /// How many of its callers are trying to lock now (joined a line or
+    /// acquiring), for the fairness check.
+    pub(crate) wanting: usize,
+    /// Since when (real time) its callers have been trying without the
+    /// process being granted anything.
+    pub(crate) starving_since: Option<u64>,
+    /// A starvation of this episode was reported already.
+    pub(crate) starved: bool,
+    /// With [`Scenario::exit`](super::Scenario::exit): it has exited.
+    pub(crate) exited: bool,
     grace: Duration,
     streak: Duration,
 }
@@ -67,6 +77,10 @@ impl Process {
             first,
             valid: vec![None; callers],
             in_line: Vec::new(),
+            wanting: 0,
+            starving_since: None,
+            starved: false,
+            exited: false,
             grace,
             streak,
         }
@@ -77,6 +91,29 @@ impl Process {
         self.lines = Lines::new(self.grace, self.streak);
         self.in_line.clear();
         self.valid.iter_mut().for_each(|v| *v = None);
+        self.wanting = 0;
+        self.starving_since = None;
+        self.starved = false;
+    }
+
+    /// A caller starts trying to lock at real time `now`.
+    pub(crate) fn want(&mut self, now: u64) {
+        self.wanting += 1;
+        if self.starving_since.is_none() {
+            self.starving_since = Some(now);
+        }
+    }
+
+    /// A caller stops trying (granted, gave up, left its line).
+    pub(crate) fn unwant(&mut self) {
+        self.wanting = self.wanting.saturating_sub(1);
+    }
+
+    /// The process was granted at real time `now`: whoever of it still
+    /// tries waits from now.
+    pub(crate) fn served(&mut self, now: u64) {
+        self.starving_since = (self.wanting > 0).then_some(now);
+        self.starved = false;
     }
 
     /// The validity of the lock `holder` (a caller id) holds, from the

@@ -285,6 +285,12 @@ pub struct Scenario {
     /// Extend once mid critical section when less than half the TTL is left
     /// (not with [`Scenario::keep_alive`], whose keeper does the extending).
     pub extend: bool,
+    /// With [`Scenario::extend`]: each extend asks for a TTL drawn
+    /// uniformly from this range (shorter or longer than [`Scenario::ttl`])
+    /// rather than the lock's TTL (`None`). A failed extend may still have
+    /// set its TTL on the nodes that granted it or did not answer, so a
+    /// failed shorter one shortens the lock.
+    pub extend_ttl: Option<(Duration, Duration)>,
     /// Holders keep their locks alive: a keeper extends each held lock on
     /// the core's keep-alive schedule ([`redlock_core::engine::Keep`]) until
     /// it is released, an extension fails or [`Scenario::keep_max_hold`] is
@@ -331,6 +337,24 @@ pub struct Scenario {
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,
+    /// Processes exit after their last cycle, as a program returning from
+    /// `main`: each process's requests leave through one worker per node
+    /// (a message leaves once the one before it to that node was answered
+    /// or timed out, as the manager's node workers send); a caller that
+    /// has done its last write keeps its lock until every caller of its
+    /// process is through, then all of them drop their guards at once (the
+    /// releases are queued, nobody waits for them) and the process exits.
+    /// Its workers keep sending until the engine's exit deadline
+    /// ([`redlock_core::engine::Settings::exit_deadline`]) and then die:
+    /// what has not left by then is lost, and its keys stay for a TTL
+    /// (with [`Scenario::check_leftovers`], a
+    /// [`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    pub exit: bool,
+    /// Check fairness across processes: no process whose callers keep
+    /// trying may go longer than this without a grant while another process
+    /// is granted ([`ViolationKind::Starved`](super::ViolationKind::Starved)).
+    /// `None`: no check.
+    pub fairness: Option<Duration>,
     /// Faults are scheduled within this much simulated time.
     pub horizon: Duration,
     /// Faults at fixed times, in addition to the random ones.
@@ -405,6 +429,11 @@ impl Scenario {
         }
         if redlock_core::Ttl::new(self.ttl).is_err() {
             return Err("ttl must be at least 1 ms".into());
+        }
+        if let Some((lo, hi)) = self.extend_ttl {
+            if lo > hi || redlock_core::Ttl::new(lo).is_err() {
+                return Err("extend_ttl must be a range of TTLs of at least 1 ms".into());
+            }
         }
         if self.retry_min > self.retry_max {
             return Err("retry_min exceeds retry_max".into());

@@ -21,6 +21,7 @@ enum Seen {
     NodeRecovered(String, u64),
     KeptAlive,
     Lost(LostReason),
+    HandedOff,
     QueueFull(String),
 }
 
@@ -49,6 +50,7 @@ impl EventHandler for Record {
             Event::KeptAlive { .. } => Seen::KeptAlive,
             Event::Lost { reason, .. } => Seen::Lost(*reason),
             Event::QueueFull { node } => Seen::QueueFull(node.to_string()),
+            Event::HandedOff { .. } => Seen::HandedOff,
             _ => return,
         };
         self.0.lock().push(seen);
@@ -242,4 +244,31 @@ fn a_full_queue_is_reported() {
     );
     assert!(locks.stats().nodes[2].failures.overloaded >= 1);
     cluster.node(2).thaw();
+}
+
+#[test]
+fn local_hand_offs_are_reported_and_counted() {
+    let (_cluster, locks, record) = setup(3);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let lock = locks.lock("line", TTL).expect("in line");
+                    std::thread::yield_now();
+                    lock.release().expect("release");
+                }
+            });
+        }
+    });
+    let handed = locks.stats().manager.handed_off;
+    // Four callers looping on one key queue in the line: the lock passes
+    // from caller to caller by hand-off.
+    assert!(handed > 0, "no hand-off in 400 contended cycles");
+    let events = record
+        .take()
+        .iter()
+        .filter(|s| matches!(s, Seen::HandedOff))
+        .count();
+    assert_eq!(u64::try_from(events).expect("fits"), handed);
+    assert_eq!(locks.stats().manager.acquired, 400);
 }

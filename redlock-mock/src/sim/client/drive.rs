@@ -23,11 +23,12 @@ use crate::sim::trace::fmt_time;
 
 /// The request a message becomes on the wire (`None`: nothing the
 /// simulated clients send).
-fn op(message: Message) -> Option<Op> {
-    Some(match message {
+fn op(t: &Transmit) -> Option<Op> {
+    Some(match t.message() {
         Message::Acquire { ttl, fence } => Op::Acquire {
             ttl_ns: duration_ns(ttl.as_duration()),
             fence,
+            queued: t.claim().queue(),
         },
         Message::Extend(ttl) => Op::Extend {
             ttl_ns: duration_ns(ttl.as_duration()),
@@ -101,6 +102,7 @@ impl Client {
             Err(e) => {
                 let c = self.id;
                 ctx.line(|| format!("c{c} cannot lock: {e}"));
+                ctx.process.unwant();
                 return self.think(ctx);
             }
         };
@@ -141,6 +143,7 @@ impl Client {
         let Some(h) = self.held.as_mut() else {
             return false;
         };
+        let before = h.lease.valid_until();
         let message = match h.lease.begin_extend(now, ttl, &self.settings) {
             Ok(message) => message,
             Err(e) => {
@@ -150,6 +153,20 @@ impl Client {
             }
         };
         let lock = h.lock;
+        // From now on the nodes may set the extend's TTL: the lease bounds
+        // its validity by it (a shorter one shortens it), and so does the
+        // checker.
+        let shortened = (h.lease.valid_until() < before).then(|| {
+            self.clock
+                .real_at(ctx.time.local(h.lease.valid_until()), ctx.now)
+        });
+        if let Some(end) = shortened {
+            ctx.checker.end(lock, end);
+            self.watch_validity(ctx, lock, end);
+        }
+        let Some(h) = self.held.as_mut() else {
+            return false;
+        };
         let vanished =
             ctx.presence(&self.view, lock, self.mask) < redlock_core::quorum(self.view.len());
         let mut machine = Single::new(
@@ -187,29 +204,31 @@ impl Client {
         let (c, lock) = (self.id, h.lock);
         ctx.line(|| format!("c{c} releases L{lock}"));
         let handing = if Self::lined(ctx) {
-            self.release_line(ctx, h.lock)
+            self.release_line(ctx)
         } else {
             None
         };
         let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided);
         machine.start(now);
+        let first = handing.is_some().then(|| machine.poll_transmit()).flatten();
         self.release = Some(super::Releasing {
             machine,
             lease: h.lease,
             lock: h.lock,
         });
-        let Some(to) = handing else {
+        let (Some(to), Some(first)) = (handing, first) else {
             return self.drive(ctx, Slot::Release, false);
         };
-        // The hand-off (`release_handing_off`): the release goes to every
-        // node first, and the next waiter's first round right behind it,
-        // in the same batch: no pause falls in between.
-        self.collect(ctx, Slot::Release);
-        self.send_outbox(ctx);
-        ctx.stats.hand_offs += 1;
-        let (next, ticket) = (to.waiter.who, to.waiter.ticket);
-        ctx.line(|| format!("c{c} hands L{lock} over to c{next} (ticket {ticket})"));
-        ctx.notes.push(Note::HandOff(next, Box::new(to.hand)));
+        // The hand-off (as `release_handing_off`): the engine's batch, the
+        // release to every node first and the next waiter's first round
+        // right behind it; no pause falls in between.
+        let (next, ticket) = (to.0.who, to.0.ticket);
+        if self.hand_off(ctx, to, first, lock) {
+            ctx.stats.hand_offs += 1;
+            ctx.line(|| format!("c{c} hands L{lock} over to c{next} (ticket {ticket})"));
+        } else {
+            self.send_outbox(ctx);
+        }
         self.settle(ctx, Slot::Release);
     }
 
@@ -234,13 +253,19 @@ impl Client {
     /// and the checker.
     pub(super) fn collect(&mut self, ctx: &mut Ctx<'_>, slot: Slot) {
         while let Some(t) = self.machine(slot).and_then(Machine::poll_transmit) {
-            let lock = match slot {
-                Slot::Acquire => self.attempt_sends(ctx, &t),
-                Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
-                Slot::Release => self.release.as_ref().map_or(u32::MAX, |r| r.lock),
-            };
-            self.outbox.push((slot, t, lock));
+            self.take_transmit(ctx, slot, t);
         }
+    }
+
+    /// Puts a transmit of the machine in `slot` into the outbox, with its
+    /// lock number.
+    pub(super) fn take_transmit(&mut self, ctx: &mut Ctx<'_>, slot: Slot, t: Transmit) {
+        let lock = match slot {
+            Slot::Acquire => self.attempt_sends(ctx, &t),
+            Slot::Extend => self.extend.as_ref().map_or(u32::MAX, |e| e.lock),
+            Slot::Release => self.release.as_ref().map_or(u32::MAX, |r| r.lock),
+        };
+        self.outbox.push((slot, t, lock));
     }
 
     /// Bookkeeping for a transmit of the acquisition: a new claim is a new
@@ -288,7 +313,7 @@ impl Client {
     pub(super) fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
         let outbox = std::mem::take(&mut self.outbox);
         for (slot, t, lock) in &outbox {
-            let Some(op) = op(t.message()) else {
+            let Some(op) = op(t) else {
                 continue;
             };
             let tx = self.next_tx;
@@ -442,6 +467,7 @@ impl Client {
     /// The acquisition won the lock.
     fn acquired(&mut self, ctx: &mut Ctx<'_>, a: Attempt, acquired: Acquired) {
         let now = ctx.now;
+        ctx.process.unwant();
         let (c, lock, mask) = (self.id, a.lock, self.mask);
         let token = match ctx.sc.fence_scheme {
             FenceScheme::Raise => acquired.fence.map(|f| f.value()),
@@ -503,6 +529,7 @@ impl Client {
     /// The acquisition failed (its failed rounds were released by it).
     fn failed(&mut self, ctx: &mut Ctx<'_>, a: &Attempt, error: &LockError<NodeDown>) {
         let (c, lock) = (self.id, a.lock);
+        ctx.process.unwant();
         if matches!(error, LockError::Timeout { .. }) {
             ctx.stats.gave_up += 1;
             ctx.line(|| format!("c{c} gives up (L{lock}): {error}"));

@@ -8,15 +8,15 @@
 //! same batch (on the process's ordered links), as
 //! `Lines::release_handing_off` does.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use redlock_core::engine::{Acquire, Entropy, Handing, Joined, Look, Waiting};
-use redlock_core::{Claim, Queued, Resources};
+use redlock_core::engine::{HandOff, Handing, Joined, Look, Message, Transmit, Waiting};
+use redlock_core::{Queued, Resources};
 
 use super::entropy::SimEntropy;
 use super::{Attempt, Client};
-use crate::sim::ctx::{Ctx, HandOff, Note};
+use crate::sim::ctx::{Ctx, HandOff as HandOffNote, Note};
+use crate::sim::event::NodeDown;
 use crate::sim::event::{Slot, Step};
 use crate::sim::outcome::ViolationKind;
 use crate::sim::process::{InLine, Process};
@@ -45,6 +45,7 @@ impl Client {
             Ok(resources) => resources,
             Err(e) => {
                 ctx.line(|| format!("c{c} cannot lock: {e}"));
+                ctx.process.unwant();
                 return self.think(ctx);
             }
         };
@@ -108,6 +109,7 @@ impl Client {
             }
             Look::Left => {
                 self.waiting = None;
+                ctx.process.unwant();
                 ctx.process.out_of_line(c);
                 ctx.stats.gave_up += 1;
                 ctx.line(|| format!("c{c} leaves its line (deadline)"));
@@ -130,7 +132,7 @@ impl Client {
     /// The line was handed to this waiter with an acquisition started for
     /// it: its first round goes out now, right behind the release (no
     /// pause falls in between: they are one batch).
-    pub(crate) fn take_hand_off(&mut self, ctx: &mut Ctx<'_>, hand: HandOff) {
+    pub(crate) fn take_hand_off(&mut self, ctx: &mut Ctx<'_>, hand: HandOffNote) {
         if self.waiting.take().is_none() {
             return;
         }
@@ -146,6 +148,9 @@ impl Client {
             wake: None,
             handed: true,
         });
+        for t in hand.first {
+            self.take_transmit(ctx, Slot::Acquire, t);
+        }
         self.collect(ctx, Slot::Acquire);
         self.send_outbox(ctx);
         self.settle(ctx, Slot::Acquire);
@@ -196,10 +201,9 @@ impl Client {
         ctx.notes.extend(expired.into_iter().map(Note::Wake));
     }
 
-    /// The owner releases: what the line says, and (on `Handing::Next`)
-    /// the next waiter's acquisition, started with a fresh token, its first
-    /// round not yet taken. `lock` is the lock being released.
-    pub(super) fn release_line(&mut self, ctx: &mut Ctx<'_>, lock: u32) -> Option<HandTo> {
+    /// The owner releases: what the line says; on `Handing::Next`, the
+    /// new owner and whether its hand-off round yields.
+    pub(super) fn release_line(&mut self, ctx: &mut Ctx<'_>) -> Option<(Waiting<u8>, bool)> {
         let ticket = self.ticket.take();
         ticket?;
         let resources = resources_of(self.mask).ok()?;
@@ -210,10 +214,29 @@ impl Client {
             .lines
             .release(&resources, ticket, now, &mut expired);
         ctx.notes.extend(expired.into_iter().map(Note::Wake));
-        let Handing::Next { waiter, yields } = handing else {
-            return None;
-        };
-        let (manager, mark_ttl) = (ctx.process.manager, ctx.process.mark_ttl);
+        match handing {
+            Handing::Next { waiter, yields } => Some((waiter, yields)),
+            Handing::Plain | Handing::Freed => None,
+        }
+    }
+
+    /// Hands the line over to `waiter` as the manager does
+    /// ([`engine::HandOff`](redlock_core::engine::HandOff)): the engine
+    /// starts its acquisition with a fresh token and gives the batch, which
+    /// goes out in its order: the release (`release`, of lock `lock`) from
+    /// here, the acquire round from the new owner at once (no pause falls
+    /// in between: one batch on the process's ordered links). `false`
+    /// when no hand-off was made: the release is then in the outbox alone
+    /// and the new owner acquires itself.
+    pub(super) fn hand_off(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        (waiter, yields): (Waiting<u8>, bool),
+        release: Transmit,
+        lock: u32,
+    ) -> bool {
+        let now = self.now_at(ctx);
+        let queued = Queued::new(ctx.process.manager, ctx.process.mark_ttl, true);
         let mut issued = None;
         let mut entropy = SimEntropy {
             rng: &mut self.rng,
@@ -224,43 +247,47 @@ impl Client {
             cycle: self.cycle,
             unique: ctx.sc.unique_tokens,
         };
-        let Ok(token) = entropy.token() else {
-            // No token for them: it acquires itself.
-            ctx.notes.push(Note::Turn(waiter.who));
-            return None;
-        };
-        // As the manager does: a plain acquire unless it must look for other
-        // managers' waiting marks.
-        let mut claim = Claim::new(resources.clone(), token);
-        if yields {
-            claim = claim.queued(Queued::new(manager, mark_ttl, true));
-        }
-        let mut machine = Acquire::new(
-            self.settings.clone(),
-            resources,
-            waiter.ttl,
-            Some(waiter.deadline),
-            Some(Queued::new(manager, mark_ttl, true)),
+        let started = HandOff::<NodeDown>::start(
+            release,
+            &waiter,
+            yields,
+            &self.settings,
+            queued,
+            now,
+            &mut entropy,
         );
-        machine.start_with(now, Arc::new(claim), &mut entropy);
+        let hand = match started {
+            Ok(hand) => hand,
+            Err(release) => {
+                // No token for them: it acquires itself.
+                self.outbox.push((Slot::Release, release, lock));
+                ctx.notes.push(Note::Turn(waiter.who));
+                return false;
+            }
+        };
         let theirs = issued.unwrap_or(u32::MAX);
-        let ticket = waiter.ticket;
         if let Some(rec) = ctx.locks.get_mut(theirs) {
             rec.handed_from = Some(lock);
         }
-        Some(HandTo {
-            waiter,
-            hand: HandOff {
-                machine,
+        let mut first = Vec::new();
+        for t in hand.batch {
+            match t.message() {
+                Message::Release(_) => {
+                    self.outbox.push((Slot::Release, t, lock));
+                    self.send_outbox(ctx);
+                }
+                _ => first.push(t),
+            }
+        }
+        ctx.notes.push(Note::HandOff(
+            waiter.who,
+            Box::new(HandOffNote {
+                machine: hand.acquire,
+                first,
                 lock: theirs,
-                ticket,
-            },
-        })
+                ticket: waiter.ticket,
+            }),
+        ));
+        true
     }
-}
-
-/// A hand-off to make: to whom, and what.
-pub(super) struct HandTo {
-    pub(super) waiter: Waiting<u8>,
-    pub(super) hand: HandOff,
 }

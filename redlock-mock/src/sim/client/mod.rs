@@ -124,6 +124,9 @@ pub(crate) struct Client {
     ttl: Ttl,
     pub(crate) crashed: bool,
     pub(crate) done: bool,
+    /// With [`Scenario::exit`]: it did its last write and keeps its lock
+    /// until its process exits.
+    pub(crate) parked: bool,
     pub(crate) paused_until: u64,
     /// Incarnation: bumped by a restart after a crash.
     pub(crate) life: u16,
@@ -178,6 +181,7 @@ impl Client {
             ttl,
             crashed: false,
             done: false,
+            parked: false,
             paused_until: 0,
             life: 0,
             cycle: 0,
@@ -363,7 +367,7 @@ impl Client {
         let c = self.id;
         if over {
             self.done = true;
-            ctx.notes.push(Note::Retired);
+            ctx.notes.push(Note::Retired(self.id));
             ctx.line(|| format!("c{c} done"));
             return;
         }
@@ -377,6 +381,7 @@ impl Client {
         self.mask = mask;
         let local = self.clock.local(ctx.now);
         let deadline = local.saturating_add(super::clock::signed(sc.acquire_timeout));
+        ctx.process.want(ctx.now);
         if Self::lined(ctx) {
             self.join_line(ctx, ctx.time.at(deadline));
         } else {
@@ -419,7 +424,7 @@ impl Client {
                 let delay = self.rng.range(0, duration_ns(max));
                 ctx.push(now + delay, Ev::ClientRestart(self.id));
             }
-            None => ctx.notes.push(Note::Retired),
+            None => ctx.notes.push(Note::Retired(self.id)),
         }
         let c = self.id;
         ctx.line(|| format!("c{c} crashes"));

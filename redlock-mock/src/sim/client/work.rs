@@ -5,6 +5,10 @@
 //! "Valid" is what the holder's [`Lease`](redlock_core::engine::Lease)
 //! says now.
 
+use std::time::Duration;
+
+use redlock_core::Ttl;
+
 use super::Client;
 use crate::sim::clock::duration_ns;
 use crate::sim::ctx::Ctx;
@@ -46,8 +50,15 @@ impl Client {
         let low = ctx.time.local(h.lease.valid_until()) - local < half;
         if sc.extend && !sc.keep_alive && !h.extended && believes && low {
             h.extended = true;
+            let ttl = match sc.extend_ttl {
+                Some((lo, hi)) => {
+                    let ns = self.rng.range(duration_ns(lo), duration_ns(hi));
+                    Ttl::new(Duration::from_nanos(ns)).unwrap_or(self.ttl)
+                }
+                None => self.ttl,
+            };
             // The critical section waits for the extend (see `extended`).
-            if self.start_extend(ctx, self.ttl, false) {
+            if self.start_extend(ctx, ttl, false) {
                 return;
             }
         }
@@ -124,6 +135,31 @@ impl Client {
     }
 
     pub(super) fn release(&mut self, ctx: &mut Ctx<'_>) {
+        if ctx.sc.exit && self.cycle >= ctx.sc.cycles && self.held.is_some() {
+            // The program keeps its last guard until it returns from main.
+            self.parked = true;
+            let c = self.id;
+            ctx.line(|| format!("c{c} keeps its last lock until its process exits"));
+            ctx.notes.push(crate::sim::ctx::Note::Parked(c));
+            return;
+        }
         self.start_release(ctx);
+    }
+
+    /// Its process exits: it drops its guard (the release is queued on the
+    /// workers, nobody waits for it) and is done. Returns the real time
+    /// its workers die: the engine's exit deadline from now.
+    pub(crate) fn exit(&mut self, ctx: &mut Ctx<'_>) -> u64 {
+        self.parked = false;
+        self.start_release(ctx);
+        // Nobody waits for the release: the process is gone.
+        self.release = None;
+        self.sent.clear();
+        if !self.done {
+            self.done = true;
+            ctx.notes.push(crate::sim::ctx::Note::Retired(self.id));
+        }
+        let deadline = self.settings.exit_deadline(self.now_at(ctx));
+        self.real_of(ctx, deadline)
     }
 }

@@ -181,7 +181,13 @@ impl<'s, 'o> World<'s, 'o> {
         for note in std::mem::take(&mut self.notes) {
             match note {
                 Note::Granted(granted) => self.granted(&granted),
-                Note::Retired => self.live_clients = self.live_clients.saturating_sub(1),
+                Note::Retired(c) => {
+                    self.live_clients = self.live_clients.saturating_sub(1);
+                    if self.sc.exit {
+                        self.maybe_exit(c);
+                    }
+                }
+                Note::Parked(c) => self.maybe_exit(c),
                 // A sibling in the same process (running, as this one is):
                 // it acts at once, as a woken thread of the manager would.
                 Note::Wake(other) => {
@@ -199,6 +205,86 @@ impl<'s, 'o> World<'s, 'o> {
                         self.with_client(other, |cl, ctx| cl.take_hand_off(ctx, *hand));
                     }
                 }
+            }
+        }
+    }
+
+    /// The worker of `client`'s process for `node` is done with transmit
+    /// `tx` (answered or timed out): the next queued request leaves, unless
+    /// the process has exited and its exit deadline passed (then every
+    /// queued request is lost).
+    fn worker_free(&mut self, client: u8, node: u8, tx: u32) {
+        if !self.sc.exit {
+            return;
+        }
+        let now = self.now;
+        let worker = self.net.worker(client, node);
+        if worker.busy != Some((client, tx)) {
+            return;
+        }
+        worker.busy = None;
+        if worker.dies_at.is_some_and(|at| now > at) {
+            let lost = worker.queue.len();
+            worker.queue.clear();
+            if lost > 0 {
+                self.stats.lost_messages += lost as u64;
+                self.trace.line(now, || {
+                    format!("c{client}'s process is gone: {lost} request(s) to n{node} never left")
+                });
+            }
+            return;
+        }
+        let Some(next) = worker.queue.pop_front() else {
+            return;
+        };
+        worker.busy = Some((next.client, next.tx));
+        self.with_client(next.client, |_, ctx| {
+            let at = ctx.now + ctx.node_timeout();
+            ctx.push(
+                at,
+                Ev::WorkerFree {
+                    client: next.client,
+                    node,
+                    tx: next.tx,
+                },
+            );
+            ctx.transmit(next.client, node, next.tx, next.lock, next.op);
+        });
+    }
+
+    /// With [`Scenario::exit`](super::Scenario::exit): once every caller of
+    /// `c`'s process is through (done, or parked on its last lock), the
+    /// parked ones drop their guards at once and the process exits; its
+    /// workers die at the engine's exit deadline.
+    fn maybe_exit(&mut self, c: u8) {
+        let (p, callers) = self.process_of(c);
+        let through = self.clients[callers.clone()]
+            .iter()
+            .all(|cl| cl.done || cl.crashed || cl.parked);
+        if !through || self.processes.get(p).is_none_or(|pr| pr.exited) {
+            return;
+        }
+        self.processes[p].exited = true;
+        let mut dies_at = self.now;
+        for caller in callers {
+            if self.clients[caller].parked {
+                self.with_client(caller as u8, |cl, ctx| {
+                    dies_at = dies_at.max(cl.exit(ctx));
+                });
+            }
+        }
+        self.trace.line(self.now, || {
+            format!(
+                "process {p} exits; its workers stop at {}",
+                fmt_time(dies_at)
+            )
+        });
+        for node in 0..self.sc.nodes as u8 {
+            let worker = self.net.worker(c, node);
+            worker.dies_at = Some(dies_at);
+            // An idle worker with nothing queued has nothing to lose.
+            if worker.busy.is_none() {
+                worker.queue.clear();
             }
         }
     }
@@ -234,6 +320,7 @@ impl<'s, 'o> World<'s, 'o> {
                     .violation(ViolationKind::Observer, now, || problem);
             }
         }
+        self.fairness(g.client);
         for (other, client) in self.clients.iter().enumerate() {
             if other == g.client as usize {
                 continue;
@@ -247,6 +334,33 @@ impl<'s, 'o> World<'s, 'o> {
                         });
                 }
             }
+        }
+    }
+
+    /// The fairness check at a grant to `client`'s process: every other
+    /// process still trying must have been granted within the bound.
+    fn fairness(&mut self, client: u8) {
+        let now = self.now;
+        let (p, _) = self.process_of(client);
+        for (i, other) in self.processes.iter_mut().enumerate() {
+            let Some(since) = other.starving_since.filter(|_| i != p && other.wanting > 0) else {
+                continue;
+            };
+            let waited = Duration::from_nanos(now - since);
+            self.stats.longest_starved = self.stats.longest_starved.max(waited);
+            let Some(bound) = self.sc.fairness.filter(|&b| waited > b && !other.starved) else {
+                continue;
+            };
+            other.starved = true;
+            self.checker.violation(ViolationKind::Starved, now, || {
+                format!(
+                    "process {i} has kept trying without a grant since {} ({waited:?}, bound {bound:?}) while c{client} of process {p} is granted",
+                    fmt_time(since)
+                )
+            });
+        }
+        if let Some(process) = self.processes.get_mut(p) {
+            process.served(now);
         }
     }
 
@@ -275,19 +389,31 @@ impl<'s, 'o> World<'s, 'o> {
     /// then requires that no node holds a key of a lock given up.
     fn drain(&mut self) {
         while let Some((at, ev)) = self.queue.pop() {
-            if let Ev::Deliver {
-                client,
-                node,
-                tx,
-                lock,
-                op,
-                sent,
-            } = ev
-            {
-                self.now = self.now.max(at);
-                let w = ev.words();
-                self.trace.mix(&[at, w[0], w[1], w[2]]);
-                self.deliver(client, node, tx, lock, op, sent);
+            match ev {
+                Ev::Deliver {
+                    client,
+                    node,
+                    tx,
+                    lock,
+                    op,
+                    sent,
+                } => {
+                    self.now = self.now.max(at);
+                    let w = ev.words();
+                    self.trace.mix(&[at, w[0], w[1], w[2]]);
+                    self.deliver(client, node, tx, lock, op, sent);
+                }
+                // The workers of exiting processes go on until they die.
+                Ev::Reply {
+                    client, node, tx, ..
+                }
+                | Ev::WorkerFree { client, node, tx }
+                    if self.sc.exit =>
+                {
+                    self.now = self.now.max(at);
+                    self.worker_free(client, node, tx);
+                }
+                _ => {}
             }
         }
         let now = self.now;
@@ -333,6 +459,9 @@ impl<'s, 'o> World<'s, 'o> {
                 answer,
                 resumed,
             } => {
+                if !resumed {
+                    self.worker_free(client, node, tx);
+                }
                 if self.gate(client, ev) {
                     self.with_client(client, |cl, ctx| {
                         cl.on_reply(ctx, node, tx, answer, resumed);
@@ -394,6 +523,7 @@ impl<'s, 'o> World<'s, 'o> {
                 on,
             } => self.cut(client, node, dir, on),
             Ev::Scripted(i) => self.scripted(usize::from(i)),
+            Ev::WorkerFree { client, node, tx } => self.worker_free(client, node, tx),
             ev => self.node_fault(ev),
         }
     }
@@ -448,14 +578,34 @@ impl<'s, 'o> World<'s, 'o> {
             node.store.purge(local);
             let expiry = |ttl_ns: u64| local + i64::try_from(ttl_ns).unwrap_or(i64::MAX / 4);
             let answer = match op {
-                Op::Acquire { ttl_ns, fence } => {
+                Op::Acquire {
+                    ttl_ns,
+                    fence,
+                    queued,
+                } => {
                     let counters = fence || sc.fencing;
-                    match node
-                        .store
-                        .acquire(rec.mask, &rec.token, lock, expiry(ttl_ns), counters)
-                    {
-                        Some(fence) => Answer::Granted(fence),
-                        None => Answer::Refused,
+                    let keys = node_keys(rec.mask);
+                    node.marks.purge(local);
+                    if node.marks.gives_way(&keys, queued) {
+                        Answer::Refused
+                    } else {
+                        match node.store.acquire(
+                            rec.mask,
+                            &rec.token,
+                            lock,
+                            expiry(ttl_ns),
+                            counters,
+                        ) {
+                            Some(fence) => {
+                                node.marks.granted(&keys, queued);
+                                Answer::Granted(fence)
+                            }
+                            None => {
+                                let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
+                                node.marks.refused(&keys, queued, expiry(mark_ns));
+                                Answer::Refused
+                            }
+                        }
                     }
                 }
                 Op::Extend { ttl_ns } => {
@@ -570,4 +720,11 @@ impl<'s, 'o> World<'s, 'o> {
         };
         (outcome, self.trace.into_lines())
     }
+}
+
+/// The key indices of a key mask.
+fn node_keys(mask: u8) -> Vec<u8> {
+    (0..super::scenario::MAX_KEYS as u8)
+        .filter(|k| mask & (1 << k) != 0)
+        .collect()
 }
