@@ -91,6 +91,7 @@ impl Mode {
         use Impl::*;
         match self {
             Mode::One => &[RawSeq, RawFloor, Ours, Rslock, Redlock],
+            Mode::Distinct(8) => &[RawFloor, RawCeiling, Ours, OursStats, Rslock, Redlock],
             Mode::Distinct(_) => &[RawFloor, RawCeiling, Ours, Rslock, Redlock],
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
@@ -120,6 +121,9 @@ pub(crate) enum Impl {
     Ours,
     /// Our manager with the default retry jitter (hot-key mode only).
     OursDefaultJitter,
+    /// Our manager while another thread reads `Redlock::stats` every
+    /// second (8x distinct only): what reading the counters costs.
+    OursStats,
     /// `rslock` on a tokio multi-thread runtime, its defaults.
     Rslock,
     /// `redlock` (sync), its defaults.
@@ -135,9 +139,10 @@ pub(crate) enum Impl {
 
 impl Impl {
     /// Every implementation with its command-line name.
-    pub(crate) const ALL: [(Impl, &'static str); 7] = [
+    pub(crate) const ALL: [(Impl, &'static str); 8] = [
         (Impl::Ours, "ours"),
         (Impl::OursDefaultJitter, "ours-default-jitter"),
+        (Impl::OursStats, "ours-stats"),
         (Impl::Rslock, "rslock"),
         (Impl::Redlock, "redlock"),
         (Impl::RawSeq, "raw-seq"),

@@ -23,7 +23,7 @@ The fair mode runs ours only: two managers, 4 threads each, on one key.
   --secs S       measured seconds per cell and round
   --warmup S     warm-up seconds per cell (not measured)
   --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair
-  --impls LIST   comma-separated subset of: ours,ours-default-jitter,rslock,
+  --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,rslock,
                  redlock,raw-seq,raw-floor,raw-ceiling
   --hot-retry MIN-MAX
                  our retry pauses in the hot-key and fair modes, in ms

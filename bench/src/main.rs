@@ -165,6 +165,7 @@ fn run_cell(
             ours::run(&cell, ours::Jitter::Hot(min, max))
         }
         Impl::OursDefaultJitter => ours::run(&cell, ours::Jitter::Default),
+        Impl::OursStats => ours::run_reading_stats(&cell),
         Impl::Rslock => peers::rslock(&cell),
         Impl::Redlock => peers::redlock(&cell),
         Impl::RawSeq => raw::run(&cell, raw::Shape::Sequential),

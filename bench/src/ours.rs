@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use redlock_redis::{RedisBackend, Redlock};
 
 use crate::cell::{Cell, Outcome, TTL};
-use crate::measure::OverlapDetector;
+use crate::measure::{OverlapDetector, Recorder, Usage};
 use crate::runner;
 
 /// The per-node timeout, for the backends and the manager (the default).
@@ -50,8 +50,17 @@ pub(crate) fn manager(
     builder.build().context("building the manager")
 }
 
+/// As [`run`], while another thread reads `Redlock::stats` every second.
+pub(crate) fn run_reading_stats(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
+    run_with(cell, Jitter::Default, true)
+}
+
 /// Cycles of `lock_timeout` + confirmed `release`.
 pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
+    run_with(cell, jitter, false)
+}
+
+fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result<Outcome> {
     let hot = cell.mode.is_hot();
     let retry = match jitter {
         Jitter::Hot(min, max) if hot => Some((min, max)),
@@ -59,13 +68,49 @@ pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
     };
     let locks = manager(&cell.urls, retry)?;
     let detector = hot.then(OverlapDetector::default);
-    let (record, usage) = runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (record, usage) = std::thread::scope(|s| {
+        if read_stats {
+            s.spawn(|| {
+                let mut reads = 0_u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    reads += std::hint::black_box(locks.stats()).manager.acquired.min(1);
+                    // Once a second, waking often enough to stop promptly.
+                    for _ in 0..100 {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+                reads
+            });
+        }
+        let result = run_threads(cell, &locks, detector.as_ref());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })?;
+    Ok(Outcome {
+        record,
+        usage,
+        overlaps: detector.map(|d| d.overlaps()),
+        fair: None,
+    })
+}
+
+/// The cycles of every client thread.
+fn run_threads(
+    cell: &Cell<'_>,
+    locks: &Redlock,
+    detector: Option<&OverlapDetector>,
+) -> anyhow::Result<(Recorder, Usage)> {
+    runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
         let key = cell.key(client);
         while window.open() {
             let started = Instant::now();
             match locks.lock_timeout(key.as_str(), TTL, ACQUIRE_TIMEOUT) {
                 Ok(lock) => {
-                    if let Some(detector) = &detector {
+                    if let Some(detector) = detector {
                         detector.enter();
                         std::thread::yield_now();
                         detector.leave();
@@ -78,11 +123,5 @@ pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
                 Err(e) => rec.error(window, started, format!("lock: {e}")),
             }
         }
-    })?;
-    Ok(Outcome {
-        record,
-        usage,
-        overlaps: detector.map(|d| d.overlaps()),
-        fair: None,
     })
 }

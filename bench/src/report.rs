@@ -256,6 +256,8 @@ pub(crate) struct Summary {
     pub(crate) n9_vs_n3_p50: Option<f64>,
     /// The smaller manager's share of the fair mode's acquisitions, in %.
     pub(crate) fair_min_share: Option<f64>,
+    /// 8x distinct ok/s while `stats()` is read every second, over without.
+    pub(crate) stats8_vs_ours: Option<f64>,
 }
 
 impl Summary {
@@ -285,6 +287,10 @@ impl Summary {
                 p50(Mode::Nodes(3), Impl::Ours),
             ),
             fair_min_share: find(rows, Mode::Fair, Impl::Ours).and_then(Row::fair_min_share),
+            stats8_vs_ours: ratio(
+                rate(Mode::Distinct(8), Impl::OursStats),
+                rate(Mode::Distinct(8), Impl::Ours),
+            ),
         }
     }
 
@@ -355,6 +361,7 @@ impl Summary {
                 self.fair_min_share,
                 "(% of acquisitions; 50 = an even split)",
             ),
+            ("stats8_vs_ours", self.stats8_vs_ours, ">= 0.97"),
         ];
         let mut out = String::new();
         for (name, value, target) in lines {
@@ -368,7 +375,7 @@ impl Summary {
         format!(
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
              distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
-             n9_vs_n3_p50={} fair_min_share={}",
+             n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={}",
             number(self.p50_vs_floor),
             number(self.distinct8_vs_ceiling),
             number(self.distinct32_vs_ceiling),
@@ -378,6 +385,7 @@ impl Summary {
             number(self.frozen_p50_ratio),
             number(self.n9_vs_n3_p50),
             number(self.fair_min_share),
+            number(self.stats8_vs_ours),
         )
     }
 }
@@ -438,7 +446,7 @@ mod tests {
         let summary = Summary::from_rows(&[row]);
         assert_eq!(summary.fair_min_share, Some(2.5));
         assert!(
-            summary.line().ends_with(" fair_min_share=2.50"),
+            summary.line().contains(" fair_min_share=2.50 "),
             "{}",
             summary.line()
         );
@@ -451,7 +459,7 @@ mod tests {
             line,
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
              distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
-             n9_vs_n3_p50=nan fair_min_share=nan"
+             n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan"
         );
     }
 }
