@@ -17,8 +17,8 @@ use crate::manager::Manager;
 use crate::shared::{Deadlines, Shared};
 use crate::worker::Worker;
 use crate::{
-    Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason, NodeId,
-    Resources, RoundReport, Token, Ttl,
+    Cancel, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
+    NodeId, Resources, RoundReport, Token, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -249,7 +249,65 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.lock_until(resources.into_resources()?, ttl, deadline, None)
+    }
+
+    /// Acquires as [`Redlock::lock_deadline`] (with no deadline when
+    /// `deadline` is `None`), unless `cancel` is cancelled first, from any
+    /// thread: then it returns [`LockError::Cancelled`] promptly and leaves
+    /// nothing held (see [`Cancel`] for how promptly). A handle cancelled
+    /// before the call makes it return at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`], and [`LockError::Cancelled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Cancel, LockError, Redlock};
+    /// # let locks = Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let cancel = Cancel::new();
+    /// // Free: acquired at once.
+    /// let lock = locks.lock_cancellable("k", Duration::from_secs(5), None, &cancel)?;
+    /// drop(lock);
+    /// cancel.cancel();
+    /// let refused = locks.lock_cancellable("k", Duration::from_secs(5), None, &cancel);
+    /// assert!(matches!(refused, Err(LockError::Cancelled)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lock_cancellable(
+        &self,
+        resources: impl IntoResources,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        cancel: &Cancel,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
+        if cancel.is_cancelled() {
+            return Err(LockError::Cancelled);
+        }
+        let deadline = deadline.unwrap_or_else(|| {
+            crate::config::later(self.manager.shared.config.clock.now(), Duration::MAX)
+        });
+        let _watch = cancel.watch();
+        let lock = self.lock_until(resources, ttl, deadline, Some(cancel))?;
+        if cancel.is_cancelled() {
+            // Won by a round already under way: not wanted any more.
+            let _ = lock.release();
+            return Err(LockError::Cancelled);
+        }
+        Ok(lock)
+    }
+
+    fn lock_until(
+        &self,
+        resources: Resources,
+        ttl: Duration,
+        deadline: Instant,
+        cancel: Option<&Cancel>,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let manager = &self.manager;
         let shared = &manager.shared;
         let config = &shared.config;
@@ -257,12 +315,18 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let (ticket, handed) = match manager.lines.join_line(&resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
             Place::Waiting(ticket, waiter) => {
-                match manager
-                    .lines
-                    .await_turn(shared, &resources, ticket, &waiter)
-                {
+                match manager.lines.await_turn(
+                    shared,
+                    &resources,
+                    ticket,
+                    &waiter,
+                    cancel.map(|c| (c, deadline)),
+                ) {
                     Some(Baton::Turn) => (ticket, None),
                     Some(Baton::Round(mailbox, deadlines)) => (ticket, Some((mailbox, deadlines))),
+                    None if cancel.is_some_and(Cancel::is_cancelled) => {
+                        return Err(LockError::Cancelled)
+                    }
                     None => {
                         return Err(LockError::Timeout {
                             attempts: 0,
@@ -284,10 +348,15 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let (acquired, handed) = match handed {
             // A hand-off started our acquisition behind the release.
             Some((mailbox, deadlines)) => {
+                if let Some(cancel) = cancel {
+                    mailbox.set_cancel(cancel);
+                }
                 let acquired = shared.drive(&mailbox, deadlines)?;
                 let handed = acquired.attempts == 1;
                 (acquired, handed)
             }
+            // Cancelled before any round: the line goes on to the next.
+            None if cancel.is_some_and(Cancel::is_cancelled) => return Err(LockError::Cancelled),
             None => {
                 let acquire = Acquire::new(
                     shared.settings.clone(),
@@ -296,7 +365,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                     Some(deadline),
                     Some(shared.queued(true)),
                 );
-                (self.acquire_with(acquire)?, false)
+                (self.acquire_with(acquire, cancel)?, false)
             }
         };
         std::mem::forget(line);
@@ -454,13 +523,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
 
     /// Drives `acquire` from its first round on this thread.
     fn acquire(&self, acquire: Acquire<B::Error>) -> Result<Lock<B>, LockError<B::Error>> {
-        let acquired = self.acquire_with(acquire)?;
+        let acquired = self.acquire_with(acquire, None)?;
         Ok(Lock::new(Arc::clone(&self.manager), acquired))
     }
 
     fn acquire_with(
         &self,
         mut acquire: Acquire<B::Error>,
+        cancel: Option<&Cancel>,
     ) -> Result<Acquired, LockError<B::Error>> {
         let shared = &self.manager.shared;
         let clock = &shared.config.clock;
@@ -470,6 +540,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
             Arc::clone(clock),
             std::thread::current(),
         ));
+        if let Some(cancel) = cancel {
+            mailbox.set_cancel(cancel);
+        }
         shared.drive(&mailbox, Deadlines::default())
     }
 }

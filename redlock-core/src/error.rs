@@ -176,6 +176,9 @@ pub enum LockError<E> {
     Config(ConfigError),
     /// No random token could be made.
     Entropy(EntropyError),
+    /// The call was cancelled through its [`Cancel`](crate::Cancel) handle
+    /// before it got the lock; it left nothing held.
+    Cancelled,
 }
 
 impl<E> LockError<E> {
@@ -270,6 +273,7 @@ impl<E: fmt::Display> fmt::Display for LockError<E> {
             } => write!(f, "the lock was lost: {reason}"),
             LockError::Config(e) => write!(f, "invalid configuration: {e}"),
             LockError::Entropy(e) => write!(f, "{e}"),
+            LockError::Cancelled => f.write_str("the wait for the lock was cancelled"),
         }
     }
 }
@@ -286,7 +290,7 @@ impl<E: StdError + 'static> StdError for LockError<E> {
             }
             LockError::Config(e) => Some(e),
             LockError::Entropy(e) => Some(e),
-            LockError::ValidityExhausted { .. } => None,
+            LockError::ValidityExhausted { .. } | LockError::Cancelled => None,
         }
     }
 }
