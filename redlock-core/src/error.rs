@@ -73,6 +73,16 @@ pub enum ConfigError {
         /// The operating system's error.
         kind: std::io::ErrorKind,
     },
+    /// Two addresses reach the same node (two host names for one server,
+    /// two databases of one server), as the backend found when connecting
+    /// (see [`Connect::same_node`](crate::Connect::same_node)): it would
+    /// count twice towards a quorum.
+    SameNode {
+        /// The node as the first address names it.
+        first: NodeId,
+        /// The node as the second address names it.
+        second: NodeId,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -116,6 +126,10 @@ impl fmt::Display for ConfigError {
                     "could not start the worker thread for node {node}: {kind}"
                 )
             }
+            ConfigError::SameNode { first, second } => write!(
+                f,
+                "{first} and {second} are the same server: it would count twice towards a quorum"
+            ),
         }
     }
 }

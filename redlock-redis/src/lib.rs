@@ -143,6 +143,7 @@
 mod address;
 mod backend;
 mod builder;
+mod check;
 mod classify;
 mod error;
 mod line;
@@ -156,6 +157,7 @@ mod wire;
 
 pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
+pub use check::{check_deployment, DeploymentCheck, Finding, ServerCheck, ServerInfo, Severity};
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use redlock_core::*;
 
