@@ -540,3 +540,143 @@ fn ask(target: &Target, full: bool) -> Result<ServerInfo, RedisNodeError> {
             .unwrap_or(0),
     })
 }
+
+/// Who holds one lock key on one server, as [`key_status`] found it.
+///
+/// # Examples
+///
+/// See [`key_status`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyState {
+    /// The time left before the key expires, `None` when it is not held
+    /// (or, for a key without expiry, which this library never writes,
+    /// `Some(Duration::MAX)`).
+    pub ttl: Option<Duration>,
+    /// The first three bytes of the token, in hex (never the whole token),
+    /// when held.
+    pub token_prefix: Option<String>,
+}
+
+impl KeyState {
+    /// Whether the key is held on this server.
+    ///
+    /// # Examples
+    ///
+    /// See [`key_status`].
+    #[must_use]
+    pub fn is_held(&self) -> bool {
+        self.ttl.is_some()
+    }
+}
+
+/// How many bytes of a token [`key_status`] shows.
+const SHOWN_TOKEN_BYTES: usize = 3;
+
+/// Looks at lock key `key` on each server at `urls` (all at once, each
+/// bounded by `timeout`): whether it is held, for how long still, and the
+/// first bytes of its token. One entry per URL, in order, with the
+/// server's secret-free name.
+///
+/// # Errors
+///
+/// A URL that does not parse or a zero `timeout`, as [`check_deployment`];
+/// per server, the error that kept it from answering.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let states = redlock_redis::key_status(["redis://a:6379", "redis://b:6379"], "job", Duration::from_secs(1))?;
+/// for (node, state) in states {
+///     match state {
+///         Ok(state) if state.is_held() => println!("{node}: held, {:?} left", state.ttl),
+///         Ok(_) => println!("{node}: free"),
+///         Err(err) => println!("{node}: {err}"),
+///     }
+/// }
+/// # Ok::<(), redlock_redis::RedisNodeError>(())
+/// ```
+#[allow(clippy::type_complexity)] // a list of (node, answer) is the plainest shape
+pub fn key_status<I>(
+    urls: I,
+    key: &str,
+    timeout: Duration,
+) -> Result<Vec<(NodeId, Result<KeyState, RedisNodeError>)>, RedisNodeError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    let targets = urls
+        .into_iter()
+        .map(|url| {
+            RedisBackend::builder(url.as_ref())
+                .node_timeout(timeout)
+                .target()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(std::thread::scope(|scope| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|target| scope.spawn(move || look(target, key)))
+            .collect();
+        handles
+            .into_iter()
+            .zip(&targets)
+            .map(|(handle, target)| {
+                let state = handle.join().unwrap_or_else(|_| {
+                    Err(RedisNodeError::new(
+                        target.node.clone(),
+                        crate::RedisErrorKind::Io,
+                        Stage::Command,
+                        "the look at this server failed",
+                    ))
+                });
+                (target.node.clone(), state)
+            })
+            .collect()
+    }))
+}
+
+fn look(target: &Target, key: &str) -> Result<KeyState, RedisNodeError> {
+    let error = |stage, err| {
+        RedisNodeError::from_redis(target.node.clone(), stage, err, target.password.as_ref())
+    };
+    let mut wire = Wire::connect(&target.endpoint, target.timeout, &[])
+        .map_err(|e| error(Stage::Connect, e))?;
+    let mut packed = Vec::new();
+    Resp(&mut packed)
+        .command(2)
+        .bulk(b"GET")
+        .bulk(key.as_bytes())
+        .command(2)
+        .bulk(b"PTTL")
+        .bulk(key.as_bytes());
+    wire.write(&packed)
+        .map_err(|e| error(Stage::Command, e.into()))?;
+    let mut read = || match wire.read().map_err(|e| error(Stage::Command, e))? {
+        Value::ServerError(err) => Err(error(Stage::Command, err.into())),
+        value => Ok(value),
+    };
+    let token = read()?;
+    let pttl = read()?;
+    let token_prefix = match token {
+        Value::BulkString(bytes) => Some(
+            bytes
+                .iter()
+                .take(SHOWN_TOKEN_BYTES)
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>(),
+        ),
+        _ => None,
+    };
+    let ttl = match (pttl, &token_prefix) {
+        (Value::Int(ms), Some(_)) if ms >= 0 => Some(Duration::from_millis(ms.unsigned_abs())),
+        (Value::Int(-1), Some(_)) => Some(Duration::MAX),
+        _ => None,
+    };
+    Ok(KeyState {
+        ttl,
+        token_prefix: ttl.and(token_prefix),
+    })
+}

@@ -157,7 +157,10 @@ mod wire;
 
 pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
-pub use check::{check_deployment, DeploymentCheck, Finding, ServerCheck, ServerInfo, Severity};
+pub use check::{
+    check_deployment, key_status, DeploymentCheck, Finding, KeyState, ServerCheck, ServerInfo,
+    Severity,
+};
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use redlock_core::*;
 
