@@ -680,3 +680,55 @@ fn look(target: &Target, key: &str) -> Result<KeyState, RedisNodeError> {
         token_prefix: ttl.and(token_prefix),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> ServerInfo {
+        ServerInfo {
+            version: "7.0.0".to_owned(),
+            role: "master".to_owned(),
+            mode: "standalone".to_owned(),
+            run_id: "r".to_owned(),
+            latency: Duration::from_micros(100),
+            maxmemory_policy: Some("noeviction".to_owned()),
+            aof: true,
+            appendfsync: Some("always".to_owned()),
+            save: Some(String::new()),
+            replicas: 0,
+        }
+    }
+
+    fn severities(info: ServerInfo) -> Vec<Severity> {
+        judge_server(&Ok(info))
+            .iter()
+            .map(Finding::severity)
+            .collect()
+    }
+
+    #[test]
+    fn what_each_setting_is_judged() {
+        assert!(severities(healthy()).is_empty());
+        let cluster = ServerInfo {
+            mode: "cluster".to_owned(),
+            ..healthy()
+        };
+        assert_eq!(severities(cluster), [Severity::Error]);
+        let volatile = ServerInfo {
+            maxmemory_policy: Some("volatile-ttl".to_owned()),
+            ..healthy()
+        };
+        assert_eq!(severities(volatile), [Severity::Error]);
+        let everysec = ServerInfo {
+            appendfsync: Some("everysec".to_owned()),
+            ..healthy()
+        };
+        assert_eq!(severities(everysec), [Severity::Warning]);
+        let replicated = ServerInfo {
+            replicas: 1,
+            ..healthy()
+        };
+        assert_eq!(severities(replicated), [Severity::Warning]);
+    }
+}

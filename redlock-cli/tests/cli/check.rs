@@ -108,4 +108,12 @@ fn unreachable_servers_are_ex_unavailable() {
     assert!(run.stderr.contains("no quorum"), "{run:?}");
     let waited = finish(run_sh(&urls, &["--wait", "300ms"], &key("down"), "exit 0"));
     assert_eq!(waited.code(), Some(69), "{waited:?}");
+    let mut status = redlock();
+    status.arg("status");
+    for url in &urls {
+        status.args(["--server", url]);
+    }
+    status.arg("k");
+    let status = finish(status);
+    assert_eq!(status.code(), Some(69), "{status:?}");
 }

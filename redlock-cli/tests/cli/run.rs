@@ -131,6 +131,12 @@ fn a_child_running_four_ttls_keeps_the_lock_and_the_next_acquires_at_once() {
     std::fs::write(dir.path().join("go"), "").unwrap();
     let out = wait_output(holder, HANG);
     assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("waiting on 3 servers (quorum 2)"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("acquired after"), "{}", out.stderr);
     assert!(out.stderr.contains("extended"), "{}", out.stderr);
     assert!(out.stderr.contains("released"), "{}", out.stderr);
     // Released on exit: one round gets it.
@@ -180,27 +186,50 @@ fn freezing_three_of_five_masters_stops_the_child_within_the_validity() {
 fn sigterm_to_redlock_reaches_the_child_and_releases_the_lock() {
     let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
     let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
     let name = key("term");
-    let script = format!(
-        "trap 'echo got-term > {got}; exit 3' TERM; touch {started}; while true; do sleep 0.02; done",
-        got = dir.path().join("got").display(),
-        started = dir.path().join("started").display()
+    for sent in [Signal::SIGTERM, Signal::SIGINT] {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "trap 'echo got > {got}; exit 3' TERM INT; touch {started}; while true; do sleep 0.02; done",
+            got = dir.path().join("got").display(),
+            started = dir.path().join("started").display()
+        );
+        let holder = spawn(run_sh(&urls, &[], &name, &script));
+        wait_for_file(&dir.path().join("started"));
+        signal(&holder, sent);
+        let out = wait_output(holder, HANG);
+        assert_eq!(out.code(), Some(3), "{sent}: the child's code: {out:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("got"))
+                .unwrap()
+                .trim(),
+            "got"
+        );
+        // Released: one round (one round trip) acquires.
+        let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
+        assert_eq!(next.code(), Some(0), "{sent}: {next:?}");
+    }
+}
+
+#[test]
+fn the_hold_bound_ends_the_lock_and_stops_the_child() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("max-hold");
+    let out = finish(run_sh(
+        &urls,
+        &["--ttl", "300ms", "--max-hold", "600ms"],
+        &name,
+        &until_go(dir.path()),
+    ));
+    assert_eq!(out.code(), Some(LOST), "{out:?}");
+    assert!(
+        out.stderr.contains("bound on total hold time"),
+        "{}",
+        out.stderr
     );
-    let holder = spawn(run_sh(&urls, &[], &name, &script));
-    wait_for_file(&dir.path().join("started"));
-    signal(&holder, Signal::SIGTERM);
-    let out = wait_output(holder, HANG);
-    assert_eq!(out.code(), Some(3), "the child's code: {out:?}");
-    assert_eq!(
-        std::fs::read_to_string(dir.path().join("got"))
-            .unwrap()
-            .trim(),
-        "got-term"
-    );
-    // Released: one round (one round trip) acquires.
-    let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
-    assert_eq!(next.code(), Some(0), "{next:?}");
+    assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
 }
 
 #[test]
@@ -302,6 +331,14 @@ fn the_childs_exit_code_and_a_missing_command() {
     missing.args([name.as_str(), "--", "/nonexistent/command"]);
     let out = finish(missing);
     assert_eq!(out.code(), Some(127), "{out:?}");
+    let mut not_runnable = crate::redlock();
+    not_runnable.arg("run");
+    for url in &urls {
+        not_runnable.args(["--server", url]);
+    }
+    not_runnable.args([name.as_str(), "--", "/"]);
+    let out = finish(not_runnable);
+    assert_eq!(out.code(), Some(126), "{out:?}");
     // Released after that too.
     assert_eq!(
         finish(run_sh(&urls, &["--no-wait"], &name, "exit 0")).code(),
