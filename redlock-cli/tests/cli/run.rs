@@ -21,10 +21,11 @@ fn spawn(mut command: std::process::Command) -> Child {
 }
 
 /// A child that says it started (touches `started`) and runs until `go`
-/// exists.
+/// exists. Its loops here end by themselves after about a minute, so a
+/// failed test leaves nothing running for long.
 fn until_go(dir: &std::path::Path) -> String {
     format!(
-        "touch {started}; while [ ! -e {go} ]; do sleep 0.02; done",
+        "touch {started}; i=0; while [ ! -e {go} ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
         started = dir.join("started").display(),
         go = dir.join("go").display()
     )
@@ -153,7 +154,7 @@ fn freezing_three_of_five_masters_stops_the_child_within_the_validity() {
     let ttl = Duration::from_secs(3);
     // The child ignores SIGTERM: only SIGKILL stops it.
     let script = format!(
-        "trap '' TERM; echo $$ > {pid}; touch {started}; while true; do sleep 0.02; done",
+        "trap '' TERM; echo $$ > {pid}; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
         pid = dir.path().join("pid").display(),
         started = dir.path().join("started").display()
     );
@@ -190,7 +191,7 @@ fn sigterm_to_redlock_reaches_the_child_and_releases_the_lock() {
     for sent in [Signal::SIGTERM, Signal::SIGINT] {
         let dir = tempfile::tempdir().unwrap();
         let script = format!(
-            "trap 'echo got > {got}; exit 3' TERM INT; touch {started}; while true; do sleep 0.02; done",
+            "trap 'echo got > {got}; exit 3' TERM INT; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
             got = dir.path().join("got").display(),
             started = dir.path().join("started").display()
         );
