@@ -95,7 +95,9 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     let released = lock.release();
     match &released {
         Ok(()) => progress.say(format_args!("released")),
-        Err(e) => progress.say(format_args!("release: {e}")),
+        // Worth knowing without -v: the lock was gone before the end, or
+        // some server missed the release (its key then expires).
+        Err(e) => eprintln!("redlock: {}: release: {e}", args.key),
     }
     result
 }
