@@ -42,8 +42,8 @@ python3 scripts/check-rust-version.py
 # In dependency order, verified against each other through cargo's local
 # registry, offline: everything they need was fetched by the steps above.
 cargo package --locked --offline --quiet --allow-dirty \
-  -p redlock-core -p redlock-mock -p redlock-redis
-echo "packages: redlock-core, redlock-mock, redlock-redis"
+  -p redlock-core -p redlock-mock -p redlock-redis -p redlock-cli
+echo "packages: redlock-core, redlock-mock, redlock-redis, redlock-cli"
 
 log "examples on in-memory nodes (the README's main command and the others)"
 for example in quickstart scoped multi_resource fencing; do

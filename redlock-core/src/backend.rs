@@ -348,4 +348,25 @@ pub trait Connect: LockBackend + Sized {
     ///
     /// An address the backend cannot parse or use.
     fn connect(address: &str, node_timeout: Duration) -> Result<Self, Self::Error>;
+
+    /// Two of `backends` (their indices, the smaller first) that reach the
+    /// same node under different ids, when the backend can tell (for Redis:
+    /// the same server under two host names, or two databases of one
+    /// server). [`Builder::connect`](crate::Builder::connect) then fails
+    /// with [`ConfigError::SameNode`](crate::ConfigError::SameNode). It may
+    /// ask the nodes, at most one node timeout in all; a node that cannot
+    /// be asked counts as distinct. Defaults to `None`: no check.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::Connect;
+    /// use redlock_mock::MockNode;
+    /// let nodes = [MockNode::new("a"), MockNode::new("b")];
+    /// assert_eq!(MockNode::same_node(&nodes), None);
+    /// ```
+    fn same_node(backends: &[Self]) -> Option<(usize, usize)> {
+        let _ = backends;
+        None
+    }
 }

@@ -143,7 +143,9 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// # Errors
     ///
     /// [`ConnectError::Address`] for an address the backend rejects,
-    /// [`ConnectError::Config`] as [`Builder::build`].
+    /// [`ConnectError::Config`] as [`Builder::build`], or
+    /// [`ConfigError::SameNode`] when two addresses reach one node (see
+    /// [`Connect::same_node`]).
     ///
     /// # Examples
     ///
@@ -170,6 +172,14 @@ impl<B: LockBackend + 'static> Builder<B> {
             let backend =
                 B::connect(address.as_ref(), self.node_timeout).map_err(ConnectError::Address)?;
             self.backends.push(backend);
+        }
+        if let Some((a, b)) = B::same_node(&self.backends) {
+            if let (Some(first), Some(second)) = (self.backends.get(a), self.backends.get(b)) {
+                return Err(ConnectError::Config(ConfigError::SameNode {
+                    first: first.node_id().clone(),
+                    second: second.node_id().clone(),
+                }));
+            }
         }
         Ok(self.build()?)
     }

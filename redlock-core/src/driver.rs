@@ -18,8 +18,8 @@ use crate::manager::Manager;
 use crate::shared::{Deadlines, Shared};
 use crate::worker::Worker;
 use crate::{
-    Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason, NodeId,
-    Resources, RoundReport, Stats, Token, Ttl,
+    Cancel, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
+    NodeId, Resources, RoundReport, Stats, Token, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -165,13 +165,10 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let ttl = shared.config.check_ttl(ttl)?;
         let started = Instant::now();
         let kept = shared.observer.wants_events().then(|| resources.clone());
-        let result = self.acquire_with(Acquire::new(
-            shared.settings.clone(),
-            resources,
-            ttl,
+        let result = self.acquire_with(
+            Acquire::new(shared.settings.clone(), resources, ttl, None, None),
             None,
-            None,
-        ));
+        );
         let rounds = result.as_ref().map_or(1, |acquired| acquired.attempts);
         shared.observe_lock(kept.as_ref(), started, rounds, &result);
         result.map(|acquired| Lock::new(Arc::clone(&self.manager), acquired))
@@ -259,11 +256,70 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.lock_until(resources.into_resources()?, ttl, deadline, None)
+    }
+
+    /// Acquires as [`Redlock::lock_deadline`] (with no deadline when
+    /// `deadline` is `None`), unless `cancel` is cancelled first, from any
+    /// thread: then it returns [`LockError::Cancelled`] promptly and leaves
+    /// nothing held (see [`Cancel`] for how promptly). A handle cancelled
+    /// before the call makes it return at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`], and [`LockError::Cancelled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Cancel, LockError, Redlock};
+    /// # let locks = Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let cancel = Cancel::new();
+    /// // Free: acquired at once.
+    /// let lock = locks.lock_cancellable("k", Duration::from_secs(5), None, &cancel)?;
+    /// drop(lock);
+    /// cancel.cancel();
+    /// let refused = locks.lock_cancellable("k", Duration::from_secs(5), None, &cancel);
+    /// assert!(matches!(refused, Err(LockError::Cancelled)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lock_cancellable(
+        &self,
+        resources: impl IntoResources,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        cancel: &Cancel,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
+        if cancel.is_cancelled() {
+            return Err(LockError::Cancelled);
+        }
+        let deadline = deadline.unwrap_or_else(|| {
+            crate::config::later(self.manager.shared.config.clock.now(), Duration::MAX)
+        });
+        let _watch = cancel.watch();
+        let lock = self.lock_until(resources, ttl, deadline, Some(cancel))?;
+        if cancel.is_cancelled() {
+            // Won by a round already under way: not wanted any more.
+            let _ = lock.release();
+            return Err(LockError::Cancelled);
+        }
+        Ok(lock)
+    }
+
+    /// The lock calls once the resources are known: counted and reported.
+    fn lock_until(
+        &self,
+        resources: Resources,
+        ttl: Duration,
+        deadline: Instant,
+        cancel: Option<&Cancel>,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         crate::events::call_span!("redlock.lock", resources);
         let ttl = self.manager.shared.config.check_ttl(ttl)?;
         let started = Instant::now();
-        let result = self.lock_in_line(&resources, ttl, deadline);
+        let result = self.lock_in_line(&resources, ttl, deadline, cancel);
         let rounds = match &result {
             Ok((_, rounds)) | Err((_, rounds)) => *rounds,
         };
@@ -274,23 +330,33 @@ impl<B: LockBackend + 'static> Redlock<B> {
         result
     }
 
-    /// `lock_deadline` once its arguments are checked: the lock or the
-    /// error, each with the rounds this caller ran.
+    /// The line, then the rounds: the lock or the error, each with the
+    /// rounds this caller ran.
     #[allow(clippy::type_complexity)]
     fn lock_in_line(
         &self,
         resources: &Resources,
         ttl: Ttl,
         deadline: Instant,
+        cancel: Option<&Cancel>,
     ) -> Result<(Lock<B>, u32), (LockError<B::Error>, u32)> {
         let manager = &self.manager;
         let shared = &manager.shared;
         let (ticket, handed) = match manager.lines.join_line(resources, ttl, deadline) {
             Place::Owner(ticket) => (ticket, None),
             Place::Waiting(ticket, waiter) => {
-                match manager.lines.await_turn(shared, resources, ticket, &waiter) {
+                match manager.lines.await_turn(
+                    shared,
+                    resources,
+                    ticket,
+                    &waiter,
+                    cancel.map(|c| (c, deadline)),
+                ) {
                     Some(Baton::Turn) => (ticket, None),
                     Some(Baton::Round(mailbox, deadlines)) => (ticket, Some((mailbox, deadlines))),
+                    None if cancel.is_some_and(Cancel::is_cancelled) => {
+                        return Err((LockError::Cancelled, 0))
+                    }
                     None => {
                         let error = LockError::Timeout {
                             attempts: 0,
@@ -310,15 +376,23 @@ impl<B: LockBackend + 'static> Redlock<B> {
             resources,
             ticket,
         };
+        let with_rounds = |e: LockError<B::Error>| {
+            let rounds = rounds_of(&e);
+            (e, rounds)
+        };
         let (acquired, handed) = match handed {
             // A hand-off started our acquisition behind the release.
             Some((mailbox, deadlines)) => {
-                let acquired = shared.drive(&mailbox, deadlines).map_err(|e| {
-                    let rounds = rounds_of(&e);
-                    (e, rounds)
-                })?;
+                if let Some(cancel) = cancel {
+                    mailbox.set_cancel(cancel);
+                }
+                let acquired = shared.drive(&mailbox, deadlines).map_err(with_rounds)?;
                 let handed = acquired.attempts == 1;
                 (acquired, handed)
+            }
+            // Cancelled before any round: the line goes on to the next.
+            None if cancel.is_some_and(Cancel::is_cancelled) => {
+                return Err((LockError::Cancelled, 0))
             }
             None => {
                 let acquire = Acquire::new(
@@ -328,10 +402,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                     Some(deadline),
                     Some(shared.queued(true)),
                 );
-                let acquired = self.acquire_with(acquire).map_err(|e| {
-                    let rounds = rounds_of(&e);
-                    (e, rounds)
-                })?;
+                let acquired = self.acquire_with(acquire, cancel).map_err(with_rounds)?;
                 (acquired, false)
             }
         };
@@ -523,6 +594,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     fn acquire_with(
         &self,
         mut acquire: Acquire<B::Error>,
+        cancel: Option<&Cancel>,
     ) -> Result<Acquired, LockError<B::Error>> {
         let shared = &self.manager.shared;
         let clock = &shared.config.clock;
@@ -532,6 +604,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
             Arc::clone(clock),
             std::thread::current(),
         ));
+        if let Some(cancel) = cancel {
+            mailbox.set_cancel(cancel);
+        }
         shared.drive(&mailbox, Deadlines::default())
     }
 }

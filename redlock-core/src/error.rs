@@ -73,6 +73,16 @@ pub enum ConfigError {
         /// The operating system's error.
         kind: std::io::ErrorKind,
     },
+    /// Two addresses reach the same node (two host names for one server,
+    /// two databases of one server), as the backend found when connecting
+    /// (see [`Connect::same_node`](crate::Connect::same_node)): it would
+    /// count twice towards a quorum.
+    SameNode {
+        /// The node as the first address names it.
+        first: NodeId,
+        /// The node as the second address names it.
+        second: NodeId,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -116,6 +126,10 @@ impl fmt::Display for ConfigError {
                     "could not start the worker thread for node {node}: {kind}"
                 )
             }
+            ConfigError::SameNode { first, second } => write!(
+                f,
+                "{first} and {second} are the same server: it would count twice towards a quorum"
+            ),
         }
     }
 }
@@ -176,6 +190,9 @@ pub enum LockError<E> {
     Config(ConfigError),
     /// No random token could be made.
     Entropy(EntropyError),
+    /// The call was cancelled through its [`Cancel`](crate::Cancel) handle
+    /// before it got the lock; it left nothing held.
+    Cancelled,
 }
 
 impl<E> LockError<E> {
@@ -270,6 +287,7 @@ impl<E: fmt::Display> fmt::Display for LockError<E> {
             } => write!(f, "the lock was lost: {reason}"),
             LockError::Config(e) => write!(f, "invalid configuration: {e}"),
             LockError::Entropy(e) => write!(f, "{e}"),
+            LockError::Cancelled => f.write_str("the wait for the lock was cancelled"),
         }
     }
 }
@@ -286,7 +304,7 @@ impl<E: StdError + 'static> StdError for LockError<E> {
             }
             LockError::Config(e) => Some(e),
             LockError::Entropy(e) => Some(e),
-            LockError::ValidityExhausted { .. } => None,
+            LockError::ValidityExhausted { .. } | LockError::Cancelled => None,
         }
     }
 }

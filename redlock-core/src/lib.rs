@@ -59,6 +59,7 @@
 
 mod backend;
 mod builder;
+mod cancel;
 mod clock;
 mod config;
 mod driver;
@@ -85,6 +86,7 @@ mod worker;
 
 pub use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
 pub use builder::Builder;
+pub use cancel::Cancel;
 pub use clock::{Clock, SystemClock};
 pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;

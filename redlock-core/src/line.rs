@@ -18,7 +18,7 @@ use crate::events::{Event, ManagerCounters};
 use crate::mailbox::{Inbox, Mailbox};
 use crate::shared::{Deadlines, Shared};
 use crate::state::LockState;
-use crate::{Claim, Resources, Ttl};
+use crate::{Cancel, Claim, Resources, Ttl};
 
 /// The longest a waiter parks before it looks at its line again; waits are
 /// in real time, so this also keeps a simulated clock's waiters moving.
@@ -96,13 +96,15 @@ impl<E: Send + Sync + 'static> Lines<E> {
     }
 
     /// Waits for the turn of waiter `ticket`: `None` when its deadline came
-    /// first (it has then left the line).
+    /// first or, with `cancel` (the handle and the waiter's deadline), when
+    /// it was cancelled (it has then left the line).
     pub(crate) fn await_turn(
         &self,
         shared: &Shared<E>,
         resources: &Resources,
         ticket: u64,
         waiter: &Waiter<E>,
+        cancel: Option<(&Cancel, Instant)>,
     ) -> Option<Baton<E>> {
         let clock = &shared.config.clock;
         loop {
@@ -112,6 +114,11 @@ impl<E: Send + Sync + 'static> Lines<E> {
                     return Some(baton);
                 }
                 let now = clock.now();
+                if let Some((_, deadline)) = cancel.filter(|(c, _)| c.is_cancelled()) {
+                    // Leaves as a waiter whose deadline passed.
+                    lines.look(resources, ticket, deadline.max(now), |_| None);
+                    return None;
+                }
                 let valid_until = |holder: &Weak<LockState<E>>| {
                     holder
                         .upgrade()

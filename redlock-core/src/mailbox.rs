@@ -4,26 +4,34 @@
 //! many nodes answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::engine::{Acquire, RoundId, Single};
-use crate::{Clock, NodeFailure, Response};
+use crate::{Cancel, Clock, NodeFailure, Response};
 
 /// A machine as the shell drives it: the engine's [`Machine`] and its
 /// result.
 pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
     type Output;
     fn poll(&mut self) -> Option<Self::Output>;
+    /// The result of a machine cancelled between rounds (see [`Cancel`]),
+    /// or `None` for machines that run to their end regardless.
+    fn cancelled(&mut self) -> Option<Self::Output> {
+        None
+    }
 }
 
 impl<E: Send + Sync> Machine<E> for Acquire<E> {
     type Output = Result<crate::engine::Acquired, crate::LockError<E>>;
     fn poll(&mut self) -> Option<Self::Output> {
         Acquire::poll(self)
+    }
+    fn cancelled(&mut self) -> Option<Self::Output> {
+        Some(Err(crate::LockError::Cancelled))
     }
 }
 
@@ -46,6 +54,8 @@ pub(crate) struct Mailbox<M> {
     /// Mirrors `machine.needs_driver()`, for the driver to spin on.
     attention: AtomicBool,
     driver: Thread,
+    /// Stops the machine's pauses between rounds, when set.
+    cancel: OnceLock<Cancel>,
 }
 
 impl<M> Mailbox<M> {
@@ -56,6 +66,26 @@ impl<M> Mailbox<M> {
             clock,
             attention: AtomicBool::new(true),
             driver,
+            cancel: OnceLock::new(),
+        }
+    }
+
+    /// Lets `cancel` stop this machine's pauses between rounds.
+    pub(crate) fn set_cancel(&self, cancel: &Cancel) {
+        let _ = self.cancel.set(cancel.clone());
+    }
+
+    /// Sleeps on the clock until `at`; `false` when cancelled first.
+    pub(crate) fn pause_until(&self, at: Instant) -> bool {
+        match self.cancel.get() {
+            Some(cancel) => cancel.sleep_until(self.clock.as_ref(), at),
+            None => {
+                let now = self.clock.now();
+                if now < at {
+                    self.clock.sleep(at - now);
+                }
+                true
+            }
         }
     }
 

@@ -270,9 +270,12 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     }
                 }
                 Some(Timer::At(at)) => {
-                    let now = clock.now();
-                    if now < at {
-                        clock.sleep(at - now);
+                    // Between rounds nothing is held: a cancelled machine
+                    // stops here.
+                    if !mailbox.pause_until(at) {
+                        if let Some(output) = mailbox.lock().cancelled() {
+                            return output;
+                        }
                     }
                     mailbox
                         .lock()

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
 
+use crate::builder::Target;
 use crate::line::Line;
 use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
@@ -129,6 +130,8 @@ pub struct RedisBackend {
     line: Mutex<Line>,
     /// The server refused `SET ... NX ... GET` (older than Redis 7.0).
     old_set: AtomicBool,
+    /// Where it connects, for [`Connect::same_node`]'s own connection.
+    target: Target,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -223,8 +226,10 @@ impl RedisBackend {
         pool_size: u32,
         tls: bool,
         pool: NodePool,
+        target: Target,
     ) -> Self {
         RedisBackend {
+            target,
             node,
             timeout,
             pool_size,
@@ -381,6 +386,16 @@ impl LockBackend for RedisBackend {
 impl Connect for RedisBackend {
     fn connect(address: &str, node_timeout: Duration) -> Result<Self, RedisNodeError> {
         Self::builder(address).node_timeout(node_timeout).build()
+    }
+
+    /// Asks every master for its `run_id` (`INFO server`) on a connection
+    /// of its own, all at once, within each one's node timeout: two
+    /// backends with different node ids and the same `run_id` are one
+    /// server under two host names or two databases. A master that is
+    /// down, or whose ACL user may not run `INFO`, is not checked.
+    fn same_node(backends: &[Self]) -> Option<(usize, usize)> {
+        let targets: Vec<&Target> = backends.iter().map(|b| &b.target).collect();
+        crate::check::same_server(&targets)
     }
 }
 

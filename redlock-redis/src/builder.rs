@@ -17,6 +17,16 @@ pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 /// The default number of pooled connections per node.
 pub const DEFAULT_POOL_SIZE: u32 = 2;
 
+/// Where and how to reach one node, checked but not connected.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) node: redlock_core::NodeId,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) timeout: Duration,
+    pub(crate) tls: bool,
+    pub(crate) password: Option<Secret>,
+}
+
 /// Settings for one [`RedisBackend`]; [`build`](Self::build) checks them.
 ///
 /// # Examples
@@ -141,6 +151,26 @@ impl RedisBackendBuilder {
     /// assert_eq!(err.kind(), RedisErrorKind::InvalidConfig);
     /// ```
     pub fn build(self) -> Result<RedisBackend, RedisNodeError> {
+        let target = self.target()?;
+        let pool = NodePool::new(PoolSettings {
+            node: target.node.clone(),
+            endpoint: target.endpoint.clone(),
+            timeout: target.timeout,
+            size: self.pool_size,
+            password: target.password.clone(),
+        });
+        Ok(RedisBackend::from_parts(
+            target.node.clone(),
+            target.timeout,
+            self.pool_size,
+            target.tls,
+            pool,
+            target,
+        ))
+    }
+
+    /// Checks the settings: where and how to connect, without connecting.
+    pub(crate) fn target(&self) -> Result<Target, RedisNodeError> {
         let address = address::parse(self.url.expose())?;
         let invalid = |detail: &str| {
             RedisNodeError::new(
@@ -164,20 +194,13 @@ impl RedisBackendBuilder {
                 .map(str::to_owned),
             db: settings.db(),
         };
-        let pool = NodePool::new(PoolSettings {
-            node: address.node.clone(),
+        Ok(Target {
+            node: address.node,
             endpoint,
             timeout,
-            size: self.pool_size,
-            password: address.password.clone(),
-        });
-        Ok(RedisBackend::from_parts(
-            address.node,
-            timeout,
-            self.pool_size,
-            address.tls,
-            pool,
-        ))
+            tls: address.tls,
+            password: address.password,
+        })
     }
 
     /// Where to connect, with the TLS settings for `rediss://`.

@@ -144,6 +144,7 @@
 mod address;
 mod backend;
 mod builder;
+mod check;
 mod classify;
 mod error;
 mod line;
@@ -157,6 +158,10 @@ mod wire;
 
 pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
+pub use check::{
+    check_deployment, key_status, DeploymentCheck, Finding, KeyState, ServerCheck, ServerInfo,
+    Severity,
+};
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use redlock_core::*;
 

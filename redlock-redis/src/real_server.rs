@@ -251,3 +251,99 @@ fn queued_acquires_go_in_pipelined_batches_also_after_script_flush() {
         server.command(&["DEL", &mark("x")]);
     }
 }
+
+#[test]
+fn connect_refuses_one_server_under_two_names_or_two_databases() {
+    use redlock_core::{ConfigError, ConnectError, Redlock};
+    let server = Server::start();
+    let other = Server::start();
+    let port = server.port;
+    let cases = [
+        (
+            format!("redis://localhost:{port}"),
+            format!("localhost:{port}/0"),
+        ),
+        (
+            format!("redis://127.0.0.1:{port}/1"),
+            format!("127.0.0.1:{port}/1"),
+        ),
+    ];
+    for (alias, alias_id) in cases {
+        let urls = [server.url(), other.url(), alias];
+        let err = Redlock::<RedisBackend>::connect(&urls).expect_err("an alias");
+        let ConnectError::Config(ConfigError::SameNode { first, second }) = &err else {
+            unreachable!("expected SameNode, got {err:?}");
+        };
+        assert_eq!(first.as_str(), format!("127.0.0.1:{port}/0"));
+        assert_eq!(second.as_str(), alias_id);
+    }
+    // Distinct servers, and a password in a URL never shows.
+    let ok = Redlock::<RedisBackend>::connect([server.url(), other.url()]);
+    assert!(ok.is_ok(), "{ok:?}");
+    // `default` has no password: any is accepted, and never shown.
+    let secret = format!("redis://default:hunter2@localhost:{port}");
+    let err = Redlock::<RedisBackend>::connect([server.url(), secret]).expect_err("an alias");
+    assert!(!format!("{err} {err:?}").contains("hunter2"));
+}
+
+#[test]
+fn the_deployment_check_finds_eviction_replicas_and_aliases() {
+    let a = Server::start();
+    let b = Server::start();
+    let c = Server::start();
+    let urls = [a.url(), b.url(), c.url()];
+    let timeout = Duration::from_secs(2);
+    let check = crate::check_deployment(&urls, timeout).expect("valid URLs");
+    assert!(check.is_fit(), "{check:?}");
+    let info = check.servers()[0].info().expect("reachable");
+    assert_eq!(info.role, "master");
+    assert!(!info.run_id.is_empty() && !info.version.is_empty());
+
+    assert_eq!(
+        b.command(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"])
+            .as_deref(),
+        Some("+OK")
+    );
+    let check = crate::check_deployment(&urls, timeout).expect("valid URLs");
+    assert!(!check.is_fit());
+    assert!(!check.servers()[1].is_fit());
+    assert!(check.servers()[1]
+        .findings()
+        .iter()
+        .any(|f| f.message().contains("allkeys-lru")));
+    assert!(check.servers()[0].is_fit());
+    b.command(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+
+    assert_eq!(
+        c.command(&["REPLICAOF", "127.0.0.1", &a.port.to_string()])
+            .as_deref(),
+        Some("+OK")
+    );
+    let check = crate::check_deployment(&urls, timeout).expect("valid URLs");
+    assert!(!check.servers()[2].is_fit(), "{check:?}");
+    c.command(&["REPLICAOF", "NO", "ONE"]);
+
+    let alias = format!("redis://localhost:{}", a.port);
+    let check = crate::check_deployment([a.url(), b.url(), alias], timeout).expect("valid URLs");
+    assert!(!check.is_fit());
+    let named = format!("localhost:{}", a.port);
+    let findings = check.servers()[2].findings();
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.message().contains("same server") && f.message().contains(&named)),
+        "{findings:?}"
+    );
+
+    let down = format!("redis://127.0.0.1:{}", closed_port());
+    let check = crate::check_deployment([a.url(), down], timeout).expect("valid URLs");
+    assert!(check.any_unreachable() && !check.is_fit());
+    assert!(crate::check_deployment(["http://x"], timeout).is_err());
+}
+
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}

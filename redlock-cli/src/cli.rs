@@ -1,0 +1,149 @@
+//! The command line: subcommands, options, and the parsing of durations.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+
+/// The text after `--help`: the exit codes (docs/cli.md says the same).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0-255     run: the command's own exit code (128+N when signal N ended it)
+  0         check: fit for Redlock; status: a quorum of servers answered
+  1         check: not fit for Redlock (see the errors)
+  64        bad usage: arguments, no servers, a malformed URL or duration,
+            an empty key, one server listed twice
+  69        unavailable: no quorum, servers unreachable
+  70        an unexpected error
+  75        run: the lock is held by another holder (--no-wait, or --wait
+            ran out); change it with --conflict-exit-code
+  79        run: the lock was lost while the command ran; it was stopped
+  126, 127  run: the command could not be started, was not found
+  130, 143  run: SIGINT, SIGTERM while waiting for the lock
+
+Servers come from --server URL (repeated) or REDLOCK_SERVERS
+(comma-separated): redis://[user:password@]host[:port][/db], rediss://
+for TLS. Passwords are never printed.";
+
+/// Run a command under a distributed lock (Redlock over independent Redis
+/// masters), check a deployment, or show who holds a lock.
+#[derive(Debug, Parser)]
+#[command(name = "redlock", version, after_help = EXIT_CODES)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Acquire KEY, run COMMAND while keeping the lock alive, release it
+    /// when COMMAND exits, and exit with its code.
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// Check that the servers are fit for Redlock (docs/operations.md).
+    Check(ServerArgs),
+    /// Show, per server, whether KEY is held, for how long, and the first
+    /// bytes of its token.
+    Status(StatusArgs),
+}
+
+/// Where the servers are.
+#[derive(Debug, Args)]
+pub(crate) struct ServerArgs {
+    /// A Redis master's URL; repeat for each (3 or 5 independent masters).
+    /// Defaults to the comma-separated REDLOCK_SERVERS.
+    #[arg(long = "server", value_name = "URL")]
+    pub(crate) servers: Vec<String>,
+    /// How long each server may take to answer.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = positive_duration)]
+    pub(crate) timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    pub(crate) servers: ServerArgs,
+    /// The lock's key.
+    pub(crate) key: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// A Redis master's URL; repeat for each (3 or 5 independent masters).
+    /// Defaults to the comma-separated REDLOCK_SERVERS.
+    #[arg(long = "server", value_name = "URL")]
+    pub(crate) servers: Vec<String>,
+    /// The lock's time to live; the lock is extended while COMMAND runs.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "30s", value_parser = positive_duration)]
+    pub(crate) ttl: Duration,
+    /// How long to wait for the lock (default: as long as it takes).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = any_duration, conflicts_with = "no_wait")]
+    pub(crate) wait: Option<Duration>,
+    /// Try once (one round) and give up at once if the lock is held.
+    #[arg(long)]
+    pub(crate) no_wait: bool,
+    /// The exit code when the lock is held by someone else.
+    #[arg(long, value_name = "N", default_value_t = exit::CONFLICT)]
+    pub(crate) conflict_exit_code: u8,
+    /// The longest the lock is kept alive; then it is lost and COMMAND is
+    /// stopped.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1h", value_parser = positive_duration)]
+    pub(crate) max_hold: Duration,
+    /// After SIGTERM on a lost lock, how long COMMAND has before SIGKILL
+    /// (cut short so that SIGKILL comes before the lock's validity ends).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "10s", value_parser = any_duration)]
+    pub(crate) kill_grace: Duration,
+    /// Give COMMAND a fencing token in REDLOCK_FENCING_TOKEN (rises with
+    /// each holder).
+    #[arg(long)]
+    pub(crate) fencing: bool,
+    /// Progress on stderr: waiting, attempts, acquired, extended, released.
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// How long each server may take to answer a round.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "50ms", value_parser = positive_duration)]
+    pub(crate) node_timeout: Duration,
+    /// The lock's key.
+    pub(crate) key: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// A duration such as `30s`, `1m 30s`, `500ms`; `0` allowed.
+fn any_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.starts_with('-') {
+        return Err("a duration cannot be negative".to_owned());
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (expected a duration such as 30s, 1m 30s or 500ms)"))
+}
+
+/// A duration of at least one millisecond.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = any_duration(text)?;
+    if duration < Duration::from_millis(1) {
+        return Err("must be at least 1ms".to_owned());
+    }
+    Ok(duration)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(any_duration("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(any_duration("0"), Ok(Duration::ZERO));
+        assert!(positive_duration("0").is_err());
+        assert!(positive_duration("0s").is_err());
+        assert!(any_duration("abc").is_err());
+        assert!(any_duration("-5s").is_err());
+        assert!(any_duration("99999999999999999999999s").is_err());
+        assert!(any_duration("").is_err());
+    }
+}

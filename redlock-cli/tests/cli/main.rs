@@ -1,0 +1,128 @@
+//! The `redlock` binary against real `redis-server` processes from the
+//! harness. Every wait polls with a generous bound (a hang bound, 10x and
+//! more what is expected); only processes these tests started are
+//! signalled.
+
+#![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
+
+mod check;
+mod run;
+mod usage;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// The longest any one `redlock` process in these tests may take.
+pub(crate) const HANG: Duration = Duration::from_secs(60);
+
+/// `redlock` with no servers from the environment.
+pub(crate) fn redlock() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_redlock"));
+    command.env_remove("REDLOCK_SERVERS");
+    command
+}
+
+/// `redlock run --server ...` with `options`, then `KEY -- sh -c SCRIPT`.
+pub(crate) fn run_sh(urls: &[String], options: &[&str], key: &str, script: &str) -> Command {
+    let mut command = redlock();
+    command.arg("run");
+    for url in urls {
+        command.args(["--server", url]);
+    }
+    command.args(options).args([key, "--", "sh", "-c", script]);
+    command
+}
+
+/// What a finished `redlock` said.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Finished {
+    pub(crate) fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+/// Runs `command` to its end (killed after [`HANG`]).
+pub(crate) fn finish(mut command: Command) -> Finished {
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, HANG)
+}
+
+/// Waits for `child` (spawned with piped stdout and stderr) at most
+/// `bound`, then kills it and fails.
+pub(crate) fn wait_output(mut child: Child, bound: Duration) -> Finished {
+    let stdout = child.stdout.take().map(reader);
+    let stderr = child.stderr.take().map(reader);
+    let deadline = Instant::now() + bound;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("redlock did not finish within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let collect = |rx: Option<mpsc::Receiver<String>>| {
+        rx.map(|rx| rx.iter().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    };
+    Finished {
+        status,
+        stdout: collect(stdout),
+        stderr: collect(stderr),
+    }
+}
+
+/// The lines of `stream`, as they come.
+pub(crate) fn reader(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits (polling, at most [`HANG`]) until `path` exists.
+pub(crate) fn wait_for_file(path: &Path) {
+    redlock_tests::harness::wait_until(HANG, &path.display().to_string(), || path.exists())
+        .unwrap();
+}
+
+/// Sends `signal` to a process these tests started.
+pub(crate) fn signal(child: &Child, signal: Signal) {
+    kill(Pid::from_raw(i32::try_from(child.id()).unwrap()), signal).unwrap();
+}
+
+/// The value of `key` on the server at `url`.
+pub(crate) fn get(server: &redlock_tests::harness::RedisServer, key: &str) -> Option<Vec<u8>> {
+    let mut connection = server.client().unwrap();
+    redis::cmd("GET").arg(key).query(&mut connection).unwrap()
+}
+
+/// A key of its own for each test.
+pub(crate) fn key(name: &str) -> String {
+    format!("cli-test:{name}:{}", std::process::id())
+}

@@ -1,0 +1,348 @@
+//! `redlock run` on real masters: mutual exclusion, conflicts, keep-alive,
+//! a lost lock, signals, fencing, and `status` next to a holder.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use redlock_tests::harness::{process_exists, wait_until, RedisCluster, ServerOptions};
+
+use crate::{finish, get, key, reader, run_sh, signal, wait_for_file, wait_output, HANG};
+
+const CONFLICT: i32 = 75;
+const LOST: i32 = 79;
+
+fn spawn(mut command: std::process::Command) -> Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A child that says it started (touches `started`) and runs until `go`
+/// exists. Its loops here end by themselves after about a minute, so a
+/// failed test leaves nothing running for long.
+fn until_go(dir: &std::path::Path) -> String {
+    format!(
+        "touch {started}; i=0; while [ ! -e {go} ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+        started = dir.join("started").display(),
+        go = dir.join("go").display()
+    )
+}
+
+#[test]
+fn two_runs_never_interleave_and_a_no_wait_loser_gets_the_conflict_code() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let name = key("exclusive");
+    let script = format!(
+        "echo start $$ >> {log}; sleep 0.3; echo end $$ >> {log}",
+        log = log.display()
+    );
+    let runs: Vec<Child> = (0..2)
+        .map(|_| spawn(run_sh(&urls, &["--ttl", "5s"], &name, &script)))
+        .collect();
+    for run in runs {
+        let out = wait_output(run, HANG);
+        assert_eq!(out.code(), Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    for pair in lines.chunks(2) {
+        let start = pair[0].strip_prefix("start ").unwrap();
+        let end = pair[1].strip_prefix("end ").unwrap();
+        assert_eq!(start, end, "interleaved: {text}");
+    }
+
+    // A holder, then a --no-wait loser: the conflict code at once.
+    let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
+    wait_for_file(&dir.path().join("started"));
+    let started = Instant::now();
+    let loser = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
+    assert_eq!(loser.code(), Some(CONFLICT), "{loser:?}");
+    assert!(loser.stderr.contains("held by another holder"), "{loser:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "not at once");
+    let custom = finish(run_sh(
+        &urls,
+        &["--no-wait", "--conflict-exit-code", "9"],
+        &name,
+        "exit 0",
+    ));
+    assert_eq!(custom.code(), Some(9), "{custom:?}");
+    // A bounded wait that runs out is a conflict too.
+    let waited = finish(run_sh(&urls, &["--wait", "300ms"], &name, "exit 0"));
+    assert_eq!(waited.code(), Some(CONFLICT), "{waited:?}");
+
+    // `status` next to the holder: held everywhere, a short token prefix.
+    let mut status = crate::redlock();
+    status.arg("status");
+    for url in &urls {
+        status.args(["--server", url]);
+    }
+    status.arg(&name);
+    let out = finish(status);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(out.stdout.matches(": held, ").count(), 3, "{}", out.stdout);
+    let token = get(cluster.node(0), &name).unwrap();
+    let full: String = token.iter().map(|b| format!("{b:02x}")).collect();
+    assert!(out.stdout.contains(&full[..6]), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains(&full[..8]),
+        "more than the first bytes: {}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("held on 3 of 3"), "{}", out.stdout);
+
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn a_child_running_four_ttls_keeps_the_lock_and_the_next_acquires_at_once() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("keep");
+    let ttl = Duration::from_millis(500);
+    let holder = spawn(run_sh(
+        &urls,
+        &["--ttl", "500ms", "-v"],
+        &name,
+        &until_go(dir.path()),
+    ));
+    wait_for_file(&dir.path().join("started"));
+    let started = Instant::now();
+    let mut refused = 0;
+    while started.elapsed() < ttl * 4 {
+        let third = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
+        assert_eq!(
+            third.code(),
+            Some(CONFLICT),
+            "acquired after {:?}: {third:?}",
+            started.elapsed()
+        );
+        refused += 1;
+    }
+    assert!(refused > 0);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr.contains("waiting on 3 servers (quorum 2)"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("acquired after"), "{}", out.stderr);
+    assert!(out.stderr.contains("extended"), "{}", out.stderr);
+    assert!(out.stderr.contains("released"), "{}", out.stderr);
+    // Released on exit: one round gets it.
+    let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
+    assert_eq!(next.code(), Some(0), "{next:?}");
+}
+
+#[test]
+fn freezing_three_of_five_masters_stops_the_child_within_the_validity() {
+    let cluster = RedisCluster::start(5, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("lost");
+    let ttl = Duration::from_secs(3);
+    // The child ignores SIGTERM: only SIGKILL stops it.
+    let script = format!(
+        "trap '' TERM; echo $$ > {pid}; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+        pid = dir.path().join("pid").display(),
+        started = dir.path().join("started").display()
+    );
+    let holder = spawn(run_sh(&urls, &["--ttl", "3s"], &name, &script));
+    wait_for_file(&dir.path().join("started"));
+    let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Every extension so far started before this instant, so the lock's
+    // validity ends before `frozen + ttl`.
+    let frozen = Instant::now();
+    for i in 0..3 {
+        cluster.node(i).pause().unwrap();
+    }
+    wait_until(HANG, "the child to be stopped", || !process_exists(pid)).unwrap();
+    let gone = frozen.elapsed();
+    let out = wait_output(holder, HANG);
+    for i in 0..3 {
+        cluster.node(i).resume().unwrap();
+    }
+    assert!(gone < ttl, "the child outlived the lock: {gone:?}");
+    assert_eq!(out.code(), Some(LOST), "{out:?}");
+    assert!(out.stderr.contains("lost the lock"), "{}", out.stderr);
+    assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
+}
+
+#[test]
+fn sigterm_to_redlock_reaches_the_child_and_releases_the_lock() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let name = key("term");
+    for sent in [Signal::SIGTERM, Signal::SIGINT] {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "trap 'echo got > {got}; exit 3' TERM INT; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+            got = dir.path().join("got").display(),
+            started = dir.path().join("started").display()
+        );
+        let holder = spawn(run_sh(&urls, &[], &name, &script));
+        wait_for_file(&dir.path().join("started"));
+        signal(&holder, sent);
+        let out = wait_output(holder, HANG);
+        assert_eq!(out.code(), Some(3), "{sent}: the child's code: {out:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("got"))
+                .unwrap()
+                .trim(),
+            "got"
+        );
+        // Released: one round (one round trip) acquires.
+        let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
+        assert_eq!(next.code(), Some(0), "{sent}: {next:?}");
+    }
+}
+
+#[test]
+fn the_hold_bound_ends_the_lock_and_stops_the_child() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("max-hold");
+    let out = finish(run_sh(
+        &urls,
+        &["--ttl", "300ms", "--max-hold", "600ms"],
+        &name,
+        &until_go(dir.path()),
+    ));
+    assert_eq!(out.code(), Some(LOST), "{out:?}");
+    assert!(
+        out.stderr.contains("bound on total hold time"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
+}
+
+#[test]
+fn sigint_while_waiting_exits_promptly_and_leaves_no_key() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("int");
+    let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
+    wait_for_file(&dir.path().join("started"));
+    let never = dir.path().join("never");
+    let mut waiter = spawn(run_sh(
+        &urls,
+        &["-v"],
+        &name,
+        &format!("touch {}", never.display()),
+    ));
+    // Waiting once it has reported a round that was refused.
+    let lines = reader(waiter.stderr.take().unwrap());
+    let deadline = Instant::now() + HANG;
+    loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap();
+        if line.contains("still waiting") {
+            break;
+        }
+    }
+    let asked = Instant::now();
+    signal(&waiter, Signal::SIGINT);
+    let status = loop {
+        if let Some(status) = waiter.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "no prompt exit on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(!never.exists());
+    // Only the holder's key: once it is done, nothing is left.
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for node in cluster.iter() {
+        assert_eq!(get(node, &name), None);
+    }
+}
+
+#[test]
+fn fencing_tokens_seen_by_successive_children_rise() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("tokens");
+    let name = key("fence");
+    let script = format!(
+        "echo \"$REDLOCK_KEY $REDLOCK_FENCING_TOKEN\" >> {}",
+        log.display()
+    );
+    for _ in 0..4 {
+        let out = finish(run_sh(&urls, &["--fencing"], &name, &script));
+        assert_eq!(out.code(), Some(0), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let tokens: Vec<u64> = text
+        .lines()
+        .map(|line| {
+            let (key, token) = line.split_once(' ').unwrap();
+            assert_eq!(key, name);
+            token.parse().unwrap()
+        })
+        .collect();
+    assert_eq!(tokens.len(), 4);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    // Without --fencing the child gets no token.
+    let plain = dir.path().join("plain");
+    let script = format!("echo \"[$REDLOCK_FENCING_TOKEN]\" > {}", plain.display());
+    assert_eq!(finish(run_sh(&urls, &[], &name, &script)).code(), Some(0));
+    assert_eq!(std::fs::read_to_string(plain).unwrap().trim(), "[]");
+}
+
+#[test]
+fn the_childs_exit_code_and_a_missing_command() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let name = key("code");
+    assert_eq!(
+        finish(run_sh(&urls, &[], &name, "exit 42")).code(),
+        Some(42)
+    );
+    let mut missing = crate::redlock();
+    missing.arg("run");
+    for url in &urls {
+        missing.args(["--server", url]);
+    }
+    missing.args([name.as_str(), "--", "/nonexistent/command"]);
+    let out = finish(missing);
+    assert_eq!(out.code(), Some(127), "{out:?}");
+    let mut not_runnable = crate::redlock();
+    not_runnable.arg("run");
+    for url in &urls {
+        not_runnable.args(["--server", url]);
+    }
+    not_runnable.args([name.as_str(), "--", "/"]);
+    let out = finish(not_runnable);
+    assert_eq!(out.code(), Some(126), "{out:?}");
+    // Released after that too.
+    assert_eq!(
+        finish(run_sh(&urls, &["--no-wait"], &name, "exit 0")).code(),
+        Some(0)
+    );
+}

@@ -1,0 +1,134 @@
+//! Bad input: a clear message and EX_USAGE (64), never a panic.
+
+use crate::{finish, redlock};
+
+const USAGE: i32 = 64;
+
+fn assert_usage(args: &[&str], env: Option<&str>, expect: &str) {
+    let mut command = redlock();
+    command.args(args);
+    if let Some(servers) = env {
+        command.env("REDLOCK_SERVERS", servers);
+    }
+    let out = finish(command);
+    assert_eq!(out.code(), Some(USAGE), "{args:?}: {out:?}");
+    assert!(
+        out.stderr.to_lowercase().contains(&expect.to_lowercase()),
+        "{args:?}: expected {expect:?} in {:?}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("panicked"), "{args:?}: {out:?}");
+}
+
+#[test]
+fn bad_input_gets_a_message_and_ex_usage() {
+    let server = ["--server", "redis://127.0.0.1:1"];
+    let with = |rest: &[&'static str]| -> Vec<&'static str> {
+        let mut args = vec!["run"];
+        args.extend_from_slice(&server);
+        args.extend_from_slice(rest);
+        args
+    };
+    // No servers at all, and an empty REDLOCK_SERVERS.
+    assert_usage(&["run", "k", "--", "true"], None, "no servers");
+    assert_usage(&["run", "k", "--", "true"], Some(" , "), "no servers");
+    assert_usage(&["status", "k"], None, "no servers");
+    assert_usage(&["check"], None, "no servers");
+    // Malformed URL and wrong scheme, with the password kept out.
+    assert_usage(
+        &[
+            "run",
+            "--server",
+            "redis://u:hunter2@[::1",
+            "k",
+            "--",
+            "true",
+        ],
+        None,
+        "invalid",
+    );
+    assert_usage(
+        &["run", "--server", "http://127.0.0.1:1", "k", "--", "true"],
+        None,
+        "http://127.0.0.1:1",
+    );
+    assert_usage(&["check", "--server", "ftp://x"], None, "invalid");
+    assert_usage(&["status", "--server", "ftp://x", "k"], None, "invalid");
+    // Durations.
+    assert_usage(&with(&["--ttl", "0", "k", "--", "true"]), None, "--ttl");
+    assert_usage(&with(&["--ttl", "abc", "k", "--", "true"]), None, "--ttl");
+    assert_usage(
+        &with(&["--ttl", "-5s", "k", "--", "true"]),
+        None,
+        "negative",
+    );
+    assert_usage(
+        &with(&["--wait", "-1s", "k", "--", "true"]),
+        None,
+        "negative",
+    );
+    assert_usage(
+        &with(&["--ttl", "99999999999999999999999999s", "k", "--", "true"]),
+        None,
+        "--ttl",
+    );
+    // A TTL that parses but that millisecond expiry cannot carry.
+    assert_usage(
+        &with(&["--ttl", "1000000000y", "k", "--", "true"]),
+        None,
+        "ttl",
+    );
+    assert_usage(
+        &with(&["--kill-grace", "soon", "k", "--", "true"]),
+        None,
+        "--kill-grace",
+    );
+    assert_usage(
+        &with(&["--conflict-exit-code", "300", "k", "--", "true"]),
+        None,
+        "300",
+    );
+    // No command after `--`, no `--` at all, an empty key.
+    assert_usage(&with(&["k", "--"]), None, "COMMAND");
+    assert_usage(&with(&["k"]), None, "COMMAND");
+    assert_usage(&with(&["", "--", "true"]), None, "key");
+    assert_usage(
+        &["status", "--server", "redis://127.0.0.1:1", ""],
+        None,
+        "key",
+    );
+    // --wait and --no-wait together.
+    assert_usage(
+        &with(&["--wait", "1s", "--no-wait", "k", "--", "true"]),
+        None,
+        "cannot be used",
+    );
+
+    // The password in a bad URL is never printed.
+    let out = finish({
+        let mut c = redlock();
+        c.args([
+            "run",
+            "--server",
+            "redis://u:hunter2@[::1",
+            "k",
+            "--",
+            "true",
+        ]);
+        c
+    });
+    assert!(!out.stderr.contains("hunter2"), "{out:?}");
+}
+
+#[test]
+fn help_lists_the_exit_codes() {
+    let out = finish({
+        let mut c = redlock();
+        c.arg("--help");
+        c
+    });
+    assert_eq!(out.code(), Some(0));
+    for code in ["64", "69", "75", "79", "126", "127", "130"] {
+        assert!(out.stdout.contains(code), "{code} missing from --help");
+    }
+}
