@@ -385,8 +385,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: self.jitter_seed,
             queue_depth: self.queue_depth,
             fencing: self.fencing,
-            events: self.events,
         };
-        Redlock::start(self.backends, config)
+        Redlock::start(self.backends, config, self.events)
     }
 }

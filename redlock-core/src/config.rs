@@ -208,7 +208,6 @@ pub(crate) struct Config {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) queue_depth: usize,
     pub(crate) fencing: bool,
-    pub(crate) events: Option<Arc<dyn crate::EventHandler>>,
 }
 
 impl fmt::Debug for Config {

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::engine::{Acquire, Acquired, Settings};
-use crate::events::Observer;
+use crate::events::{EventHandler, Observer};
 use crate::keeper::Keeper;
 use crate::line::{Baton, Lines, Place};
 use crate::mailbox::Mailbox;
@@ -76,9 +76,13 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
 }
 
 impl<B: LockBackend + 'static> Redlock<B> {
-    pub(crate) fn start(backends: Vec<B>, config: Config) -> Result<Self, ConfigError> {
+    pub(crate) fn start(
+        backends: Vec<B>,
+        config: Config,
+        events: Option<Arc<dyn EventHandler>>,
+    ) -> Result<Self, ConfigError> {
         let depth = config.queue_depth;
-        let observer = Arc::new(Observer::new(config.events.clone()));
+        let observer = Arc::new(Observer::new(events));
         let workers = backends
             .into_iter()
             .enumerate()
