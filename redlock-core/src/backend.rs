@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::events::ConnectionSink;
 use crate::{Claim, NodeId, Ttl};
 
 /// A node's answer to an acquire request.
@@ -293,6 +294,15 @@ pub trait LockBackend: Send + Sync {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, Self::Error>>) {
         out.extend(requests.iter().map(|request| request.run_on(self)));
     }
+
+    /// Called once by the manager when it starts, with a sink for errors
+    /// the backend sees outside any request (a connection pool's
+    /// background connects, say): they reach the manager's event hook as
+    /// [`Event::Connection`](crate::Event::Connection). The default ignores
+    /// the sink.
+    fn attach(&self, sink: ConnectionSink) {
+        let _ = sink;
+    }
 }
 
 macro_rules! forward_backend {
@@ -316,6 +326,9 @@ macro_rules! forward_backend {
             }
             fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, B::Error>>) {
                 (**self).run_batch(requests, out)
+            }
+            fn attach(&self, sink: ConnectionSink) {
+                (**self).attach(sink)
             }
         }
     )*};

@@ -447,9 +447,12 @@ impl<B: LockBackend + 'static> Redlock<B> {
     #[must_use]
     pub fn stats(&self) -> Stats {
         let shared = &self.manager.shared;
-        shared
-            .observer
-            .snapshot(shared.workers.iter().map(|w| (&w.id, w.counters.as_ref())))
+        shared.observer.snapshot(
+            shared
+                .workers
+                .iter()
+                .map(|w| (&w.id, w.counters.as_ref(), w.queued())),
+        )
     }
 
     /// The node ids, in configuration order.

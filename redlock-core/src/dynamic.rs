@@ -6,7 +6,9 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::{AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response, Ttl};
+use crate::{
+    AcquireOutcome, Claim, ConnectionSink, LockBackend, NodeId, Redlock, Request, Response, Ttl,
+};
 
 /// A manager over type-erased backends: the one type an application can
 /// hold whatever its nodes are.
@@ -149,6 +151,7 @@ trait Erased: Send + Sync {
     fn release(&self, claim: &Claim) -> Result<bool, DynError>;
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, DynError>;
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
+    fn attach(&self, sink: ConnectionSink);
 }
 
 impl<B: LockBackend> Erased for B {
@@ -173,6 +176,9 @@ impl<B: LockBackend> Erased for B {
         LockBackend::run_batch(self, requests, &mut typed);
         out.extend(typed.into_iter().map(|r| r.map_err(DynError::new)));
     }
+    fn attach(&self, sink: ConnectionSink) {
+        LockBackend::attach(self, sink);
+    }
 }
 
 impl LockBackend for DynBackend {
@@ -195,6 +201,9 @@ impl LockBackend for DynBackend {
     }
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>) {
         self.inner.run_batch(requests, out);
+    }
+    fn attach(&self, sink: ConnectionSink) {
+        self.inner.attach(sink);
     }
 }
 

@@ -6,7 +6,7 @@
 //! relaxed atomics, each per-node one written by that node's worker alone.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -247,6 +247,15 @@ pub enum Event<'a> {
         /// The node.
         node: &'a NodeId,
     },
+    /// The backend reported an error outside any request (see
+    /// [`LockBackend::attach`](crate::LockBackend::attach)), such as a
+    /// connection pool's background connect failing.
+    Connection {
+        /// The node.
+        node: &'a NodeId,
+        /// The error (its `Display` never contains secrets).
+        error: &'a (dyn std::error::Error + 'static),
+    },
 }
 
 /// Failure counts of one node, by kind.
@@ -363,7 +372,6 @@ pub(crate) struct NodeCounters {
     panicked: AtomicU64,
     consecutive: AtomicU64,
     last_error: Mutex<Option<String>>,
-    pub(crate) depth: AtomicUsize,
 }
 
 impl NodeCounters {
@@ -386,7 +394,7 @@ impl NodeCounters {
         *self.last_error.lock() = Some(message);
     }
 
-    pub(crate) fn snapshot(&self, node: NodeId) -> NodeStats {
+    pub(crate) fn snapshot(&self, node: NodeId, queue_depth: usize) -> NodeStats {
         NodeStats {
             node,
             requests: self.requests.load(Ordering::Relaxed),
@@ -398,8 +406,76 @@ impl NodeCounters {
             },
             consecutive_failures: self.consecutive.load(Ordering::Relaxed),
             last_error: self.last_error.lock().clone(),
-            queue_depth: self.depth.load(Ordering::Relaxed),
+            queue_depth,
         }
+    }
+}
+
+/// Where a backend reports errors it sees outside any request (given to
+/// [`LockBackend::attach`](crate::LockBackend::attach) by the manager):
+/// they reach the manager's event hook, and the node's last error in
+/// [`Redlock::stats`](crate::Redlock::stats). Cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, OnceLock};
+/// use redlock_core::{ConnectionSink, NodeId};
+///
+/// // A backend keeps the sink it was attached to, and reports through it.
+/// let kept: Arc<OnceLock<ConnectionSink>> = Arc::default();
+/// let sink = ConnectionSink::detached(NodeId::new("a"));
+/// let _ = kept.set(sink);
+/// if let Some(sink) = kept.get() {
+///     sink.report(&std::io::Error::other("connect refused"));
+/// }
+/// ```
+#[derive(Clone)]
+pub struct ConnectionSink {
+    node: NodeId,
+    counters: Arc<NodeCounters>,
+    observer: Arc<Observer>,
+}
+
+impl ConnectionSink {
+    pub(crate) fn new(node: NodeId, counters: Arc<NodeCounters>, observer: Arc<Observer>) -> Self {
+        ConnectionSink {
+            node,
+            counters,
+            observer,
+        }
+    }
+
+    /// A sink that goes nowhere (for a backend used without a manager, and
+    /// for tests).
+    ///
+    /// # Examples
+    ///
+    /// See [`ConnectionSink`].
+    #[must_use]
+    pub fn detached(node: NodeId) -> Self {
+        ConnectionSink::new(node, Arc::default(), Arc::new(Observer::new(None)))
+    }
+
+    /// Reports `error`.
+    ///
+    /// # Examples
+    ///
+    /// See [`ConnectionSink`].
+    pub fn report(&self, error: &(dyn std::error::Error + 'static)) {
+        self.counters.last_error(error.to_string());
+        self.observer.emit(|| Event::Connection {
+            node: &self.node,
+            error,
+        });
+    }
+}
+
+impl fmt::Debug for ConnectionSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionSink")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
     }
 }
 
@@ -463,11 +539,11 @@ impl Observer {
 
     pub(crate) fn snapshot<'a>(
         &self,
-        nodes: impl Iterator<Item = (&'a NodeId, &'a NodeCounters)>,
+        nodes: impl Iterator<Item = (&'a NodeId, &'a NodeCounters, usize)>,
     ) -> Stats {
         Stats {
             nodes: nodes
-                .map(|(id, counters)| counters.snapshot(id.clone()))
+                .map(|(id, counters, depth)| counters.snapshot(id.clone(), depth))
                 .collect(),
             manager: self.manager.snapshot(),
         }
@@ -564,6 +640,9 @@ impl EventHandler for TracingEvents {
             }
             Event::QueueFull { node } => {
                 tracing::warn!(target: "redlock", node = %node, "node queue full");
+            }
+            Event::Connection { node, error } => {
+                tracing::warn!(target: "redlock", node = %node, error = %error, "connection error");
             }
         }
     }

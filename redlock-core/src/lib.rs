@@ -95,8 +95,8 @@ pub use error::{ConfigError, ConnectError, LockError, LostReason};
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
 pub use events::{
-    CallKind, CallOutcome, Event, EventHandler, FailureCounts, FailureKind, ManagerStats, NoEvents,
-    NodeStats, Stats,
+    CallKind, CallOutcome, ConnectionSink, Event, EventHandler, FailureCounts, FailureKind,
+    ManagerStats, NoEvents, NodeStats, Stats,
 };
 pub use fence::{fence_step, FenceStep, FencingToken};
 pub use guard::Lock;

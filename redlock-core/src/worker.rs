@@ -18,7 +18,7 @@ use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
 use crate::engine::{Message, RoundId};
-use crate::events::{Event, FailureKind, NodeCounters, Observer};
+use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::mailbox::Inbox;
 use crate::{Claim, ConfigError, LockBackend, NodeFailure, NodeId, Request, Response, Ttl};
 
@@ -156,6 +156,11 @@ impl<E: Send + 'static> Worker<E> {
     {
         let id = backend.node_id().clone();
         let counters = Arc::new(NodeCounters::default());
+        backend.attach(ConnectionSink::new(
+            id.clone(),
+            Arc::clone(&counters),
+            Arc::clone(observer),
+        ));
         let watch = Watch {
             id: id.clone(),
             counters: Arc::clone(&counters),
@@ -223,14 +228,9 @@ impl<E> Worker<E> {
             }
         }
         self.queue.queued.store(true, Ordering::Release);
-        self.counters
-            .depth
-            .store(state.jobs.len(), Ordering::Relaxed);
         if std::mem::take(&mut state.idle) {
             drop(state);
             self.queue.ready.notify_one();
-        } else {
-            drop(state);
         }
         if refused {
             self.counters.count(Some(FailureKind::Overloaded));
@@ -239,6 +239,12 @@ impl<E> Worker<E> {
         } else {
             Ok(())
         }
+    }
+
+    /// Requests queued for the node right now (for stats: takes the
+    /// queue's lock, so the submit path counts nothing).
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.state.lock().jobs.len()
     }
 
     /// Tells the worker that the manager is gone: it runs what is queued,
@@ -369,7 +375,6 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             state.idle = false;
             std::mem::swap(&mut jobs, &mut state.jobs);
             queue.queued.store(false, Ordering::Release);
-            watch.counters.depth.store(0, Ordering::Relaxed);
         }
         let now = Instant::now();
         // Failed releases that are due go first, ahead of newer requests.

@@ -5,7 +5,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redlock_core::{AcquireOutcome, Claim, Connect, LockBackend, NodeId, Request, Response, Ttl};
+use redlock_core::{
+    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, NodeId, Request, Response, Ttl,
+};
 
 use crate::builder::Target;
 use crate::line::Line;
@@ -303,6 +305,10 @@ impl RedisBackend {
 
 impl LockBackend for RedisBackend {
     type Error = RedisNodeError;
+
+    fn attach(&self, sink: ConnectionSink) {
+        self.pool.attach(sink);
+    }
 
     fn node_id(&self) -> &NodeId {
         &self.node

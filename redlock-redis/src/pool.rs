@@ -6,13 +6,13 @@
 //! call must use (the one that still owes replies, if any) is decided in
 //! [`crate::line`].
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
 use redis::RedisError;
-use redlock_core::NodeId;
+use redlock_core::{ConnectionSink, NodeId};
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::address::Secret;
@@ -89,9 +89,35 @@ pub(crate) struct PoolSettings {
     pub(crate) password: Option<Secret>,
 }
 
+/// Passes the pool's background connection errors to the manager's event
+/// hook once the manager attached its sink (r2d2 would drop them).
+#[derive(Debug)]
+struct Report {
+    node: NodeId,
+    password: Option<Secret>,
+    sink: Arc<OnceLock<ConnectionSink>>,
+}
+
+impl r2d2::HandleError<RedisError> for Report {
+    fn handle_error(&self, error: RedisError) {
+        if let Some(sink) = self.sink.get() {
+            // Classified and redacted like every error of this crate.
+            let error = RedisNodeError::from_redis(
+                self.node.clone(),
+                Stage::Connect,
+                error,
+                self.password.as_ref(),
+            );
+            sink.report(&error);
+        }
+    }
+}
+
 /// One node's pool.
 pub(crate) struct NodePool {
     pool: r2d2::Pool<Manager>,
+    /// Where background connection errors go, once attached.
+    sink: Arc<OnceLock<ConnectionSink>>,
     health: Arc<Health>,
     node: NodeId,
     password: Option<Secret>,
@@ -146,21 +172,33 @@ impl NodePool {
                 .thread_name_pattern("redlock-redis-{}")
                 .build(),
         );
+        let sink = Arc::new(OnceLock::new());
+        let report = Report {
+            node: settings.node.clone(),
+            password: settings.password.clone(),
+            sink: Arc::clone(&sink),
+        };
         let pool = r2d2::Pool::builder()
             .max_size(size)
             .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(reconnect)
-            .error_handler(Box::new(r2d2::NopErrorHandler))
+            .error_handler(Box::new(report))
             .thread_pool(threads)
             .build_unchecked(manager);
         NodePool {
             pool,
+            sink,
             health,
             node: settings.node,
             password: settings.password,
             slack,
         }
+    }
+
+    /// Sends background connection errors to `sink` from now on.
+    pub(crate) fn attach(&self, sink: ConnectionSink) {
+        let _ = self.sink.set(sink);
     }
 
     /// A session on `conn` for a call that ends at `deadline`.

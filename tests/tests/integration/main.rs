@@ -11,6 +11,7 @@ mod manager;
 mod redis_common;
 mod redis_dyn;
 mod redis_errors;
+mod redis_events;
 mod redis_exit;
 mod redis_faults;
 mod redis_ghost;
