@@ -295,6 +295,15 @@ pub trait LockBackend: Send + Sync {
         out.extend(requests.iter().map(|request| request.run_on(self)));
     }
 
+    /// Whether [`acquire`](Self::acquire) with `fence` keeps and returns
+    /// fencing counters. A manager with fencing on refuses, when it is
+    /// built, a backend that does not declare it
+    /// ([`ConfigError::NoFencing`](crate::ConfigError::NoFencing)). The
+    /// default is `false`.
+    fn supports_fencing(&self) -> bool {
+        false
+    }
+
     /// Called once by the manager when it starts, with a sink for errors
     /// the backend sees outside any request (a connection pool's
     /// background connects, say): they reach the manager's event hook as
@@ -329,6 +338,9 @@ macro_rules! forward_backend {
             }
             fn attach(&self, sink: ConnectionSink) {
                 (**self).attach(sink)
+            }
+            fn supports_fencing(&self) -> bool {
+                (**self).supports_fencing()
             }
         }
     )*};

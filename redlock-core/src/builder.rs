@@ -8,7 +8,8 @@ use std::time::Duration;
 use crate::config::{check_node_timeout, Config};
 use crate::events::EventHandler;
 use crate::{
-    Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay, SystemClock,
+    BuildError, Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay,
+    SystemClock,
 };
 
 impl<B: LockBackend + 'static> Redlock<B> {
@@ -16,18 +17,22 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::NoNodes`] or [`ConfigError::DuplicateNode`].
+    /// [`BuildError::Config`] with [`ConfigError::NoNodes`] or
+    /// [`ConfigError::DuplicateNode`]; [`BuildError::Spawn`].
     ///
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{ConfigError, Redlock};
+    /// use redlock_core::{BuildError, ConfigError, Redlock};
     /// use redlock_mock::{MockCluster, MockNode};
     /// let locks = Redlock::new(MockCluster::new(3).backends())?;
-    /// assert!(matches!(Redlock::new(Vec::<MockNode>::new()), Err(ConfigError::NoNodes)));
-    /// # Ok::<(), ConfigError>(())
+    /// assert!(matches!(
+    ///     Redlock::new(Vec::<MockNode>::new()),
+    ///     Err(BuildError::Config(ConfigError::NoNodes))
+    /// ));
+    /// # Ok::<(), BuildError>(())
     /// ```
-    pub fn new(backends: impl IntoIterator<Item = B>) -> Result<Self, ConfigError> {
+    pub fn new(backends: impl IntoIterator<Item = B>) -> Result<Self, BuildError> {
         Self::builder(backends).build()
     }
 
@@ -66,7 +71,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// let locks = Redlock::builder(redlock_mock::MockCluster::new(3).backends())
     ///     .node_timeout(Duration::from_millis(10))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn builder(backends: impl IntoIterator<Item = B>) -> Builder<B> {
         Builder::new(backends.into_iter().collect())
@@ -90,7 +95,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
 ///     .acquire_timeout(Duration::from_secs(2))
 ///     .build()?;
 /// assert_eq!(locks.quorum(), 3);
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), redlock_core::BuildError>(())
 /// ```
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder<B> {
@@ -197,7 +202,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .node_timeout(Duration::from_millis(25))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.node_timeout = timeout;
@@ -215,7 +220,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .drift_factor(0.02)
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn drift_factor(mut self, factor: f64) -> Self {
         self.drift_factor = factor;
@@ -233,7 +238,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .retry_delay(Duration::ZERO, Duration::from_millis(50))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
         self.retry_min = min;
@@ -251,7 +256,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .acquire_timeout(Duration::from_secs(30))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn acquire_timeout(mut self, timeout: Duration) -> Self {
         self.acquire_timeout = timeout;
@@ -269,7 +274,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .clock(std::sync::Arc::new(redlock_core::SystemClock))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -286,7 +291,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .jitter_seed(42)
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
@@ -305,7 +310,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .fencing(true)
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
@@ -324,7 +329,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .queue_depth(64)
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
     pub fn queue_depth(mut self, depth: usize) -> Self {
         self.queue_depth = depth.max(1);
@@ -347,9 +352,11 @@ impl<B: LockBackend + 'static> Builder<B> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::NoNodes`], [`ConfigError::DuplicateNode`],
+    /// [`BuildError::Config`] with [`ConfigError::NoNodes`],
+    /// [`ConfigError::DuplicateNode`], [`ConfigError::NoFencing`],
     /// [`ConfigError::DriftFactor`], [`ConfigError::JitterRange`],
-    /// [`ConfigError::NodeTimeoutZero`], [`ConfigError::NodeTimeoutTooLarge`], or [`ConfigError::WorkerSpawn`]
+    /// [`ConfigError::NodeTimeoutZero`] or [`ConfigError::NodeTimeoutTooLarge`];
+    /// [`BuildError::Spawn`]
     /// when the operating system refuses a thread.
     ///
     /// # Examples
@@ -360,20 +367,28 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// let locks = redlock_core::Redlock::builder(backends)
     ///     .node_timeout(Duration::from_millis(50))
     ///     .build()?;
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), redlock_core::BuildError>(())
     /// ```
-    pub fn build(self) -> Result<Redlock<B>, ConfigError> {
+    pub fn build(self) -> Result<Redlock<B>, BuildError> {
         if self.backends.is_empty() {
-            return Err(ConfigError::NoNodes);
+            return Err(ConfigError::NoNodes.into());
         }
         let mut seen = std::collections::HashSet::new();
         for backend in &self.backends {
             if !seen.insert(backend.node_id().clone()) {
-                return Err(ConfigError::DuplicateNode(backend.node_id().clone()));
+                return Err(ConfigError::DuplicateNode(backend.node_id().clone()).into());
+            }
+        }
+        if self.fencing {
+            if let Some(backend) = self.backends.iter().find(|b| !b.supports_fencing()) {
+                return Err(ConfigError::NoFencing {
+                    node: backend.node_id().clone(),
+                }
+                .into());
             }
         }
         if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {
-            return Err(ConfigError::DriftFactor(self.drift_factor));
+            return Err(ConfigError::DriftFactor(self.drift_factor).into());
         }
         check_node_timeout(self.node_timeout)?;
         let config = Config {

@@ -41,7 +41,7 @@ impl Ttl {
     /// ```
     /// let ttl = redlock_core::Ttl::new(std::time::Duration::from_secs(10))?;
     /// assert_eq!(ttl.as_millis(), 10_000);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(ttl: Duration) -> Result<Self, ConfigError> {
         if ttl > Self::MAX {
@@ -66,7 +66,7 @@ impl Ttl {
     /// # use std::time::Duration;
     /// let ttl = redlock_core::Ttl::new(Duration::from_millis(250))?;
     /// assert_eq!(ttl.as_duration(), Duration::from_millis(250));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn as_duration(self) -> Duration {
@@ -80,7 +80,7 @@ impl Ttl {
     /// ```
     /// # use std::time::Duration;
     /// assert_eq!(redlock_core::Ttl::new(Duration::from_secs(1))?.as_millis(), 1000);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn as_millis(self) -> u64 {
@@ -109,7 +109,7 @@ impl TryFrom<Duration> for Ttl {
 /// let d = delay.pick(0xdead_beef);
 /// assert!(d >= Duration::from_millis(10) && d <= Duration::from_millis(20));
 /// assert_eq!(RetryDelay::new(Duration::ZERO, Duration::ZERO)?.pick(42), Duration::ZERO);
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryDelay {
@@ -154,7 +154,7 @@ impl RetryDelay {
     /// # use redlock_core::RetryDelay;
     /// let delay = RetryDelay::new(Duration::ZERO, Duration::from_nanos(9))?;
     /// assert_eq!(delay.pick(13), Duration::from_nanos(3));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn pick(&self, random: u64) -> Duration {
@@ -174,7 +174,7 @@ impl RetryDelay {
     /// # use std::time::Duration;
     /// let delay = redlock_core::RetryDelay::new(Duration::from_millis(1), Duration::from_millis(9))?;
     /// assert_eq!(delay.min(), Duration::from_millis(1));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn min(&self) -> Duration {
@@ -189,7 +189,7 @@ impl RetryDelay {
     /// # use std::time::Duration;
     /// let delay = redlock_core::RetryDelay::new(Duration::from_millis(1), Duration::from_millis(9))?;
     /// assert_eq!(delay.max(), Duration::from_millis(9));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn max(&self) -> Duration {

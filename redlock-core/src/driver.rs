@@ -18,7 +18,7 @@ use crate::manager::Manager;
 use crate::shared::{Deadlines, Shared};
 use crate::worker::Worker;
 use crate::{
-    Cancel, Claim, ConfigError, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
+    BuildError, Cancel, Claim, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
     NodeId, Resources, RoundReport, Stats, Token, Ttl,
 };
 
@@ -80,7 +80,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         backends: Vec<B>,
         config: Config,
         events: Option<Arc<dyn EventHandler>>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, BuildError> {
         let depth = config.queue_depth;
         let observer = Arc::new(Observer::new(events));
         let workers = backends
@@ -462,7 +462,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
     /// assert_eq!(locks.nodes().count(), 3);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn nodes(&self) -> impl Iterator<Item = &NodeId> {
         self.manager.shared.workers.iter().map(|w| &w.id)
@@ -508,7 +508,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(5).backends())?;
     /// assert_eq!(locks.quorum(), 3);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn quorum(&self) -> usize {

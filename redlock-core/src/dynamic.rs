@@ -152,6 +152,7 @@ trait Erased: Send + Sync {
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, DynError>;
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
+    fn supports_fencing(&self) -> bool;
 }
 
 impl<B: LockBackend> Erased for B {
@@ -179,6 +180,9 @@ impl<B: LockBackend> Erased for B {
     fn attach(&self, sink: ConnectionSink) {
         LockBackend::attach(self, sink);
     }
+    fn supports_fencing(&self) -> bool {
+        LockBackend::supports_fencing(self)
+    }
 }
 
 impl LockBackend for DynBackend {
@@ -204,6 +208,9 @@ impl LockBackend for DynBackend {
     }
     fn attach(&self, sink: ConnectionSink) {
         self.inner.attach(sink);
+    }
+    fn supports_fencing(&self) -> bool {
+        self.inner.supports_fencing()
     }
 }
 

@@ -63,16 +63,16 @@ pub enum ConfigError {
     EmptyKey,
     /// An empty list of resources.
     NoKeys,
-    /// Fencing was asked for, but the backend granted without returning
-    /// fencing counters.
-    FencingUnsupported,
-    /// The operating system refused to start a node's worker thread.
-    WorkerSpawn {
-        /// The node whose worker could not start.
+    /// Fencing is on, but this node's backend does not declare it
+    /// ([`LockBackend::supports_fencing`](crate::LockBackend::supports_fencing)):
+    /// found when the manager is built.
+    NoFencing {
+        /// The node.
         node: NodeId,
-        /// The operating system's error.
-        kind: std::io::ErrorKind,
     },
+    /// Fencing is on and the backend declared it, but it granted without
+    /// returning fencing counters (a backend bug, found at lock time).
+    FencingUnsupported,
     /// Two addresses reach the same node (two host names for one server,
     /// two databases of one server), as the backend found when connecting
     /// (see [`Connect::same_node`](crate::Connect::same_node)): it would
@@ -117,14 +117,12 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::EmptyKey => f.write_str("a resource name must not be empty"),
             ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
+            ConfigError::NoFencing { node } => write!(
+                f,
+                "fencing is on, but the backend of node {node} does not support it"
+            ),
             ConfigError::FencingUnsupported => {
                 f.write_str("fencing is on, but the backend returned no fencing counters")
-            }
-            ConfigError::WorkerSpawn { node, kind } => {
-                write!(
-                    f,
-                    "could not start the worker thread for node {node}: {kind}"
-                )
             }
             ConfigError::SameNode { first, second } => write!(
                 f,
@@ -193,6 +191,9 @@ pub enum LockError<E> {
     /// The call was cancelled through its [`Cancel`](crate::Cancel) handle
     /// before it got the lock; it left nothing held.
     Cancelled,
+    /// The operating system refused to start a thread (the keeper of
+    /// [`Lock::keep_alive`](crate::Lock::keep_alive)).
+    Spawn(SpawnError),
 }
 
 impl<E> LockError<E> {
@@ -288,6 +289,7 @@ impl<E: fmt::Display> fmt::Display for LockError<E> {
             LockError::Config(e) => write!(f, "invalid configuration: {e}"),
             LockError::Entropy(e) => write!(f, "{e}"),
             LockError::Cancelled => f.write_str("the wait for the lock was cancelled"),
+            LockError::Spawn(e) => write!(f, "{e}"),
         }
     }
 }
@@ -304,6 +306,7 @@ impl<E: StdError + 'static> StdError for LockError<E> {
             }
             LockError::Config(e) => Some(e),
             LockError::Entropy(e) => Some(e),
+            LockError::Spawn(e) => Some(e),
             LockError::ValidityExhausted { .. } | LockError::Cancelled => None,
         }
     }
@@ -341,6 +344,117 @@ impl fmt::Display for LostReason {
     }
 }
 
+/// The operating system refused to start one of the manager's threads.
+///
+/// # Examples
+///
+/// ```
+/// let err = redlock_core::SpawnError::new("redlock-keeper", std::io::ErrorKind::OutOfMemory);
+/// assert_eq!(err.thread(), "redlock-keeper");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnError {
+    thread: String,
+    kind: std::io::ErrorKind,
+}
+
+impl SpawnError {
+    /// The thread `thread` could not start, for `kind`.
+    ///
+    /// # Examples
+    ///
+    /// See [`SpawnError`].
+    #[must_use]
+    pub fn new(thread: impl Into<String>, kind: std::io::ErrorKind) -> Self {
+        SpawnError {
+            thread: thread.into(),
+            kind,
+        }
+    }
+
+    /// The thread's name.
+    ///
+    /// # Examples
+    ///
+    /// See [`SpawnError`].
+    #[must_use]
+    pub fn thread(&self) -> &str {
+        &self.thread
+    }
+
+    /// The operating system's error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlock_core::SpawnError::new("t", std::io::ErrorKind::OutOfMemory);
+    /// assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+    /// ```
+    #[must_use]
+    pub fn kind(&self) -> std::io::ErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "could not start thread {}: {}", self.thread, self.kind)
+    }
+}
+
+impl StdError for SpawnError {}
+
+/// Why a manager could not be built ([`Builder::build`](crate::Builder::build),
+/// [`Redlock::new`](crate::Redlock::new)): bad settings, or a thread the
+/// operating system would not start.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::{BuildError, ConfigError, Redlock};
+/// use redlock_mock::MockNode;
+/// let err = Redlock::new(Vec::<MockNode>::new()).unwrap_err();
+/// assert!(matches!(err, BuildError::Config(ConfigError::NoNodes)));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The settings or the set of nodes are invalid.
+    Config(ConfigError),
+    /// A node's worker thread could not start.
+    Spawn(SpawnError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => write!(f, "invalid configuration: {e}"),
+            BuildError::Spawn(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl StdError for BuildError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::Spawn(e) => Some(e),
+        }
+    }
+}
+
+impl From<ConfigError> for BuildError {
+    fn from(e: ConfigError) -> Self {
+        BuildError::Config(e)
+    }
+}
+
+impl From<SpawnError> for BuildError {
+    fn from(e: SpawnError) -> Self {
+        BuildError::Spawn(e)
+    }
+}
+
 /// Why [`Redlock::connect`](crate::Redlock::connect) failed. `E` is the
 /// backend's error type.
 ///
@@ -359,6 +473,8 @@ pub enum ConnectError<E> {
     Config(ConfigError),
     /// The backend could not use one of the addresses.
     Address(E),
+    /// A node's worker thread could not start.
+    Spawn(SpawnError),
 }
 
 impl<E: fmt::Display> fmt::Display for ConnectError<E> {
@@ -366,6 +482,7 @@ impl<E: fmt::Display> fmt::Display for ConnectError<E> {
         match self {
             ConnectError::Config(e) => write!(f, "invalid configuration: {e}"),
             ConnectError::Address(e) => write!(f, "bad node address: {e}"),
+            ConnectError::Spawn(e) => write!(f, "{e}"),
         }
     }
 }
@@ -375,6 +492,7 @@ impl<E: StdError + 'static> StdError for ConnectError<E> {
         match self {
             ConnectError::Config(e) => Some(e),
             ConnectError::Address(e) => Some(e),
+            ConnectError::Spawn(e) => Some(e),
         }
     }
 }
@@ -382,5 +500,20 @@ impl<E: StdError + 'static> StdError for ConnectError<E> {
 impl<E> From<ConfigError> for ConnectError<E> {
     fn from(e: ConfigError) -> Self {
         ConnectError::Config(e)
+    }
+}
+
+impl<E> From<BuildError> for ConnectError<E> {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Config(e) => ConnectError::Config(e),
+            BuildError::Spawn(e) => ConnectError::Spawn(e),
+        }
+    }
+}
+
+impl<E> From<SpawnError> for LockError<E> {
+    fn from(e: SpawnError) -> Self {
+        LockError::Spawn(e)
     }
 }

@@ -575,7 +575,7 @@ impl fmt::Debug for Observer {
 /// let locks = Redlock::builder(cluster.backends())
 ///     .events(Arc::new(TracingEvents))
 ///     .build()?;
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[cfg(feature = "tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]

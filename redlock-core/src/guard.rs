@@ -225,7 +225,7 @@ impl<B: LockBackend> Lock<B> {
         manager
             .keeper
             .register(&manager.shared, &self.state, policy)
-            .map_err(LockError::Config)
+            .map_err(LockError::Spawn)
     }
 
     /// Resets the TTL to `ttl` on every node that still holds this lock, and

@@ -12,7 +12,7 @@ use crate::engine::{Keep, KeepStep};
 use crate::events::Event;
 use crate::shared::Shared;
 use crate::state::{self, LockState};
-use crate::{ConfigError, LockError, LostReason, NodeId};
+use crate::{LockError, LostReason, SpawnError};
 
 /// How a lock is kept alive by automatic extension, and where that stops.
 ///
@@ -145,7 +145,7 @@ impl<E: Send + Sync + 'static> Keeper<E> {
         shared: &Arc<Shared<E>>,
         state: &Arc<LockState<E>>,
         policy: KeepAlive,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<(), SpawnError> {
         register(self, shared, state, policy)
     }
 }
@@ -155,7 +155,7 @@ fn register<E: Send + Sync + 'static>(
     shared: &Arc<Shared<E>>,
     state: &Arc<LockState<E>>,
     policy: KeepAlive,
-) -> Result<(), ConfigError> {
+) -> Result<(), SpawnError> {
     let now = shared.config.clock.now();
     let valid_until = state.life.lock().valid_until();
     let entry = Entry {
@@ -176,10 +176,7 @@ fn register<E: Send + Sync + 'static>(
         std::thread::Builder::new()
             .name("redlock-keeper".into())
             .spawn(move || run(&weak, &rx))
-            .map_err(|e| ConfigError::WorkerSpawn {
-                node: NodeId::new("keeper"),
-                kind: e.kind(),
-            })?;
+            .map_err(|e| SpawnError::new("redlock-keeper", e.kind()))?;
         *sender = Some(tx);
     }
     if let Some(tx) = sender.as_ref() {

@@ -91,7 +91,7 @@ pub use clock::{Clock, SystemClock};
 pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;
 pub use dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
-pub use error::{ConfigError, ConnectError, LockError, LostReason};
+pub use error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
 pub use events::{

@@ -167,7 +167,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert_eq!(report.nodes(), 3);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn nodes(&self) -> usize {
@@ -185,7 +185,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert_eq!(report.quorum(), 2);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn quorum(&self) -> usize {
@@ -203,7 +203,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert!(report.granted() <= 1);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn granted(&self) -> usize {
@@ -222,7 +222,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert_eq!(report.refused(), 0);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn refused(&self) -> usize {
@@ -240,7 +240,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert_eq!(report.failures().len(), 2);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn failures(&self) -> &[NodeError<E>] {
@@ -258,7 +258,7 @@ impl<E> RoundReport<E> {
     /// cluster.node(1).go_down();
     /// let Err(LockError::NoQuorum(report)) = locks.try_lock("k", std::time::Duration::from_secs(1)) else { unreachable!() };
     /// assert_eq!(report.failed_nodes().map(|n| n.as_str()).collect::<Vec<_>>(), ["mock-0", "mock-1"]);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn failed_nodes(&self) -> impl Iterator<Item = &NodeId> {
         self.failures.iter().map(NodeError::node)

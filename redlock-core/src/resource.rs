@@ -18,7 +18,7 @@ use crate::{ConfigError, Token, Ttl};
 /// assert_eq!(set.keys(), ["a", "b"]);
 /// assert!(Resources::new(Vec::<String>::new()).is_err());
 /// assert!(Resources::one("").is_err());
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Resources(Arc<[String]>);
@@ -35,7 +35,7 @@ impl Resources {
     /// ```
     /// let one = redlock_core::Resources::one("invoice:42")?;
     /// assert_eq!(one.keys(), ["invoice:42"]);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn one(key: impl Into<String>) -> Result<Self, ConfigError> {
         Self::new([key.into()])
@@ -53,7 +53,7 @@ impl Resources {
     /// ```
     /// let set = redlock_core::Resources::new(["user:1", "user:2"])?;
     /// assert_eq!(set.len(), 2);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new<I>(keys: I) -> Result<Self, ConfigError>
     where
@@ -79,7 +79,7 @@ impl Resources {
     /// ```
     /// let set = redlock_core::Resources::one("k")?;
     /// assert_eq!(set.keys(), ["k"]);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn keys(&self) -> &[String] {
@@ -92,7 +92,7 @@ impl Resources {
     ///
     /// ```
     /// assert_eq!(redlock_core::Resources::new(["a", "a"])?.len(), 1);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
@@ -105,7 +105,7 @@ impl Resources {
     ///
     /// ```
     /// assert!(!redlock_core::Resources::one("a")?.is_empty());
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -142,7 +142,7 @@ impl TryFrom<String> for Resources {
 /// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]));
 /// assert_eq!(claim.keys(), ["job"]);
 /// assert_eq!(claim.token().as_bytes(), &[1; 20]);
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Claim {
@@ -182,7 +182,7 @@ pub struct Claim {
 /// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]))
 ///     .queued(Queued::new(7, mark, true));
 /// assert_eq!(claim.queue().map(|q| q.manager()), Some(7));
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Queued {
@@ -203,7 +203,7 @@ impl Queued {
     /// use redlock_core::{Queued, Ttl};
     /// let q = Queued::new(1, Ttl::new(Duration::from_millis(400))?, false);
     /// assert!(!q.yields());
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn new(manager: u64, mark_ttl: Ttl, yields: bool) -> Self {
@@ -222,7 +222,7 @@ impl Queued {
     /// # use std::time::Duration;
     /// # use redlock_core::{Queued, Ttl};
     /// assert_eq!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).manager(), 9);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn manager(&self) -> u64 {
@@ -238,7 +238,7 @@ impl Queued {
     /// # use redlock_core::{Queued, Ttl};
     /// let ttl = Ttl::new(Duration::from_millis(300))?;
     /// assert_eq!(Queued::new(9, ttl, true).mark_ttl(), ttl);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn mark_ttl(&self) -> Ttl {
@@ -253,7 +253,7 @@ impl Queued {
     /// # use std::time::Duration;
     /// # use redlock_core::{Queued, Ttl};
     /// assert!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).yields());
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn yields(&self) -> bool {
@@ -269,7 +269,7 @@ impl Claim {
     /// ```
     /// # use redlock_core::{Claim, Resources, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::random().expect("entropy"));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn new(resources: Resources, token: Token) -> Self {
@@ -290,7 +290,7 @@ impl Claim {
     /// let q = Queued::new(3, Ttl::new(Duration::from_millis(400))?, true);
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20])).queued(q);
     /// assert_eq!(claim.queue(), Some(q));
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn queued(mut self, queued: Queued) -> Self {
@@ -307,7 +307,7 @@ impl Claim {
     /// # use redlock_core::{Claim, Resources, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
     /// assert!(claim.queue().is_none());
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn queue(&self) -> Option<Queued> {
@@ -322,7 +322,7 @@ impl Claim {
     /// # use redlock_core::{Claim, Resources, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
     /// assert_eq!(claim.resources().len(), 1);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn resources(&self) -> &Resources {
@@ -337,7 +337,7 @@ impl Claim {
     /// # use redlock_core::{Claim, Resources, Token};
     /// let claim = Claim::new(Resources::new(["b", "a"])?, Token::from_bytes([0; 20]));
     /// assert_eq!(claim.keys(), ["a", "b"]);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn keys(&self) -> &[String] {
@@ -352,7 +352,7 @@ impl Claim {
     /// # use redlock_core::{Claim, Resources, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([9; 20]));
     /// assert_eq!(claim.token().as_bytes()[0], 9);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn token(&self) -> &Token {
@@ -371,7 +371,7 @@ impl Claim {
 /// assert_eq!("a".into_resources()?.keys(), ["a"]);
 /// assert_eq!(["b", "a"].into_resources()?.keys(), ["a", "b"]);
 /// assert!(Vec::<String>::new().into_resources().is_err());
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait IntoResources {
     /// Validates the names.

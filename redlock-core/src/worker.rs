@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::engine::{Message, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::mailbox::Inbox;
-use crate::{Claim, ConfigError, LockBackend, NodeFailure, NodeId, Request, Response, Ttl};
+use crate::{Claim, LockBackend, NodeFailure, NodeId, Request, Response, SpawnError, Ttl};
 
 pub(crate) struct Job<E> {
     pub(crate) message: Message,
@@ -149,7 +149,7 @@ impl<E: Send + 'static> Worker<E> {
         backend: B,
         depth: usize,
         observer: &Arc<Observer>,
-    ) -> Result<Self, ConfigError>
+    ) -> Result<Self, SpawnError>
     where
         B: LockBackend<Error = E> + 'static,
         E: std::error::Error,
@@ -186,10 +186,7 @@ impl<E: Send + 'static> Worker<E> {
                 let _dead = Dead(&theirs);
                 serve(&backend, &theirs, &watch);
             })
-            .map_err(|e| ConfigError::WorkerSpawn {
-                node: id.clone(),
-                kind: e.kind(),
-            })?;
+            .map_err(|e| SpawnError::new(format!("redlock-node-{index}"), e.kind()))?;
         Ok(Worker {
             id,
             queue,

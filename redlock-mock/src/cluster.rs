@@ -87,7 +87,7 @@ impl MockCluster {
     /// let locks: DynRedlock = Redlock::new(cluster.dyn_backends())?;
     /// cluster.node(0).go_down();
     /// assert!(locks.try_lock("k", std::time::Duration::from_secs(1)).is_ok());
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn dyn_backends(&self) -> Vec<redlock_core::DynBackend> {

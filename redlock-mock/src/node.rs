@@ -23,7 +23,7 @@ use crate::marks::Marks;
 /// let err = node.release(&claim).unwrap_err();
 /// assert!(matches!(err, MockError::Down { .. }));
 /// assert_eq!(err.to_string(), "mock node n0 is down");
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -449,6 +449,10 @@ fn holds(state: &State, claim: &Claim) -> bool {
 
 impl LockBackend for MockNode {
     type Error = MockError;
+
+    fn supports_fencing(&self) -> bool {
+        true
+    }
 
     fn node_id(&self) -> &NodeId {
         &self.inner.id

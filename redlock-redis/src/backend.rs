@@ -310,6 +310,10 @@ impl LockBackend for RedisBackend {
         self.pool.attach(sink);
     }
 
+    fn supports_fencing(&self) -> bool {
+        true
+    }
+
     fn node_id(&self) -> &NodeId {
         &self.node
     }

@@ -136,7 +136,7 @@ struct Line<W, H> {
 ///     Handing::Next { waiter, .. } => assert_eq!(waiter.who, "b"),
 ///     other => panic!("{other:?}"),
 /// }
-/// # Ok::<(), redlock_core::ConfigError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct Lines<W, H> {

@@ -162,7 +162,7 @@ impl Settings {
     /// # use redlock_core::{NodeId, RetryDelay, engine::Settings};
     /// let s = Settings::new(vec![NodeId::new("a")].into())
     ///     .retry(RetryDelay::new(Duration::ZERO, Duration::from_millis(5))?);
-    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn retry(mut self, retry: RetryDelay) -> Self {

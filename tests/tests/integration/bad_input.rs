@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redlock_core::{ConfigError, LockError, NodeId, Redlock, Ttl};
+use redlock_core::{BuildError, ConfigError, LockError, NodeId, Redlock, Ttl};
 use redlock_mock::{MockCluster, MockNode};
 
 fn locks() -> (MockCluster, Redlock<MockNode>) {
@@ -15,7 +15,7 @@ fn locks() -> (MockCluster, Redlock<MockNode>) {
 fn no_nodes() {
     assert!(matches!(
         Redlock::new(Vec::<MockNode>::new()),
-        Err(ConfigError::NoNodes)
+        Err(BuildError::Config(ConfigError::NoNodes))
     ));
 }
 
@@ -23,7 +23,10 @@ fn no_nodes() {
 fn the_same_node_twice() {
     let node = MockNode::new("twice");
     let err = Redlock::new([node.clone(), MockNode::new("other"), node]).expect_err("duplicate");
-    assert_eq!(err, ConfigError::DuplicateNode(NodeId::new("twice")));
+    assert_eq!(
+        err,
+        BuildError::Config(ConfigError::DuplicateNode(NodeId::new("twice")))
+    );
 }
 
 #[test]
@@ -73,7 +76,7 @@ fn drift_factor_outside_zero_to_half() {
             .build()
             .expect_err("bad");
         assert!(
-            matches!(err, ConfigError::DriftFactor(_)),
+            matches!(err, BuildError::Config(ConfigError::DriftFactor(_))),
             "{factor}: {err:?}"
         );
     }
@@ -91,7 +94,10 @@ fn jitter_range_inverted() {
         .retry_delay(Duration::from_millis(10), Duration::from_millis(5))
         .build()
         .expect_err("inverted");
-    assert!(matches!(err, ConfigError::JitterRange { .. }), "{err:?}");
+    assert!(
+        matches!(err, BuildError::Config(ConfigError::JitterRange { .. })),
+        "{err:?}"
+    );
     // Zero delays are legal.
     Redlock::builder(MockCluster::new(3).backends())
         .retry_delay(Duration::ZERO, Duration::ZERO)
@@ -105,7 +111,7 @@ fn node_timeout_zero() {
         .node_timeout(Duration::ZERO)
         .build()
         .expect_err("zero");
-    assert_eq!(err, ConfigError::NodeTimeoutZero);
+    assert_eq!(err, BuildError::Config(ConfigError::NodeTimeoutZero));
 }
 
 #[test]
@@ -159,4 +165,55 @@ fn bad_extend_ttl_keeps_the_lock() {
     );
     assert!(lock.is_valid());
     lock.release().expect("still held");
+}
+
+/// A backend that does not declare fencing (the trait's default).
+#[derive(Debug)]
+struct NoFence(MockNode);
+
+impl redlock_core::LockBackend for NoFence {
+    type Error = redlock_mock::MockError;
+    fn node_id(&self) -> &NodeId {
+        self.0.node_id()
+    }
+    fn acquire(
+        &self,
+        claim: &redlock_core::Claim,
+        ttl: Ttl,
+        fence: bool,
+    ) -> Result<redlock_core::AcquireOutcome, Self::Error> {
+        self.0.acquire(claim, ttl, fence)
+    }
+    fn extend(&self, claim: &redlock_core::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
+        self.0.extend(claim, ttl)
+    }
+    fn release(&self, claim: &redlock_core::Claim) -> Result<bool, Self::Error> {
+        self.0.release(claim)
+    }
+    fn raise_fence(&self, claim: &redlock_core::Claim, at_least: u64) -> Result<bool, Self::Error> {
+        self.0.raise_fence(claim, at_least)
+    }
+}
+
+#[test]
+fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
+    use redlock_core::LockBackend as _;
+    let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
+    let err = Redlock::builder(nodes.iter().cloned().map(NoFence).collect::<Vec<_>>())
+        .fencing(true)
+        .build()
+        .expect_err("refused at build");
+    assert_eq!(
+        err,
+        BuildError::Config(ConfigError::NoFencing {
+            node: NodeId::new("a")
+        })
+    );
+    // Without fencing the same backends are fine, and the mock declares it.
+    assert!(Redlock::new(nodes.iter().cloned().map(NoFence)).is_ok());
+    assert!(nodes[0].supports_fencing());
+    assert!(Redlock::builder(nodes.to_vec())
+        .fencing(true)
+        .build()
+        .is_ok());
 }

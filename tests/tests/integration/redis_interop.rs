@@ -82,8 +82,10 @@ fn a_plain_set_nx_lock_refuses_us_and_our_lock_refuses_it() {
         assert!(exists(server, &name));
     }
 
-    // Our release frees it for them.
+    // Our release frees it for them (on every node once the release, which
+    // returns at a quorum, has run everywhere).
     ours.release().expect("release");
+    assert!(locks.flush(Duration::from_secs(5)), "nodes caught up");
     for server in servers.iter() {
         assert!(foreign_lock(server, &name, "their-token"));
     }

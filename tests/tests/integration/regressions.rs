@@ -104,7 +104,10 @@ fn bug_node_timeout_max_panicked_in_try_lock() {
         .build()
         .expect_err("too large");
     assert!(
-        matches!(err, ConfigError::NodeTimeoutTooLarge { .. }),
+        matches!(
+            err,
+            redlock_core::BuildError::Config(ConfigError::NodeTimeoutTooLarge { .. })
+        ),
         "{err:?}"
     );
     // The largest accepted timeout works, and so do unbounded waits.
