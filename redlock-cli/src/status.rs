@@ -1,7 +1,8 @@
 //! `redlock status KEY`: per server, held or not, the time left, and the
 //! first bytes of the token.
 
-use redlock_redis::{key_status, quorum};
+use redlock_redis::decide::quorum;
+use redlock_redis::key_status;
 
 use crate::cli::StatusArgs;
 use crate::exit::{Exit, UNAVAILABLE};

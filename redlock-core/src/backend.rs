@@ -1,17 +1,26 @@
-//! The per-node backend contract.
+//! The per-node backend contract, for backend authors: [`LockBackend`],
+//! the [`Request`]s a manager sends and the [`Response`]s it expects, the
+//! [`Claim`] a node stores (resources and token), and [`Connect`] for
+//! backends opened from an address.
+//!
+//! Run `redlock_mock::conformance` (feature `conformance` of `redlock-mock`)
+//! against a new backend's nodes.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::events::ConnectionSink;
-use crate::{Claim, NodeId, Ttl};
+use crate::{NodeId, Ttl};
+
+pub use crate::events::ConnectionSink;
+pub use crate::resource::{Claim, Queued};
+pub use crate::token::{Token, TOKEN_LEN};
 
 /// A node's answer to an acquire request.
 ///
 /// # Examples
 ///
 /// ```
-/// use redlock_core::AcquireOutcome;
+/// use redlock_core::backend::AcquireOutcome;
 /// let outcome = AcquireOutcome::Granted { fence: Some(7) };
 /// assert!(outcome.is_granted());
 /// assert!(!AcquireOutcome::HeldByOther.is_granted());
@@ -34,7 +43,7 @@ impl AcquireOutcome {
     /// # Examples
     ///
     /// ```
-    /// assert!(redlock_core::AcquireOutcome::Granted { fence: None }.is_granted());
+    /// assert!(redlock_core::backend::AcquireOutcome::Granted { fence: None }.is_granted());
     /// ```
     #[must_use]
     pub fn is_granted(&self) -> bool {
@@ -51,7 +60,8 @@ impl AcquireOutcome {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{Claim, LockBackend, Request, Resources, Response, Token, Ttl};
+/// use redlock_core::{Resources, Ttl};
+/// use redlock_core::backend::{Claim, LockBackend, Request, Response, Token};
 /// let node = redlock_mock::MockNode::new("n0");
 /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
 /// let ttl = Ttl::new(Duration::from_secs(5))?;
@@ -105,7 +115,8 @@ impl Request<'_> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlock_core::{Claim, Request, Resources, Response, Token};
+    /// use redlock_core::Resources;
+    /// use redlock_core::backend::{Claim, Request, Response, Token};
     /// let node = redlock_mock::MockNode::new("n0");
     /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
     /// assert_eq!(Request::Release { claim: &claim }.run_on(&node)?, Response::Held(false));
@@ -130,7 +141,7 @@ impl Request<'_> {
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{AcquireOutcome, Response};
+/// use redlock_core::backend::{AcquireOutcome, Response};
 /// let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
 /// assert_ne!(granted, Response::Held(true));
 /// ```
@@ -180,7 +191,8 @@ pub enum Response {
 /// use std::collections::HashMap;
 /// use std::sync::Mutex;
 /// use std::time::{Duration, Instant};
-/// use redlock_core::{AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Ttl};
+/// use redlock_core::{NodeId, Redlock, Ttl};
+/// use redlock_core::backend::{AcquireOutcome, Claim, LockBackend};
 ///
 /// #[derive(Debug)]
 /// struct Memory { id: NodeId, keys: Mutex<HashMap<String, (Vec<u8>, Instant)>> }
@@ -355,7 +367,8 @@ forward_backend!(&B, Arc<B>, Box<B>);
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{Connect, Redlock};
+/// use redlock_core::Redlock;
+/// use redlock_core::backend::Connect;
 /// use redlock_mock::MockNode;
 ///
 /// // The mock opens a fresh in-memory node named after the address.
@@ -385,7 +398,7 @@ pub trait Connect: LockBackend + Sized {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::Connect;
+    /// use redlock_core::backend::Connect;
     /// use redlock_mock::MockNode;
     /// let nodes = [MockNode::new("a"), MockNode::new("b")];
     /// assert_eq!(MockNode::same_node(&nodes), None);

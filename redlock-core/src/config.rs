@@ -248,11 +248,14 @@ impl Config {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{ConfigError, Redlock, MAX_NODE_TIMEOUT};
+/// use redlock_core::{BuildError, ConfigError, Redlock, MAX_NODE_TIMEOUT};
 /// let too_long = Redlock::builder(redlock_mock::MockCluster::new(3).backends())
 ///     .node_timeout(Duration::MAX)
 ///     .build();
-/// assert!(matches!(too_long, Err(ConfigError::NodeTimeoutTooLarge { max, .. }) if max == MAX_NODE_TIMEOUT));
+/// assert!(matches!(
+///     too_long,
+///     Err(BuildError::Config(ConfigError::NodeTimeoutTooLarge { max, .. })) if max == MAX_NODE_TIMEOUT
+/// ));
 /// ```
 pub const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 

@@ -7,7 +7,8 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::{
-    AcquireOutcome, Claim, ConnectionSink, LockBackend, NodeId, Redlock, Request, Response, Ttl,
+    events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
+    Ttl,
 };
 
 /// A manager over type-erased backends: the one type an application can
@@ -42,7 +43,8 @@ pub type DynRedlock = Redlock<DynBackend>;
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{DynBackend, LockBackend};
+/// use redlock_core::DynBackend;
+/// use redlock_core::backend::LockBackend;
 /// use redlock_mock::MockNode;
 ///
 /// let node = DynBackend::new(MockNode::new("a"));

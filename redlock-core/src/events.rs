@@ -420,7 +420,8 @@ impl NodeCounters {
 ///
 /// ```
 /// use std::sync::{Arc, OnceLock};
-/// use redlock_core::{ConnectionSink, NodeId};
+/// use redlock_core::NodeId;
+/// use redlock_core::backend::ConnectionSink;
 ///
 /// // A backend keeps the sink it was attached to, and reports through it.
 /// let kept: Arc<OnceLock<ConnectionSink>> = Arc::default();

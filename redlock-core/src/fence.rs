@@ -22,7 +22,7 @@ use std::fmt;
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{fence_step, FenceStep};
+/// use redlock_core::decide::{fence_step, FenceStep};
 /// assert_eq!(fence_step(&[7], 1), Some(FenceStep::Done(7)));
 /// assert_eq!(fence_step(&[4, 9, 6], 5), Some(FenceStep::Raise(10)));
 /// assert_eq!(fence_step(&[], 5), None);
@@ -41,7 +41,7 @@ pub enum FenceStep {
 /// # Examples
 ///
 /// ```
-/// assert_eq!(redlock_core::fence_step(&[u64::MAX], 3), Some(redlock_core::FenceStep::Raise(u64::MAX)));
+/// assert_eq!(redlock_core::decide::fence_step(&[u64::MAX], 3), Some(redlock_core::decide::FenceStep::Raise(u64::MAX)));
 /// ```
 #[must_use]
 pub fn fence_step(counters: &[u64], nodes: usize) -> Option<FenceStep> {

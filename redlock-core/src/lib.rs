@@ -11,15 +11,21 @@
 //! backend crate (`redlock-redis` for Redis masters, `redlock-mock` for
 //! in-memory nodes in tests).
 //!
-//! # Layers
+//! # Where things are
 //!
-//! - Pure math and decisions, no clock, no I/O: [`quorum`], [`drift`],
-//!   [`validity`], the vote counter [`Tally`] and the round verdict [`judge`].
-//!   Simulations drive exactly this code.
+//! - At the top level, what applications use: the manager [`Redlock`] and
+//!   its [`Builder`], the guard [`Lock`], [`KeepAlive`], fencing tokens,
+//!   the errors, [`Cancel`], the event hook and [`Stats`], and
+//!   [`DynRedlock`] for code that runs over Redis and the mock alike.
+//! - [`backend`]: the per-node contract for backend authors
+//!   ([`LockBackend`](backend::LockBackend), its requests and answers, the
+//!   [`Claim`](backend::Claim) a node stores).
+//! - [`decide`]: the pure math and decisions, no clock, no I/O (quorum,
+//!   drift, validity, the vote counter and the round verdict, the fencing
+//!   step). Simulations drive exactly this code.
+//! - [`engine`]: the manager's protocol as sans-IO state machines, which the
+//!   blocking manager and the simulator of `redlock-mock` both drive.
 //! - Time through one [`Clock`] trait: validity never uses wall-clock time.
-//! - The blocking manager [`Redlock`] with one long-lived worker thread per
-//!   node, and the [`Lock`] guard.
-//! - The per-node contract [`LockBackend`].
 //!
 //! # Example
 //!
@@ -57,7 +63,7 @@
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
 )]
 
-mod backend;
+pub mod backend;
 mod builder;
 mod cancel;
 mod clock;
@@ -84,7 +90,7 @@ mod tally;
 mod token;
 mod worker;
 
-pub use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
+pub(crate) use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
 pub use builder::Builder;
 pub use cancel::Cancel;
 pub use clock::{Clock, SystemClock};
@@ -95,16 +101,41 @@ pub use error::{BuildError, ConfigError, ConnectError, LockError, LostReason, Sp
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
 pub use events::{
-    CallKind, CallOutcome, ConnectionSink, Event, EventHandler, FailureCounts, FailureKind,
-    ManagerStats, NoEvents, NodeStats, Stats,
+    CallKind, CallOutcome, Event, EventHandler, FailureCounts, FailureKind, ManagerStats, NoEvents,
+    NodeStats, Stats,
 };
-pub use fence::{fence_step, FenceStep, FencingToken};
+pub use fence::FencingToken;
+pub(crate) use fence::{fence_step, FenceStep};
 pub use guard::Lock;
 pub use keeper::KeepAlive;
 pub use node::NodeId;
-pub use quorum::{drift, quorum, validity, DRIFT_FLOOR};
+pub(crate) use quorum::{drift, quorum, validity};
 pub use report::{NodeError, NodeFailure, RoundReport};
-pub use resource::{Claim, IntoResources, Queued, Resources};
-pub use round::{judge, Verdict};
-pub use tally::{Decision, Tally, Vote};
-pub use token::{EntropyError, Token, TOKEN_LEN};
+pub(crate) use resource::{Claim, Queued};
+pub use resource::{IntoResources, Resources};
+pub(crate) use round::{judge, Verdict};
+pub(crate) use tally::{Decision, Tally, Vote};
+pub use token::EntropyError;
+pub(crate) use token::{Token, TOKEN_LEN};
+
+/// The pure math and decisions of the algorithm: no clock, no I/O.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::decide::{drift, quorum, validity};
+/// assert_eq!(quorum(5), 3);
+/// let ttl = Duration::from_secs(10);
+/// assert_eq!(drift(ttl, 0.01), Duration::from_millis(102));
+/// assert_eq!(
+///     validity(ttl, Duration::from_millis(98), drift(ttl, 0.01)),
+///     Some(Duration::from_millis(9800))
+/// );
+/// ```
+pub mod decide {
+    pub use crate::fence::{fence_step, FenceStep};
+    pub use crate::quorum::{drift, quorum, validity, DRIFT_FLOOR};
+    pub use crate::round::{judge, Verdict};
+    pub use crate::tally::{Decision, Tally, Vote};
+}

@@ -16,7 +16,7 @@ pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 /// # Examples
 ///
 /// ```
-/// use redlock_core::quorum;
+/// use redlock_core::decide::quorum;
 /// assert_eq!(quorum(1), 1);
 /// assert_eq!(quorum(4), 3);
 /// assert_eq!(quorum(5), 3);
@@ -36,7 +36,7 @@ pub const fn quorum(n: usize) -> usize {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::drift;
+/// use redlock_core::decide::drift;
 /// assert_eq!(drift(Duration::from_secs(10), 0.01), Duration::from_millis(102));
 /// ```
 #[must_use]
@@ -59,7 +59,7 @@ pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::validity;
+/// use redlock_core::decide::validity;
 /// let ms = Duration::from_millis;
 /// assert_eq!(validity(ms(1000), ms(100), ms(12)), Some(ms(888)));
 /// assert_eq!(validity(ms(1000), ms(990), ms(12)), None);

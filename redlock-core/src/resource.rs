@@ -138,7 +138,8 @@ impl TryFrom<String> for Resources {
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{Claim, Resources, Token};
+/// use redlock_core::Resources;
+/// use redlock_core::backend::{Claim, Token};
 /// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]));
 /// assert_eq!(claim.keys(), ["job"]);
 /// assert_eq!(claim.token().as_bytes(), &[1; 20]);
@@ -177,7 +178,8 @@ pub struct Claim {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{Claim, Queued, Resources, Token, Ttl};
+/// use redlock_core::{Resources, Ttl};
+/// use redlock_core::backend::{Claim, Queued, Token};
 /// let mark = Ttl::new(Duration::from_millis(500))?;
 /// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]))
 ///     .queued(Queued::new(7, mark, true));
@@ -200,7 +202,8 @@ impl Queued {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redlock_core::{Queued, Ttl};
+    /// use redlock_core::Ttl;
+    /// use redlock_core::backend::Queued;
     /// let q = Queued::new(1, Ttl::new(Duration::from_millis(400))?, false);
     /// assert!(!q.yields());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -220,7 +223,8 @@ impl Queued {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use redlock_core::{Queued, Ttl};
+    /// # use redlock_core::Ttl;
+    /// # use redlock_core::backend::Queued;
     /// assert_eq!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).manager(), 9);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -235,7 +239,8 @@ impl Queued {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use redlock_core::{Queued, Ttl};
+    /// # use redlock_core::Ttl;
+    /// # use redlock_core::backend::Queued;
     /// let ttl = Ttl::new(Duration::from_millis(300))?;
     /// assert_eq!(Queued::new(9, ttl, true).mark_ttl(), ttl);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -251,7 +256,8 @@ impl Queued {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use redlock_core::{Queued, Ttl};
+    /// # use redlock_core::Ttl;
+    /// # use redlock_core::backend::Queued;
     /// assert!(Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).yields());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -267,7 +273,8 @@ impl Claim {
     /// # Examples
     ///
     /// ```
-    /// # use redlock_core::{Claim, Resources, Token};
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::random().expect("entropy"));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -286,7 +293,8 @@ impl Claim {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use redlock_core::{Claim, Queued, Resources, Token, Ttl};
+    /// # use redlock_core::{Resources, Ttl};
+    /// # use redlock_core::backend::{Claim, Queued, Token};
     /// let q = Queued::new(3, Ttl::new(Duration::from_millis(400))?, true);
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20])).queued(q);
     /// assert_eq!(claim.queue(), Some(q));
@@ -304,7 +312,8 @@ impl Claim {
     /// # Examples
     ///
     /// ```
-    /// # use redlock_core::{Claim, Resources, Token};
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
     /// assert!(claim.queue().is_none());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -319,7 +328,8 @@ impl Claim {
     /// # Examples
     ///
     /// ```
-    /// # use redlock_core::{Claim, Resources, Token};
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20]));
     /// assert_eq!(claim.resources().len(), 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -334,7 +344,8 @@ impl Claim {
     /// # Examples
     ///
     /// ```
-    /// # use redlock_core::{Claim, Resources, Token};
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
     /// let claim = Claim::new(Resources::new(["b", "a"])?, Token::from_bytes([0; 20]));
     /// assert_eq!(claim.keys(), ["a", "b"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -349,7 +360,8 @@ impl Claim {
     /// # Examples
     ///
     /// ```
-    /// # use redlock_core::{Claim, Resources, Token};
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
     /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([9; 20]));
     /// assert_eq!(claim.token().as_bytes()[0], 9);
     /// # Ok::<(), Box<dyn std::error::Error>>(())

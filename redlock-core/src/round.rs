@@ -11,7 +11,7 @@ use crate::{validity, Decision, Tally};
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{judge, Tally, Verdict, Vote};
+/// use redlock_core::decide::{judge, Tally, Verdict, Vote};
 /// let mut tally = Tally::new(3);
 /// tally.record(0, Vote::Granted);
 /// tally.record(1, Vote::Granted);
@@ -44,7 +44,7 @@ pub enum Verdict {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redlock_core::{judge, Tally, Verdict, Vote};
+/// use redlock_core::decide::{judge, Tally, Verdict, Vote};
 /// let mut tally = Tally::new(3);
 /// tally.record(0, Vote::Failed);
 /// assert_eq!(judge(&tally, Duration::from_secs(1), Duration::ZERO, Duration::ZERO), None);

@@ -7,7 +7,7 @@ use crate::quorum::quorum;
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{Decision, Tally, Vote};
+/// use redlock_core::decide::{Decision, Tally, Vote};
 /// let mut tally = Tally::new(3);
 /// assert_eq!(tally.record(0, Vote::Granted), Decision::Pending);
 /// assert_eq!(tally.record(2, Vote::Granted), Decision::Won);
@@ -45,7 +45,7 @@ pub enum Decision {
 /// # Examples
 ///
 /// ```
-/// use redlock_core::{Decision, Tally, Vote};
+/// use redlock_core::decide::{Decision, Tally, Vote};
 /// let mut tally = Tally::new(5);
 /// tally.record(0, Vote::Failed);
 /// tally.record(1, Vote::Refused);
@@ -69,7 +69,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// let tally = redlock_core::Tally::new(5);
+    /// let tally = redlock_core::decide::Tally::new(5);
     /// assert_eq!(tally.quorum(), 3);
     /// ```
     #[must_use]
@@ -88,7 +88,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{Decision, Tally, Vote};
+    /// use redlock_core::decide::{Decision, Tally, Vote};
     /// let mut tally = Tally::new(1);
     /// assert_eq!(tally.record(0, Vote::Granted), Decision::Won);
     /// // A repeated vote is ignored.
@@ -111,7 +111,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{Decision, Tally};
+    /// use redlock_core::decide::{Decision, Tally};
     /// assert_eq!(Tally::new(3).decision(), Decision::Pending);
     /// ```
     #[must_use]
@@ -130,7 +130,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{Tally, Vote};
+    /// use redlock_core::decide::{Tally, Vote};
     /// let mut tally = Tally::new(2);
     /// tally.record(1, Vote::Refused);
     /// assert!(tally.has_voted(1) && !tally.has_voted(0));
@@ -145,7 +145,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{Tally, Vote};
+    /// use redlock_core::decide::{Tally, Vote};
     /// let mut tally = Tally::new(2);
     /// tally.record(1, Vote::Refused);
     /// assert_eq!(tally.vote(1), Some(Vote::Refused));
@@ -161,7 +161,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(7).nodes(), 7);
+    /// assert_eq!(redlock_core::decide::Tally::new(7).nodes(), 7);
     /// ```
     #[must_use]
     pub fn nodes(&self) -> usize {
@@ -173,7 +173,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(7).quorum(), 4);
+    /// assert_eq!(redlock_core::decide::Tally::new(7).quorum(), 4);
     /// ```
     #[must_use]
     pub fn quorum(&self) -> usize {
@@ -185,7 +185,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(3).granted(), 0);
+    /// assert_eq!(redlock_core::decide::Tally::new(3).granted(), 0);
     /// ```
     #[must_use]
     pub fn granted(&self) -> usize {
@@ -197,7 +197,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(3).refused(), 0);
+    /// assert_eq!(redlock_core::decide::Tally::new(3).refused(), 0);
     /// ```
     #[must_use]
     pub fn refused(&self) -> usize {
@@ -209,7 +209,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(3).failed(), 0);
+    /// assert_eq!(redlock_core::decide::Tally::new(3).failed(), 0);
     /// ```
     #[must_use]
     pub fn failed(&self) -> usize {
@@ -221,7 +221,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_core::Tally::new(3).pending(), 3);
+    /// assert_eq!(redlock_core::decide::Tally::new(3).pending(), 3);
     /// ```
     #[must_use]
     pub fn pending(&self) -> usize {
@@ -234,7 +234,7 @@ impl Tally {
     /// # Examples
     ///
     /// ```
-    /// use redlock_core::{Tally, Vote};
+    /// use redlock_core::decide::{Tally, Vote};
     /// let mut tally = Tally::new(3);
     /// tally.record(0, Vote::Failed);
     /// tally.record(1, Vote::Failed);

@@ -15,7 +15,7 @@ pub const TOKEN_LEN: usize = 20;
 /// # Examples
 ///
 /// ```
-/// use redlock_core::Token;
+/// use redlock_core::backend::Token;
 /// let a = Token::random()?;
 /// let b = Token::random()?;
 /// assert_ne!(a, b);
@@ -36,7 +36,7 @@ impl Token {
     /// # Examples
     ///
     /// ```
-    /// let token = redlock_core::Token::random()?;
+    /// let token = redlock_core::backend::Token::random()?;
     /// # Ok::<(), redlock_core::EntropyError>(())
     /// ```
     pub fn random() -> Result<Self, EntropyError> {
@@ -58,7 +58,7 @@ impl Token {
     /// # Examples
     ///
     /// ```
-    /// let token = redlock_core::Token::from_bytes([7; 20]);
+    /// let token = redlock_core::backend::Token::from_bytes([7; 20]);
     /// assert_eq!(token.as_bytes()[0], 7);
     /// ```
     #[must_use]
@@ -71,7 +71,7 @@ impl Token {
     /// # Examples
     ///
     /// ```
-    /// let token = redlock_core::Token::from_bytes([1; 20]);
+    /// let token = redlock_core::backend::Token::from_bytes([1; 20]);
     /// assert_eq!(token.as_bytes(), &[1; 20]);
     /// ```
     #[must_use]
@@ -95,8 +95,8 @@ impl fmt::Debug for Token {
 /// # Examples
 ///
 /// ```
-/// fn fresh() -> Result<redlock_core::Token, redlock_core::EntropyError> {
-///     redlock_core::Token::random()
+/// fn fresh() -> Result<redlock_core::backend::Token, redlock_core::EntropyError> {
+///     redlock_core::backend::Token::random()
 /// }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! hand-offs step aside, so that a manager whose callers pass the lock
 //! among themselves cannot starve the others.
 
-use redlock_core::Queued;
+use redlock_core::backend::Queued;
 
 /// One key's mark: the manager that left it and when it expires (on the
 /// node's clock).
@@ -124,7 +124,8 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
 mod tests {
     use std::time::Duration;
 
-    use redlock_core::{Queued, Ttl};
+    use redlock_core::backend::Queued;
+    use redlock_core::Ttl;
 
     use super::Marks;
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use redlock_core::{AcquireOutcome, Claim, Clock, LockBackend, NodeId, Token, Ttl, TOKEN_LEN};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Token, TOKEN_LEN};
+use redlock_core::{Clock, NodeId, Ttl};
 
 use crate::marks::Marks;
 
@@ -18,7 +19,8 @@ use crate::marks::Marks;
 /// use redlock_mock::{MockError, MockNode};
 /// let node = MockNode::new("n0");
 /// node.go_down();
-/// # use redlock_core::{LockBackend, Claim, Resources, Token, Ttl};
+/// # use redlock_core::{Resources, Ttl};
+/// # use redlock_core::backend::{LockBackend, Claim, Token};
 /// # let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
 /// let err = node.release(&claim).unwrap_err();
 /// assert!(matches!(err, MockError::Down { .. }));
@@ -97,11 +99,11 @@ struct Inner {
 }
 
 /// An in-memory lock node, thread-safe, implementing
-/// [`LockBackend`](redlock_core::LockBackend) with the same semantics as the
+/// [`LockBackend`](redlock_core::backend::LockBackend) with the same semantics as the
 /// Redis backend: SET-if-absent with expiry, compare-and-delete,
 /// compare-and-expire, multi-key all-or-none, and per-resource fencing
 /// counters that never expire, and the waiting marks of queued acquires
-/// ([`Queued`](redlock_core::Queued)) for fairness between managers.
+/// ([`Queued`](redlock_core::backend::Queued)) for fairness between managers.
 ///
 /// Cloning gives another handle to the same node, so a test can keep one to
 /// inject faults while the manager owns another. Expiry follows the node's
@@ -155,7 +157,7 @@ impl MockNode {
     ///
     /// ```
     /// let node = redlock_mock::MockNode::new("n0");
-    /// # use redlock_core::LockBackend;
+    /// # use redlock_core::backend::LockBackend;
     /// assert_eq!(node.node_id().as_str(), "n0");
     /// ```
     #[must_use]
@@ -273,7 +275,8 @@ impl MockNode {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use redlock_core::{LockBackend, Claim, Resources, Token, Ttl};
+    /// # use redlock_core::{Resources, Ttl};
+    /// # use redlock_core::backend::{LockBackend, Claim, Token};
     /// let node = redlock_mock::MockNode::new("n0");
     /// # let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
     /// node.acquire(&claim, Ttl::new(Duration::from_secs(9))?, false)?;
@@ -556,7 +559,7 @@ fn later(now: Instant, after: Duration) -> Instant {
 
 /// Opens a fresh in-memory node on the system clock named after the address;
 /// the timeout is unused (the node never blocks unless frozen).
-impl redlock_core::Connect for MockNode {
+impl redlock_core::backend::Connect for MockNode {
     fn connect(address: &str, _node_timeout: Duration) -> Result<Self, MockError> {
         Ok(MockNode::new(address))
     }

@@ -39,7 +39,7 @@ pub(crate) struct Target {
 ///     .node_timeout(Duration::from_millis(20))
 ///     .pool_size(1)
 ///     .build()?;
-/// # use redlock_redis::LockBackend;
+/// # use redlock_redis::backend::LockBackend;
 /// assert_eq!(backend.node_id().as_str(), "127.0.0.1:6379/2");
 /// assert!(!format!("{backend:?}").contains("s3cret"));
 /// # Ok::<(), redlock_redis::RedisNodeError>(())

@@ -142,7 +142,6 @@
 )]
 
 mod address;
-mod backend;
 mod builder;
 mod check;
 mod classify;
@@ -152,18 +151,27 @@ mod plan;
 mod pool;
 #[cfg(test)]
 mod real_server;
+mod redis_backend;
 mod scripts;
 mod session;
 mod wire;
 
-pub use backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
 pub use check::{
     check_deployment, key_status, DeploymentCheck, Finding, KeyState, ServerCheck, ServerInfo,
     Severity,
 };
 pub use error::{RedisErrorKind, RedisNodeError};
-pub use redlock_core::*;
+pub use redis_backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
+// What applications use, by name (the manager, guard, builder and error
+// types are the aliases below, over `RedisBackend`); backend authors find
+// the trait in `backend`, the pure decisions in `decide`.
+pub use redlock_core::{
+    backend, decide, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError, DynBackend,
+    DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts, FailureKind,
+    FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents, NodeId, NodeStats,
+    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT,
+};
 
 /// The lock manager over Redis masters.
 ///

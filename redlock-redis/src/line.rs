@@ -31,7 +31,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_core::{Claim, Response, Token};
+use redlock_core::backend::{Claim, Response, Token};
 
 use crate::plan::{send, write_release, Cut, Form, Planned, Read};
 use crate::pool::{NodePool, Pooled};
@@ -264,7 +264,7 @@ impl Line {
 /// server is too old), then, if the server did nothing for some
 /// (`NOSCRIPT`, or a syntax error for `SET ... GET`), those requests again
 /// in the fallback form in a second write (see
-/// [`LockBackend::run_batch`](redlock_core::LockBackend::run_batch)). One
+/// [`LockBackend::run_batch`](redlock_core::backend::LockBackend::run_batch)). One
 /// read per request.
 fn exchange(
     pool: &NodePool,
@@ -310,7 +310,8 @@ mod tests {
     use std::sync::Arc;
 
     use parking_lot::Mutex as Shared;
-    use redlock_core::{LockBackend, Ttl};
+    use redlock_core::backend::LockBackend;
+    use redlock_core::Ttl;
 
     use crate::plan::tests::claim;
     use crate::pool::tests::read_words;

@@ -3,7 +3,8 @@
 //! first try, and the fallback every server takes).
 
 use redis::Value;
-use redlock_core::{AcquireOutcome, Claim, Queued, Request, Response, Ttl};
+use redlock_core::backend::{AcquireOutcome, Claim, Queued, Request, Response};
+use redlock_core::Ttl;
 
 use crate::scripts::{
     is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
@@ -400,7 +401,8 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use redlock_core::{Resources, Token};
+    use redlock_core::backend::Token;
+    use redlock_core::Resources;
 
     /// A claim on `keys` with a fixed token (for this crate's tests).
     pub(crate) fn claim(keys: &[&str]) -> Claim {
@@ -471,7 +473,7 @@ pub(crate) mod tests {
 
     #[test]
     fn only_a_queued_claim_goes_by_the_queued_script_with_its_marks() {
-        use redlock_core::Queued;
+        use redlock_core::backend::Queued;
         let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
         let mark_ttl = Ttl::new(Duration::from_millis(300)).expect("ttl");
         let one = claim(&["k"]);

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use r2d2::{ManageConnection, PooledConnection};
 use redis::RedisError;
-use redlock_core::{ConnectionSink, NodeId};
+use redlock_core::backend::ConnectionSink;
+use redlock_core::NodeId;
 use scheduled_thread_pool::ScheduledThreadPool;
 
 use crate::address::Secret;

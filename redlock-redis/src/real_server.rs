@@ -7,9 +7,8 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redlock_core::{
-    AcquireOutcome, Claim, LockBackend, Queued, Request, Resources, Response, Token, Ttl,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Queued, Request, Response, Token};
+use redlock_core::{Resources, Ttl};
 
 use crate::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 

@@ -50,7 +50,7 @@ return top
 ";
 
 /// Acquires all lock keys or none for a caller that waits in line, keeping
-/// the waiting marks (see `redlock_core::Queued`).
+/// the waiting marks (see `redlock_core::backend::Queued`).
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..n+c]`: their fencing counters
 /// (`c` is `n` with fencing, else 0); `KEYS[n+c+1..n+c+n]`: their waiting

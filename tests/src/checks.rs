@@ -3,7 +3,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redlock_core::{FencingToken, LockBackend, Redlock};
+use redlock_core::backend::LockBackend;
+use redlock_core::{FencingToken, Redlock};
 
 /// `threads` threads take the lock on `key` `each` times in turn (with
 /// fencing on); the tokens, in the order the holders got them, must rise

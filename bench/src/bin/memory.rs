@@ -23,9 +23,8 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use redlock_core::{
-    AcquireOutcome, Claim, Lock, LockBackend, NodeId, Redlock, Resources, Token, Ttl, TOKEN_LEN,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Token, TOKEN_LEN};
+use redlock_core::{Lock, NodeId, Redlock, Resources, Ttl};
 use redlock_mock::MockCluster;
 use stats_alloc::{StatsAlloc, INSTRUMENTED_SYSTEM};
 

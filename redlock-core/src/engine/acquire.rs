@@ -140,7 +140,8 @@ impl<E> Acquire<E> {
     ///
     /// ```
     /// # use std::{sync::Arc, time::{Duration, Instant}};
-    /// # use redlock_core::{Claim, NodeId, Resources, Token, Ttl, engine::{Acquire, Machine, Settings}};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Machine, Settings}};
+    /// # use redlock_core::backend::{Claim, Token};
     /// let settings = Settings::new(vec![NodeId::new("a")].into());
     /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
     /// let mut acquire = Acquire::<std::io::Error>::new(

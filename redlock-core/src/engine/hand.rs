@@ -25,7 +25,8 @@ use crate::{Claim, Queued};
 /// use std::sync::Arc;
 /// use std::time::{Duration, Instant};
 /// use redlock_core::engine::{Entropy, HandOff, Machine, Message, Settings, Single, Until, Waiting};
-/// use redlock_core::{Claim, EntropyError, NodeId, Queued, Resources, Token, Ttl};
+/// use redlock_core::{EntropyError, NodeId, Resources, Ttl};
+/// use redlock_core::backend::{Claim, Queued, Token};
 ///
 /// struct Fixed;
 /// impl Entropy for Fixed {

@@ -33,7 +33,8 @@
 //! use std::sync::Arc;
 //! use std::time::{Duration, Instant};
 //! use redlock_core::engine::{Acquire, Entropy, Machine, Settings};
-//! use redlock_core::{AcquireOutcome, EntropyError, NodeId, Resources, Response, Token, Ttl};
+//! use redlock_core::{EntropyError, NodeId, Resources, Ttl};
+//! use redlock_core::backend::{AcquireOutcome, Response, Token};
 //!
 //! struct Fixed;
 //! impl Entropy for Fixed {

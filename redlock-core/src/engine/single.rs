@@ -63,7 +63,8 @@ impl<E> Decided<E> {
 ///
 /// ```
 /// use std::{sync::Arc, time::{Duration, Instant}};
-/// use redlock_core::{Claim, NodeId, Resources, Response, Token, Ttl};
+/// use redlock_core::{NodeId, Resources, Ttl};
+/// use redlock_core::backend::{Claim, Response, Token};
 /// use redlock_core::engine::{Machine, Message, Settings, Single, Until};
 /// let settings = Settings::new(vec![NodeId::new("a"), NodeId::new("b"), NodeId::new("c")].into());
 /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use redlock_core::{LockBackend, LockError};
+use redlock_core::backend::LockBackend;
+use redlock_core::LockError;
 
 use super::failure::{bail, ensure};
 use super::{Conformance, Result, EXPIRY_BOUND, TTL};

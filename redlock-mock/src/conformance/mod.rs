@@ -37,9 +37,8 @@ pub use failure::{ConformanceError, Failure};
 use failure::{bail, ensure, Context as _};
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
-use redlock_core::{
-    AcquireOutcome, Claim, LockBackend, Redlock, Request, Resources, Response, Token, Ttl,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Request, Response, Token};
+use redlock_core::{Redlock, Resources, Ttl};
 
 /// One named check.
 pub type Check<B> = fn(&Conformance<B>) -> Result<(), Failure>;

@@ -17,7 +17,7 @@ pub(crate) enum Op {
     Acquire {
         ttl_ns: u64,
         fence: bool,
-        queued: Option<redlock_core::Queued>,
+        queued: Option<redlock_core::backend::Queued>,
     },
     /// Reset the keys' expiry to `ttl_ns` where they hold the token.
     Extend { ttl_ns: u64 },

@@ -1,7 +1,7 @@
 //! Every lock attempt of a run: its token and keys, shared by its messages,
 //! and what became of it (for the checker).
 
-use redlock_core::TOKEN_LEN;
+use redlock_core::backend::TOKEN_LEN;
 
 /// Where a lock attempt stands, as far as the leftover check goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

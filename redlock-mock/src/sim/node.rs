@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use redlock_core::TOKEN_LEN;
+use redlock_core::backend::TOKEN_LEN;
 
 use super::clock::NodeClock;
 use super::rng::SimRng;

@@ -26,7 +26,7 @@ pub enum Persistence {
 /// How a fenced acquire turns the grants' per-node counters into a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FenceScheme {
-    /// The library's scheme ([`redlock_core::fence_step`]): the counter
+    /// The library's scheme ([`redlock_core::decide::fence_step`]): the counter
     /// itself on one node; otherwise `t = max + 1`, raised on a quorum within
     /// the validity before the lock counts as acquired.
     Raise,

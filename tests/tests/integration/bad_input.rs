@@ -171,33 +171,37 @@ fn bad_extend_ttl_keeps_the_lock() {
 #[derive(Debug)]
 struct NoFence(MockNode);
 
-impl redlock_core::LockBackend for NoFence {
+impl redlock_core::backend::LockBackend for NoFence {
     type Error = redlock_mock::MockError;
     fn node_id(&self) -> &NodeId {
         self.0.node_id()
     }
     fn acquire(
         &self,
-        claim: &redlock_core::Claim,
+        claim: &redlock_core::backend::Claim,
         ttl: Ttl,
         fence: bool,
-    ) -> Result<redlock_core::AcquireOutcome, Self::Error> {
+    ) -> Result<redlock_core::backend::AcquireOutcome, Self::Error> {
         self.0.acquire(claim, ttl, fence)
     }
-    fn extend(&self, claim: &redlock_core::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
+    fn extend(&self, claim: &redlock_core::backend::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
         self.0.extend(claim, ttl)
     }
-    fn release(&self, claim: &redlock_core::Claim) -> Result<bool, Self::Error> {
+    fn release(&self, claim: &redlock_core::backend::Claim) -> Result<bool, Self::Error> {
         self.0.release(claim)
     }
-    fn raise_fence(&self, claim: &redlock_core::Claim, at_least: u64) -> Result<bool, Self::Error> {
+    fn raise_fence(
+        &self,
+        claim: &redlock_core::backend::Claim,
+        at_least: u64,
+    ) -> Result<bool, Self::Error> {
         self.0.raise_fence(claim, at_least)
     }
 }
 
 #[test]
 fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
-    use redlock_core::LockBackend as _;
+    use redlock_core::backend::LockBackend as _;
     let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
     let err = Redlock::builder(nodes.iter().cloned().map(NoFence).collect::<Vec<_>>())
         .fencing(true)

@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use redlock_core::backend::LockBackend;
 use redlock_core::{
-    CallKind, CallOutcome, Event, EventHandler, FailureKind, KeepAlive, LockBackend, LockError,
-    LostReason, Redlock,
+    CallKind, CallOutcome, Event, EventHandler, FailureKind, KeepAlive, LockError, LostReason,
+    Redlock,
 };
 use redlock_mock::MockCluster;
 

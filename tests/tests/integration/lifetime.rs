@@ -5,10 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redlock_core::{
-    AcquireOutcome, Claim, KeepAlive, LockBackend, LockError, LostReason, Redlock, Resources,
-    Token, Ttl,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Token};
+use redlock_core::{KeepAlive, LockError, LostReason, Redlock, Resources, Ttl};
 use redlock_mock::{MockCluster, MockNode};
 
 fn manager(cluster: &MockCluster) -> Redlock<MockNode> {

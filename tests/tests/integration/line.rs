@@ -8,9 +8,8 @@ use std::thread;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redlock_core::{
-    AcquireOutcome, Claim, LockBackend, LockError, NodeId, Redlock, Request, Response, Ttl,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Request, Response};
+use redlock_core::{LockError, NodeId, Redlock, Ttl};
 use redlock_mock::{MockCluster, MockError, MockNode};
 
 const TTL: Duration = Duration::from_secs(10);

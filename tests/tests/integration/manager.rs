@@ -4,10 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use redlock_core::{
-    AcquireOutcome, Claim, LockBackend, LockError, NodeFailure, NodeId, Redlock, Resources, Token,
-    Ttl,
-};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Token};
+use redlock_core::{LockError, NodeFailure, NodeId, Redlock, Resources, Ttl};
 use redlock_mock::{ManualClock, MockCluster, MockError, MockNode};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -465,8 +463,8 @@ impl LockBackend for Batching {
     }
     fn run_batch(
         &self,
-        requests: &[redlock_core::Request<'_>],
-        out: &mut Vec<Result<redlock_core::Response, MockError>>,
+        requests: &[redlock_core::backend::Request<'_>],
+        out: &mut Vec<Result<redlock_core::backend::Response, MockError>>,
     ) {
         self.largest.fetch_max(requests.len(), Ordering::SeqCst);
         out.extend(requests.iter().map(|r| r.run_on(&self.node)));

@@ -4,7 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_redis::{Claim, RedisBackend, Redlock, Resources, Token};
+use redlock_redis::backend::{Claim, Token};
+use redlock_redis::{RedisBackend, Redlock, Resources};
 use redlock_tests::harness::{RedisCluster, RedisServer, ServerOptions};
 
 /// A per-node timeout that tolerates a loaded 2-core CI machine running

@@ -5,9 +5,8 @@
 use std::time::{Duration, Instant};
 
 use redlock_mock::conformance::Conformance;
-use redlock_redis::{
-    Claim, LockBackend, LockError, NodeFailure, RedisBackend, RedisErrorKind, Resources, Token, Ttl,
-};
+use redlock_redis::backend::{Claim, LockBackend, Token};
+use redlock_redis::{LockError, NodeFailure, RedisBackend, RedisErrorKind, Resources, Ttl};
 use redlock_tests::harness::{AclUser, RedisCluster, RedisServer, ServerOptions};
 
 use crate::redis_common::{
@@ -341,23 +340,23 @@ fn a_pipelined_batch_fails_only_the_request_that_failed_even_after_script_flush(
         multi.token().clone(),
     );
     let batch = [
-        redlock_redis::Request::Acquire {
+        redlock_redis::backend::Request::Acquire {
             claim: &on_list,
             ttl: ttl(),
             fence: false,
         },
-        redlock_redis::Request::Acquire {
+        redlock_redis::backend::Request::Acquire {
             claim: &fine,
             ttl: ttl(),
             fence: false,
         },
-        redlock_redis::Request::Acquire {
+        redlock_redis::backend::Request::Acquire {
             claim: &multi,
             ttl: ttl(),
             fence: true,
         },
-        redlock_redis::Request::Release { claim: &fine },
-        redlock_redis::Request::Release { claim: &multi },
+        redlock_redis::backend::Request::Release { claim: &fine },
+        redlock_redis::backend::Request::Release { claim: &multi },
     ];
     let mut out = Vec::new();
     node.run_batch(&batch, &mut out);
@@ -366,29 +365,35 @@ fn a_pipelined_batch_fails_only_the_request_that_failed_even_after_script_flush(
     assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
     assert!(matches!(
         out[1],
-        Ok(redlock_redis::Response::Acquire(
-            redlock_redis::AcquireOutcome::Granted { .. }
+        Ok(redlock_redis::backend::Response::Acquire(
+            redlock_redis::backend::AcquireOutcome::Granted { .. }
         ))
     ));
     assert!(
         matches!(
             out[2],
-            Ok(redlock_redis::Response::Acquire(
-                redlock_redis::AcquireOutcome::Granted { fence: Some(1) }
+            Ok(redlock_redis::backend::Response::Acquire(
+                redlock_redis::backend::AcquireOutcome::Granted { fence: Some(1) }
             ))
         ),
         "{:?}",
         out[2]
     );
-    assert!(matches!(out[3], Ok(redlock_redis::Response::Held(true))));
-    assert!(matches!(out[4], Ok(redlock_redis::Response::Held(true))));
+    assert!(matches!(
+        out[3],
+        Ok(redlock_redis::backend::Response::Held(true))
+    ));
+    assert!(matches!(
+        out[4],
+        Ok(redlock_redis::backend::Response::Held(true))
+    ));
     // The connection is still good for the next request.
     assert!(node.acquire(&fine, ttl(), false).expect("up").is_granted());
 }
 
 #[test]
 fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusive() {
-    use redlock_redis::{AcquireOutcome, Request, Response};
+    use redlock_redis::backend::{AcquireOutcome, Request, Response};
     let server = RedisServer::start().expect("server");
     // One connection: no new one (which would load the scripts) can race
     // the flush.
@@ -487,8 +492,8 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
 /// Runs `batch` on `node` as one batch; every request must get an answer.
 fn answers_to(
     node: &RedisBackend,
-    batch: &[redlock_redis::Request<'_>],
-) -> Vec<redlock_redis::Response> {
+    batch: &[redlock_redis::backend::Request<'_>],
+) -> Vec<redlock_redis::backend::Response> {
     let mut out = Vec::new();
     node.run_batch(batch, &mut out);
     out.into_iter()

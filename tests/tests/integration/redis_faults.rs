@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_redis::{Lock, LockBackend, LockError, NodeFailure, RedisErrorKind, Redlock, Ttl};
+use redlock_redis::backend::LockBackend;
+use redlock_redis::{Lock, LockError, NodeFailure, RedisErrorKind, Redlock, Ttl};
 use redlock_tests::harness::{wait_until, Direction, Proxy, RedisCluster, RedisServer};
 
 use crate::redis_common::{

@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use redlock_redis::{LockBackend, RedisBackend, Redlock, Ttl};
+use redlock_redis::backend::LockBackend;
+use redlock_redis::{RedisBackend, Redlock, Ttl};
 use redlock_tests::harness::{wait_until, Direction, Proxy, RedisCluster, RedisServer};
 
 use crate::redis_common::{backend, backends, calls, claim, cluster, exists, key, manager};

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redlock_core::{ConfigError, KeepAlive, LockBackend, LockError, LostReason, Redlock};
+use redlock_core::backend::LockBackend;
+use redlock_core::{ConfigError, KeepAlive, LockError, LostReason, Redlock};
 use redlock_mock::{ManualClock, MockCluster, MockNode};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 
+use redlock_core::backend::{AcquireOutcome, Response};
 use redlock_core::engine::{
     Acquire, Acquired, Decided, Machine, Message, Single, Timer, Transmit, Until,
 };
-use redlock_core::{AcquireOutcome, LockError, NodeFailure, Response};
+use redlock_core::{LockError, NodeFailure};
 
 use super::entropy::SimEntropy;
 use super::{Attempt, Client, Extending, Held, NodeDown, Sent};
@@ -107,8 +108,9 @@ impl Client {
             }
         };
         // A caller of a line queues, as `Redlock::lock` does.
-        let queued = Self::lined(ctx)
-            .then(|| redlock_core::Queued::new(ctx.process.manager, ctx.process.mark_ttl, true));
+        let queued = Self::lined(ctx).then(|| {
+            redlock_core::backend::Queued::new(ctx.process.manager, ctx.process.mark_ttl, true)
+        });
         let machine = Acquire::new(
             self.settings.clone(),
             resources,
@@ -167,8 +169,8 @@ impl Client {
         let Some(h) = self.held.as_mut() else {
             return false;
         };
-        let vanished =
-            ctx.presence(&self.view, lock, self.mask) < redlock_core::quorum(self.view.len());
+        let vanished = ctx.presence(&self.view, lock, self.mask)
+            < redlock_core::decide::quorum(self.view.len());
         let mut machine = Single::new(
             &self.settings,
             message,

@@ -1,8 +1,9 @@
 //! A client's randomness for the machines: tokens, fencing holder ids and
 //! jitter from its seeded stream, each token recorded as a lock attempt.
 
+use redlock_core::backend::{Token, TOKEN_LEN};
 use redlock_core::engine::Entropy;
-use redlock_core::{EntropyError, Token, TOKEN_LEN};
+use redlock_core::EntropyError;
 
 use crate::sim::locks::Locks;
 use crate::sim::rng::SimRng;

@@ -10,8 +10,9 @@
 
 use std::time::Instant;
 
+use redlock_core::backend::Queued;
 use redlock_core::engine::{HandOff, Handing, Joined, Look, Message, Transmit, Waiting};
-use redlock_core::{Queued, Resources};
+use redlock_core::Resources;
 
 use super::entropy::SimEntropy;
 use super::{Attempt, Client};

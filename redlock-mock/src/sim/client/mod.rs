@@ -30,8 +30,10 @@ mod work;
 use std::sync::Arc;
 use std::time::Instant;
 
+use redlock_core::backend::Claim;
+use redlock_core::decide::quorum;
 use redlock_core::engine::{Acquire, Keep, Lease, Settings, Single, Transmit};
-use redlock_core::{quorum, Claim, NodeId, RetryDelay, Ttl};
+use redlock_core::{NodeId, RetryDelay, Ttl};
 
 use super::clock::{duration_ns, ClientClock, Timebase};
 use super::ctx::{Ctx, Note};

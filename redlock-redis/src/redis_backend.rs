@@ -5,9 +5,10 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use redlock_core::{
-    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, NodeId, Request, Response, Ttl,
+use redlock_core::backend::{
+    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, Request, Response,
 };
+use redlock_core::{NodeId, Ttl};
 
 use crate::builder::Target;
 use crate::line::Line;
@@ -47,8 +48,8 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// - Acquire for a caller that waits in line (a claim with
 ///   [`Claim::queue`]): one Lua script that also keeps the resources'
 ///   *waiting marks* `R:waiting` (see [`WAIT_SUFFIX`]), each holding one
-///   manager's id for [`Queued::mark_ttl`](redlock_core::Queued::mark_ttl).
-///   When the claim [yields](redlock_core::Queued::yields) and any mark
+///   manager's id for [`Queued::mark_ttl`](redlock_core::backend::Queued::mark_ttl).
+///   When the claim [yields](redlock_core::backend::Queued::yields) and any mark
 ///   holds another manager's id, it refuses and changes nothing; else, when
 ///   any lock key exists, it refuses and marks every resource with its own
 ///   manager's id; else it grants as the plain acquire does (counters
@@ -158,7 +159,8 @@ impl RedisBackend {
     /// # Examples
     ///
     /// ```
-    /// use redlock_redis::{LockBackend, RedisBackend};
+    /// use redlock_redis::RedisBackend;
+    /// use redlock_redis::backend::LockBackend;
     /// let backend = RedisBackend::new("redis://Redis-A.internal")?;
     /// assert_eq!(backend.node_id().as_str(), "redis-a.internal:6379/0");
     /// # Ok::<(), redlock_redis::RedisNodeError>(())
@@ -183,7 +185,8 @@ impl RedisBackend {
     /// # Examples
     ///
     /// ```
-    /// use redlock_redis::{LockBackend, RedisBackend};
+    /// use redlock_redis::RedisBackend;
+    /// use redlock_redis::backend::LockBackend;
     /// let a = RedisBackend::builder("redis://user:pw@LOCALHOST:6379/0").build()?;
     /// let b = RedisBackend::builder("redis://localhost").build()?;
     /// assert_eq!(a.node_id(), b.node_id());
