@@ -70,6 +70,8 @@ fn a_plain_set_nx_lock_refuses_us_and_our_lock_refuses_it() {
         assert_eq!(foreign_unlock(server, &name, "their-token"), 1);
     }
     let ours = locks.try_lock(name.as_str(), TTL).expect("free now");
+    // try_lock returns at a quorum; let the acquire run on every node.
+    assert!(locks.flush(Duration::from_secs(5)), "nodes caught up");
 
     // We hold: their SET NX is refused and their unlock deletes nothing.
     for server in servers.iter() {
