@@ -59,14 +59,13 @@ pub enum Cut {
 /// use redlock_mock::sim::{run, Fault, Scenario};
 /// let ms = Duration::from_millis;
 /// // Two of three nodes restart at once, empty, while a lock is held.
-/// let story = Scenario {
-///     nodes: 3,
-///     script: vec![
+/// let story = Scenario::quiet().with(|s| {
+///     s.nodes = 3;
+///     s.script = vec![
 ///         (ms(30), Fault::Crash { node: 0, restart_after: ms(1) }),
 ///         (ms(30), Fault::Crash { node: 1, restart_after: ms(1) }),
-///     ],
-///     ..Scenario::quiet()
-/// };
+///     ];
+/// });
 /// assert!(run(&story, 0).stats.node_crashes == 2);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -226,19 +225,22 @@ pub struct ClientFaults {
     pub check_pause_past_validity: bool,
 }
 
-/// One simulation setup. Build one from a named preset with
-/// [`Scenario::by_name`] and adjust fields with struct update syntax.
+/// One simulation setup. Build one from a named preset
+/// ([`Scenario::by_name`], [`Scenario::in_model`], ...) and adjust its
+/// fields with [`Scenario::with`] (or by assignment): the struct is
+/// `#[non_exhaustive]`, so that new fields do not break callers.
 ///
 /// # Examples
 ///
 /// ```
 /// use redlock_mock::sim::{run, Scenario};
-/// let scenario = Scenario { clients: 2, ..Scenario::in_model() };
+/// let scenario = Scenario::in_model().with(|s| s.clients = 2);
 /// let outcome = run(&scenario, 7);
 /// assert!(outcome.violations.is_empty());
 /// assert_eq!(run(&scenario, 7).trace_hash, outcome.trace_hash);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Scenario {
     /// The name printed in reports.
     pub name: String,
@@ -373,6 +375,24 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// This scenario changed by `change`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::Scenario;
+    /// let three = Scenario::in_model().with(|s| {
+    ///     s.name = "three-nodes".into();
+    ///     s.nodes = 3;
+    /// });
+    /// assert_eq!(three.nodes, 3);
+    /// ```
+    #[must_use]
+    pub fn with(mut self, change: impl FnOnce(&mut Self)) -> Self {
+        change(&mut self);
+        self
+    }
+
     /// In liveness mode, how long after the faults stop some contender must
     /// have acquired: the longest a stale key can live (a delayed request,
     /// the TTL on a slow clock stepped back), plus the longest restart
@@ -408,7 +428,7 @@ impl Scenario {
     /// ```
     /// use redlock_mock::sim::Scenario;
     /// assert!(Scenario::in_model().validate().is_ok());
-    /// assert!(Scenario { nodes: 0, ..Scenario::in_model() }.validate().is_err());
+    /// assert!(Scenario::in_model().with(|s| s.nodes = 0).validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=MAX_NODES).contains(&self.nodes) {

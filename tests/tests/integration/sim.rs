@@ -243,10 +243,9 @@ fn unordered_connections_leave_keys_behind() {
         "{report:?}"
     );
     // The same runs on one ordered connection per client and node: none.
-    let ordered = Scenario {
-        unordered_connections: false,
-        ..unordered
-    };
+    let ordered = unordered.with(|s| {
+        s.unordered_connections = false;
+    });
     let fixed = sweep(&ordered, 0..TEETH, THREADS);
     assert_eq!(fixed.violations, 0, "{fixed:?}");
 }
@@ -257,12 +256,11 @@ fn keep_alive_under_clock_jumps_holders_do_not_know_they_lost() {
     // come too late, and another client is granted while the holder's lease
     // still says valid.
     let base = scenario("keep-alive");
-    let jumpy = Scenario {
-        name: "keep-alive-clock-jump".into(),
-        out_of_model: true,
-        clocks: scenario("clock-jump").clocks,
-        ..base
-    };
+    let jumpy = base.with(|s| {
+        s.name = "keep-alive-clock-jump".into();
+        s.out_of_model = true;
+        s.clocks = scenario("clock-jump").clocks;
+    });
     expect_broken(&jumpy, &[ViolationKind::StaleHolder]);
 }
 
@@ -301,15 +299,14 @@ fn client_pause_past_validity_loses_updates() {
 #[test]
 fn eviction_of_lock_keys_breaks_mutual_exclusion() {
     let base = Scenario::in_model();
-    let eviction = Scenario {
-        name: "eviction".into(),
-        out_of_model: true,
-        node_faults: NodeFaults {
+    let eviction = base.with(|s| {
+        s.name = "eviction".into();
+        s.out_of_model = true;
+        s.node_faults = NodeFaults {
             flush_rate: 3.0,
-            ..base.node_faults.clone()
-        },
-        ..base
-    };
+            ..s.node_faults.clone()
+        };
+    });
     expect_broken(
         &eviction,
         &[ViolationKind::MutualExclusion, ViolationKind::LostUpdate],
@@ -318,12 +315,11 @@ fn eviction_of_lock_keys_breaks_mutual_exclusion() {
 
 #[test]
 fn non_unique_tokens_break_mutual_exclusion() {
-    let shared = Scenario {
-        name: "shared-tokens".into(),
-        out_of_model: true,
-        unique_tokens: false,
-        ..Scenario::in_model()
-    };
+    let shared = Scenario::in_model().with(|s| {
+        s.name = "shared-tokens".into();
+        s.out_of_model = true;
+        s.unique_tokens = false;
+    });
     expect_broken(
         &shared,
         &[ViolationKind::MutualExclusion, ViolationKind::LostUpdate],
@@ -334,13 +330,12 @@ fn non_unique_tokens_break_mutual_exclusion() {
 fn clients_with_different_node_lists_break_mutual_exclusion() {
     // Each client has a majority of *its* list, but the lists overlap in
     // one node: two quorums need not intersect.
-    let split = Scenario {
-        name: "split-views".into(),
-        out_of_model: true,
-        clients: 2,
-        views: vec![vec![0, 1, 2], vec![2, 3, 4]],
-        ..Scenario::in_model()
-    };
+    let split = Scenario::in_model().with(|s| {
+        s.name = "split-views".into();
+        s.out_of_model = true;
+        s.clients = 2;
+        s.views = vec![vec![0, 1, 2], vec![2, 3, 4]];
+    });
     expect_broken(&split, &[ViolationKind::MutualExclusion]);
 }
 
@@ -348,12 +343,11 @@ fn clients_with_different_node_lists_break_mutual_exclusion() {
 fn liveness_check_fires_when_nobody_contends() {
     // A single client that, after the faults stop, thinks for seconds
     // before trying again: no acquire within the bound.
-    let idle = Scenario {
-        name: "idle".into(),
-        clients: 1,
-        think_max: Duration::from_secs(30),
-        ..Scenario::liveness_mode()
-    };
+    let idle = Scenario::liveness_mode().with(|s| {
+        s.name = "idle".into();
+        s.clients = 1;
+        s.think_max = Duration::from_secs(30);
+    });
     let report = sweep(&idle, 0..200, THREADS);
     assert!(
         report.runs_with(ViolationKind::NoProgress) > 0,
@@ -370,11 +364,11 @@ const fn ms(v: u64) -> Duration {
 /// Two of three nodes crash together at 30 ms (a lock is usually held then)
 /// and come back empty after `restart_after`.
 fn two_restarts(restart_after: Duration) -> Scenario {
-    Scenario {
-        name: "two-restarts".into(),
-        nodes: 3,
-        clients: 2,
-        script: vec![
+    Scenario::quiet().with(|s| {
+        s.name = "two-restarts".into();
+        s.nodes = 3;
+        s.clients = 2;
+        s.script = vec![
             (
                 ms(30),
                 Fault::Crash {
@@ -389,9 +383,8 @@ fn two_restarts(restart_after: Duration) -> Scenario {
                     restart_after,
                 },
             ),
-        ],
-        ..Scenario::quiet()
-    }
+        ];
+    })
 }
 
 #[test]
@@ -411,60 +404,59 @@ fn scripted_failover_to_a_lagging_replica_breaks_mutual_exclusion() {
     // The specification's race: one master, a replica 50 ms behind, a
     // failover at 30 ms while a grant has not been replicated.
     let base = Scenario::quiet();
-    let race = Scenario {
-        name: "failover-race".into(),
-        nodes: 1,
-        clients: 2,
-        node_faults: NodeFaults {
+    let race = base.with(|s| {
+        s.name = "failover-race".into();
+        s.nodes = 1;
+        s.clients = 2;
+        s.node_faults = NodeFaults {
             replica_lag_min: ms(50),
             replica_lag_max: ms(50),
-            ..base.node_faults.clone()
-        },
-        script: vec![(ms(30), Fault::Failover { node: 0 })],
-        ..base
-    };
+            ..s.node_faults.clone()
+        };
+        s.script = vec![(ms(30), Fault::Failover { node: 0 })];
+    });
     let report = sweep(&race, 0..200, THREADS);
     assert!(
         report.runs_with(ViolationKind::MutualExclusion) > 0,
         "{report:?}"
     );
     // With the replica in sync the same failover is harmless.
-    let synced = Scenario {
-        node_faults: NodeFaults {
+    let synced = race.clone().with(|s| {
+        s.node_faults = NodeFaults {
             replica_lag_min: Duration::ZERO,
             replica_lag_max: Duration::ZERO,
-            ..race.node_faults.clone()
-        },
-        ..race
-    };
+            ..s.node_faults.clone()
+        };
+    });
     assert_eq!(sweep(&synced, 0..200, THREADS).violations, 0);
 }
 
 #[test]
 fn scripted_clock_steps_break_only_beyond_the_drift_budget() {
-    let step = |by| Scenario {
-        name: "clock-step".into(),
-        nodes: 3,
-        clients: 2,
-        script: vec![
-            (
-                ms(30),
-                Fault::ClockStep {
-                    node: 0,
-                    forward: true,
-                    by,
-                },
-            ),
-            (
-                ms(30),
-                Fault::ClockStep {
-                    node: 1,
-                    forward: true,
-                    by,
-                },
-            ),
-        ],
-        ..Scenario::quiet()
+    let step = |by| {
+        Scenario::quiet().with(|s| {
+            s.name = "clock-step".into();
+            s.nodes = 3;
+            s.clients = 2;
+            s.script = vec![
+                (
+                    ms(30),
+                    Fault::ClockStep {
+                        node: 0,
+                        forward: true,
+                        by,
+                    },
+                ),
+                (
+                    ms(30),
+                    Fault::ClockStep {
+                        node: 1,
+                        forward: true,
+                        by,
+                    },
+                ),
+            ];
+        })
     };
     let far = sweep(&step(ms(60)), 0..200, THREADS);
     assert!(far.runs_with(ViolationKind::MutualExclusion) > 0, "{far:?}");
@@ -475,9 +467,9 @@ fn scripted_clock_steps_break_only_beyond_the_drift_budget() {
 #[test]
 fn scripted_partitions_and_pauses_inside_the_model_are_safe() {
     use redlock_mock::sim::Cut;
-    let story = Scenario {
-        name: "partitions".into(),
-        script: vec![
+    let story = Scenario::quiet().with(|s| {
+        s.name = "partitions".into();
+        s.script = vec![
             (
                 ms(20),
                 Fault::Partition {
@@ -504,9 +496,8 @@ fn scripted_partitions_and_pauses_inside_the_model_are_safe() {
                 },
             ),
             (ms(60), Fault::ClientCrash { client: 2 }),
-        ],
-        ..Scenario::quiet()
-    };
+        ];
+    });
     let report = sweep(&story, 0..200, THREADS);
     assert_eq!(report.violations, 0, "{report:?}");
     assert!(report.acquired > 0);
@@ -575,10 +566,9 @@ fn every_named_scenario_is_valid_and_does_work() {
         let report = sweep(&scenario, 0..50, THREADS);
         assert!(report.acquired > 100, "{name}: {report:?}");
     }
-    let bad = Scenario {
-        nodes: 40,
-        ..Scenario::in_model()
-    };
+    let bad = Scenario::in_model().with(|s| {
+        s.nodes = 40;
+    });
     let outcome = run(&bad, 0);
     assert_eq!(outcome.violations[0].kind, ViolationKind::InvalidScenario);
 }

@@ -28,11 +28,10 @@ fn fenced_resource_rejects_stale_holders_and_loses_no_update() {
     // The paused holders did come back and were turned away.
     assert!(report.fenced_off > 1_000, "{report:?}");
     // The control: the same runs against a resource that does not fence.
-    let open = Scenario {
-        name: "unfenced-resource".into(),
-        fenced_resource: false,
-        ..scenario("fenced-resource")
-    };
+    let open = scenario("fenced-resource").with(|s| {
+        s.name = "unfenced-resource".into();
+        s.fenced_resource = false;
+    });
     expect_only(&open, ViolationKind::LostUpdate);
 }
 
@@ -48,10 +47,9 @@ fn max_of_granted_counters_alone_is_not_monotonic() {
     // Only the token is wrong: the lock itself keeps its guarantee.
     expect_only(&naive, ViolationKind::FencingToken);
     // The same runs with the raise step: no violation.
-    let raised = Scenario {
-        fence_scheme: FenceScheme::Raise,
-        ..naive
-    };
+    let raised = naive.with(|s| {
+        s.fence_scheme = FenceScheme::Raise;
+    });
     let fixed = sweep(&raised, 0..TEETH, THREADS);
     assert_eq!(fixed.violations, 0, "{fixed:?}");
 }
@@ -59,11 +57,10 @@ fn max_of_granted_counters_alone_is_not_monotonic() {
 #[test]
 fn fencing_tokens_need_durable_counters() {
     // Restarts delayed past the TTL keep the lock safe but lose the counters.
-    let forgetful = Scenario {
-        name: "fencing-delayed-restart".into(),
-        fencing: true,
-        ..Scenario::delayed_restart()
-    };
+    let forgetful = Scenario::delayed_restart().with(|s| {
+        s.name = "fencing-delayed-restart".into();
+        s.fencing = true;
+    });
     expect_only(&forgetful, ViolationKind::FencingToken);
 }
 
@@ -74,12 +71,11 @@ fn fencing_tokens_need_durable_counters() {
 /// once the backends' acquire sets every key's counter to the token.
 #[test]
 fn fencing_on_one_node_uses_the_counter_itself() {
-    let single = Scenario {
-        name: "fencing-single-instance".into(),
-        fencing: true,
-        multi_key: 0.0,
-        ..Scenario::single_instance()
-    };
+    let single = Scenario::single_instance().with(|s| {
+        s.name = "fencing-single-instance".into();
+        s.fencing = true;
+        s.multi_key = 0.0;
+    });
     let mut fences = Fences::default();
     for seed in 0..200 {
         let outcome = run_observed(&single, seed, &mut fences);
@@ -89,11 +85,10 @@ fn fencing_on_one_node_uses_the_counter_itself() {
     assert!(fences.grants > 1_000 && fences.raised == 0);
     // Several keys on one node: the acquire leaves every key's counter at the
     // largest, so tokens still rise per resource (this found a bug once).
-    let multi_key = Scenario {
-        name: "fencing-single-instance-multi-key".into(),
-        multi_key: 0.25,
-        ..single
-    };
+    let multi_key = single.with(|s| {
+        s.name = "fencing-single-instance-multi-key".into();
+        s.multi_key = 0.25;
+    });
     let report = sweep(&multi_key, 0..1_000, THREADS);
     assert_eq!(report.violations, 0, "{report}");
 }
