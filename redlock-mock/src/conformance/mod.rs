@@ -378,8 +378,9 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Ok(())
     }
 
-    /// (Backends that declare fencing.) With fencing, each grant of a key returns a larger counter than the
-    /// last; `raise_fence` lifts it for the holder only.
+    /// (Backends that declare fencing.) With fencing, each grant of a key
+    /// returns a larger counter than the last; `raise_fence` lifts it for
+    /// the holder only.
     pub fn fencing_counters_rise_and_can_be_raised(&self) -> Result<()> {
         let node = self.one()?;
         if !node.supports_fencing() {
@@ -529,8 +530,9 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Ok(())
     }
 
-    /// (Backends that declare fencing.) A fenced multi-key grant leaves every key's counter at the value it
-    /// returns, so a later lock on any one of the keys gets a larger value.
+    /// (Backends that declare fencing.) A fenced multi-key grant leaves every
+    /// key's counter at the value it returns, so a later lock on any one of
+    /// the keys gets a larger value.
     pub fn multi_key_fencing_leaves_every_counter_at_the_top(&self) -> Result<()> {
         let node = self.one()?;
         if !node.supports_fencing() {
