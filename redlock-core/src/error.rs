@@ -70,9 +70,6 @@ pub enum ConfigError {
         /// The node.
         node: NodeId,
     },
-    /// Fencing is on and the backend declared it, but it granted without
-    /// returning fencing counters (a backend bug, found at lock time).
-    FencingUnsupported,
     /// Two addresses reach the same node (two host names for one server,
     /// two databases of one server), as the backend found when connecting
     /// (see [`Connect::same_node`](crate::Connect::same_node)): it would
@@ -121,9 +118,6 @@ impl fmt::Display for ConfigError {
                 f,
                 "fencing is on, but the backend of node {node} does not support it"
             ),
-            ConfigError::FencingUnsupported => {
-                f.write_str("fencing is on, but the backend returned no fencing counters")
-            }
             ConfigError::SameNode { first, second } => write!(
                 f,
                 "{first} and {second} are the same server: it would count twice towards a quorum"
@@ -194,6 +188,10 @@ pub enum LockError<E> {
     /// The operating system refused to start a thread (the keeper of
     /// [`Lock::keep_alive`](crate::Lock::keep_alive)).
     Spawn(SpawnError),
+    /// Fencing is on and every backend declared it, but a quorum granted
+    /// without returning fencing counters (a backend bug). The nodes were
+    /// released.
+    NoFencingCounters,
 }
 
 impl<E> LockError<E> {
@@ -290,6 +288,9 @@ impl<E: fmt::Display> fmt::Display for LockError<E> {
             LockError::Entropy(e) => write!(f, "{e}"),
             LockError::Cancelled => f.write_str("the wait for the lock was cancelled"),
             LockError::Spawn(e) => write!(f, "{e}"),
+            LockError::NoFencingCounters => f.write_str(
+                "fencing is on, but the nodes granted without returning fencing counters",
+            ),
         }
     }
 }
@@ -307,7 +308,9 @@ impl<E: StdError + 'static> StdError for LockError<E> {
             LockError::Config(e) => Some(e),
             LockError::Entropy(e) => Some(e),
             LockError::Spawn(e) => Some(e),
-            LockError::ValidityExhausted { .. } | LockError::Cancelled => None,
+            LockError::ValidityExhausted { .. }
+            | LockError::Cancelled
+            | LockError::NoFencingCounters => None,
         }
     }
 }

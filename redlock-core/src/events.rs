@@ -167,6 +167,8 @@ pub enum FailureKind {
     Overloaded,
     /// The backend panicked (contained).
     Panicked,
+    /// The backend's batch left the request unanswered (a backend bug).
+    Unanswered,
 }
 
 impl fmt::Display for FailureKind {
@@ -176,6 +178,7 @@ impl fmt::Display for FailureKind {
             FailureKind::TimedOut => "timed out",
             FailureKind::Overloaded => "queue full",
             FailureKind::Panicked => "panicked",
+            FailureKind::Unanswered => "unanswered",
         })
     }
 }
@@ -200,6 +203,9 @@ pub enum Event<'a> {
         rounds: u32,
         /// How long it took.
         elapsed: Duration,
+        /// For a call that failed after a round: what each node said in
+        /// its last round.
+        last_round: Option<&'a RoundSummary>,
     },
     /// A node's request failed.
     NodeFailed {
@@ -258,6 +264,54 @@ pub enum Event<'a> {
     },
 }
 
+/// What the nodes said in one round: votes and each failed node.
+///
+/// # Examples
+///
+/// See [`Event::Call`]; a summary is only built for a hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RoundSummary {
+    /// Nodes the round was sent to.
+    pub nodes: usize,
+    /// Grants a quorum needs.
+    pub quorum: usize,
+    /// Nodes that granted before the round was decided.
+    pub granted: usize,
+    /// Nodes that refused (another holder, or our token gone).
+    pub refused: usize,
+    /// Each failed node, with why.
+    pub failed: Vec<(NodeId, FailureKind)>,
+}
+
+impl RoundSummary {
+    pub(crate) fn of<E>(report: &crate::RoundReport<E>) -> Self {
+        RoundSummary {
+            nodes: report.nodes(),
+            quorum: report.quorum(),
+            granted: report.granted(),
+            refused: report.refused(),
+            failed: report
+                .failures()
+                .iter()
+                .map(|f| (f.node().clone(), FailureKind::of(f.failure())))
+                .collect(),
+        }
+    }
+}
+
+impl FailureKind {
+    pub(crate) fn of<E>(failure: &crate::NodeFailure<E>) -> Self {
+        match failure {
+            crate::NodeFailure::Backend(_) => FailureKind::Backend,
+            crate::NodeFailure::TimedOut => FailureKind::TimedOut,
+            crate::NodeFailure::Overloaded => FailureKind::Overloaded,
+            crate::NodeFailure::Panicked => FailureKind::Panicked,
+            _ => FailureKind::Unanswered,
+        }
+    }
+}
+
 /// Failure counts of one node, by kind.
 ///
 /// # Examples
@@ -277,6 +331,8 @@ pub struct FailureCounts {
     pub overloaded: u64,
     /// Contained panics.
     pub panicked: u64,
+    /// Requests a backend's batch left unanswered.
+    pub unanswered: u64,
 }
 
 impl FailureCounts {
@@ -287,7 +343,7 @@ impl FailureCounts {
     /// See [`FailureCounts`].
     #[must_use]
     pub fn total(&self) -> u64 {
-        self.backend + self.timed_out + self.overloaded + self.panicked
+        self.backend + self.timed_out + self.overloaded + self.panicked + self.unanswered
     }
 }
 
@@ -370,6 +426,7 @@ pub(crate) struct NodeCounters {
     timed_out: AtomicU64,
     overloaded: AtomicU64,
     panicked: AtomicU64,
+    unanswered: AtomicU64,
     consecutive: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
@@ -385,6 +442,7 @@ impl NodeCounters {
             FailureKind::TimedOut => &self.timed_out,
             FailureKind::Overloaded => &self.overloaded,
             FailureKind::Panicked => &self.panicked,
+            FailureKind::Unanswered => &self.unanswered,
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.consecutive.fetch_add(1, Ordering::Relaxed) + 1
@@ -403,6 +461,7 @@ impl NodeCounters {
                 timed_out: self.timed_out.load(Ordering::Relaxed),
                 overloaded: self.overloaded.load(Ordering::Relaxed),
                 panicked: self.panicked.load(Ordering::Relaxed),
+                unanswered: self.unanswered.load(Ordering::Relaxed),
             },
             consecutive_failures: self.consecutive.load(Ordering::Relaxed),
             last_error: self.last_error.lock().clone(),
@@ -593,6 +652,7 @@ impl EventHandler for TracingEvents {
                 outcome,
                 rounds,
                 elapsed,
+                last_round,
             } => tracing::debug!(
                 target: "redlock",
                 kind = %kind,
@@ -600,6 +660,7 @@ impl EventHandler for TracingEvents {
                 outcome = %outcome,
                 rounds,
                 elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                last_round = ?last_round,
                 "call ended"
             ),
             Event::NodeFailed {

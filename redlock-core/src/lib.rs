@@ -102,7 +102,7 @@ pub use error::{BuildError, ConfigError, ConnectError, LockError, LostReason, Sp
 pub use events::TracingEvents;
 pub use events::{
     CallKind, CallOutcome, Event, EventHandler, FailureCounts, FailureKind, ManagerStats, NoEvents,
-    NodeStats, Stats,
+    NodeStats, RoundSummary, Stats,
 };
 pub use fence::FencingToken;
 pub(crate) use fence::{fence_step, FenceStep};

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::config::{later, Config};
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
-use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer};
+use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::mailbox::{Inbox, Machine, Mailbox};
 use crate::worker::{Job, Worker};
 use crate::{Claim, EntropyError, LockError, LostReason, Queued, Resources, Token, Ttl};
@@ -108,12 +108,14 @@ impl<E: Send + Sync + 'static> Shared<E> {
             ManagerCounters::bump(counter);
         }
         if let Some(resources) = resources {
+            let summary = self.last_round(result);
             self.observer.emit(|| Event::Call {
                 kind: CallKind::Lock,
                 resources,
                 outcome,
                 rounds,
                 elapsed: started.elapsed(),
+                last_round: summary.as_ref(),
             });
         }
     }
@@ -128,13 +130,27 @@ impl<E: Send + Sync + 'static> Shared<E> {
         if result.is_ok() {
             ManagerCounters::bump(&self.observer.manager.extended);
         }
+        let summary = self.last_round(result);
         self.observer.emit(|| Event::Call {
             kind: CallKind::Extend,
             resources,
             outcome: CallOutcome::of(result),
             rounds: 1,
             elapsed: started.elapsed(),
+            last_round: summary.as_ref(),
         });
+    }
+
+    /// The summary of a failed call's last round, for a hook only.
+    fn last_round<T>(&self, result: &Result<T, LockError<E>>) -> Option<RoundSummary> {
+        if !self.observer.wants_events() {
+            return None;
+        }
+        result
+            .as_ref()
+            .err()
+            .and_then(LockError::report)
+            .map(RoundSummary::of)
     }
 
     /// Counts and reports a held lock newly found lost.

@@ -110,6 +110,7 @@ impl Watch {
             Err(NodeFailure::Backend(_)) => Some(FailureKind::Backend),
             Err(NodeFailure::TimedOut) => Some(FailureKind::TimedOut),
             Err(NodeFailure::Overloaded) => Some(FailureKind::Overloaded),
+            Err(NodeFailure::Unanswered) => Some(FailureKind::Unanswered),
             Err(_) => Some(FailureKind::Panicked),
         };
         let count = self.counters.count(kind);

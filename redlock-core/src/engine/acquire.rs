@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crate::config::later;
 use crate::engine::{Entropy, Machine, Message, Round, RoundId, Settings, Timer, Transmit};
 use crate::{
-    fence_step, Claim, ConfigError, Decision, FenceStep, FencingToken, LockError, NodeFailure,
-    Queued, Resources, Response, Ttl, Verdict,
+    fence_step, Claim, Decision, FenceStep, FencingToken, LockError, NodeFailure, Queued,
+    Resources, Response, Ttl, Verdict,
 };
 
 /// A lock won by an [`Acquire`].
@@ -293,7 +293,7 @@ impl<E> Acquire<E> {
                         // The backend granted without counters although
                         // asked for them.
                         None => {
-                            let error = LockError::Config(ConfigError::FencingUnsupported);
+                            let error = LockError::NoFencingCounters;
                             self.abandon(now, &claim, &round, error);
                         }
                     }

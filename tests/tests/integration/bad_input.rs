@@ -221,3 +221,58 @@ fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
         .build()
         .is_ok());
 }
+
+/// A backend that declares fencing but never returns counters (a bug).
+#[derive(Debug)]
+struct LyingFence(MockNode);
+
+impl redlock_core::backend::LockBackend for LyingFence {
+    type Error = redlock_mock::MockError;
+    fn node_id(&self) -> &NodeId {
+        self.0.node_id()
+    }
+    fn supports_fencing(&self) -> bool {
+        true
+    }
+    fn acquire(
+        &self,
+        claim: &redlock_core::backend::Claim,
+        ttl: Ttl,
+        fence: bool,
+    ) -> Result<redlock_core::backend::AcquireOutcome, Self::Error> {
+        Ok(match self.0.acquire(claim, ttl, fence)? {
+            redlock_core::backend::AcquireOutcome::Granted { .. } => {
+                redlock_core::backend::AcquireOutcome::Granted { fence: None }
+            }
+            other => other,
+        })
+    }
+    fn extend(&self, claim: &redlock_core::backend::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
+        self.0.extend(claim, ttl)
+    }
+    fn release(&self, claim: &redlock_core::backend::Claim) -> Result<bool, Self::Error> {
+        self.0.release(claim)
+    }
+    fn raise_fence(
+        &self,
+        claim: &redlock_core::backend::Claim,
+        at_least: u64,
+    ) -> Result<bool, Self::Error> {
+        self.0.raise_fence(claim, at_least)
+    }
+}
+
+#[test]
+fn a_backend_that_declares_fencing_but_returns_no_counters_is_refused_and_released() {
+    let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
+    let locks = Redlock::builder(nodes.iter().cloned().map(LyingFence).collect::<Vec<_>>())
+        .fencing(true)
+        .build()
+        .expect("declared");
+    let err = locks
+        .try_lock("fenced", std::time::Duration::from_secs(10))
+        .expect_err("no counters");
+    assert!(matches!(err, LockError::NoFencingCounters), "{err:?}");
+    assert!(locks.flush(std::time::Duration::from_secs(5)));
+    assert!(nodes.iter().all(|n| !n.is_locked("fenced")), "released");
+}

@@ -18,6 +18,8 @@ use redlock_mock::MockCluster;
 #[derive(Debug, Clone, PartialEq)]
 enum Seen {
     Call(CallKind, CallOutcome, u32),
+    /// A failed call's last round: granted, refused, failed nodes.
+    Round(usize, usize, usize),
     NodeFailed(String, FailureKind, u64),
     NodeRecovered(String, u64),
     KeptAlive,
@@ -31,6 +33,17 @@ struct Record(Mutex<Vec<Seen>>);
 
 impl EventHandler for Record {
     fn on_event(&self, event: &Event<'_>) {
+        if let Event::Call {
+            last_round: Some(round),
+            ..
+        } = event
+        {
+            self.0.lock().push(Seen::Round(
+                round.granted,
+                round.refused,
+                round.failed.len(),
+            ));
+        }
         let seen = match event {
             Event::Call {
                 kind,
@@ -94,6 +107,15 @@ fn calls_are_reported_and_counted_by_outcome() {
     lock.release().expect("release");
 
     let seen = record.take();
+    // The contended call's last round: nobody granted, a quorum refused.
+    let rounds: Vec<_> = seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Round(..)))
+        .collect();
+    assert!(
+        matches!(rounds.first(), Some(Seen::Round(0, refused, 0)) if *refused >= 2),
+        "{seen:?}"
+    );
     let calls: Vec<_> = seen
         .iter()
         .filter(|s| matches!(s, Seen::Call(..)))
@@ -164,7 +186,7 @@ fn node_failures_and_recoveries_are_reported_and_counted() {
     let seen: Vec<_> = record
         .take()
         .into_iter()
-        .filter(|s| !matches!(s, Seen::Call(..)))
+        .filter(|s| !matches!(s, Seen::Call(..) | Seen::Round(..)))
         .collect();
     let failed: Vec<_> = (1..=4)
         .map(|n| Seen::NodeFailed(node.clone(), FailureKind::Backend, n))
