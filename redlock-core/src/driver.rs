@@ -115,7 +115,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
             .node_timeout(config.node_timeout)
             .drift_factor(config.drift_factor)
             .retry(config.retry)
-            .fencing(config.fencing);
+            .fencing(config.fencing)
+            .observe(observer.wants_events());
         let lines = Lines::new(config.node_timeout, config.retry.max());
         let shared = Arc::new(Shared {
             id,

@@ -207,6 +207,9 @@ pub enum Event<'a> {
         /// its last round.
         last_round: Option<&'a RoundSummary>,
     },
+    /// A round was decided: an acquire, fencing raise, extend or release
+    /// round, with its outcome, duration and what each node said.
+    Round(&'a RoundRecord),
     /// A node's request failed.
     NodeFailed {
         /// The node.
@@ -262,6 +265,59 @@ pub enum Event<'a> {
         /// The error (its `Display` never contains secrets).
         error: &'a (dyn std::error::Error + 'static),
     },
+}
+
+/// What kind of round a [`RoundRecord`] is (also `redlock_core::engine::RoundKind`).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::engine::RoundKind::Acquire.to_string(), "acquire");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RoundKind {
+    /// An acquire round.
+    Acquire,
+    /// A fencing raise round after a won acquire.
+    RaiseFence,
+    /// An extend round.
+    Extend,
+    /// A release round.
+    Release,
+}
+
+impl std::fmt::Display for RoundKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RoundKind::Acquire => "acquire",
+            RoundKind::RaiseFence => "raise-fence",
+            RoundKind::Extend => "extend",
+            RoundKind::Release => "release",
+        })
+    }
+}
+
+/// One decided round: what it was, how it ended, how long it took, and
+/// what each node said.
+///
+/// # Examples
+///
+/// See [`Machine::poll_round`](crate::engine::Machine::poll_round).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RoundRecord {
+    /// The round's kind.
+    pub kind: RoundKind,
+    /// The resources.
+    pub resources: Resources,
+    /// Won (a quorum granted, or held for extend and release) or lost;
+    /// a round cut short by its timeout counts the silent nodes as failed.
+    pub decision: crate::decide::Decision,
+    /// From the round's start to its decision (manager's clock).
+    pub elapsed: Duration,
+    /// The votes and each failed node.
+    pub summary: RoundSummary,
 }
 
 /// What the nodes said in one round: votes and each failed node.
@@ -703,6 +759,17 @@ impl EventHandler for TracingEvents {
             Event::QueueFull { node } => {
                 tracing::warn!(target: "redlock", node = %node, "node queue full");
             }
+            Event::Round(round) => tracing::debug!(
+                target: "redlock",
+                kind = %round.kind,
+                resources = ?round.resources.keys(),
+                decision = ?round.decision,
+                elapsed_us = u64::try_from(round.elapsed.as_micros()).unwrap_or(u64::MAX),
+                granted = round.summary.granted,
+                refused = round.summary.refused,
+                failed = ?round.summary.failed,
+                "round decided"
+            ),
             Event::Connection { node, error } => {
                 tracing::warn!(target: "redlock", node = %node, error = %error, "connection error");
             }

@@ -258,15 +258,23 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
         let _leave = Leave(&self.waiting);
         loop {
-            let (transmits, output, timer) = {
+            let (transmits, output, timer, rounds) = {
                 let mut machine = mailbox.lock();
                 let mut transmits = Vec::new();
                 while let Some(t) = machine.poll_transmit() {
                     transmits.push(t);
                 }
+                // Decided rounds' records exist only when a hook is set.
+                let mut rounds = Vec::new();
+                while let Some(r) = machine.poll_round() {
+                    rounds.push(r);
+                }
                 let output = machine.poll();
-                (transmits, output, machine.poll_timeout())
+                (transmits, output, machine.poll_timeout(), rounds)
             };
+            for r in &rounds {
+                self.observer.emit(|| Event::Round(r));
+            }
             for t in &transmits {
                 let deadline = self.send(t, Some(&inbox));
                 deadlines.insert(t.round(), deadline);

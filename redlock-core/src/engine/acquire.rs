@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::later;
-use crate::engine::{Entropy, Machine, Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::engine::{
+    Entropy, Machine, Message, Round, RoundId, RoundKind, RoundRecord, Settings, Timer, Transmit,
+};
 use crate::{
     fence_step, Claim, Decision, FenceStep, FencingToken, LockError, NodeFailure, Queued,
     Resources, Response, Ttl, Verdict,
@@ -58,6 +60,8 @@ pub struct Acquire<E> {
     phase: Phase<E>,
     transmits: VecDeque<Transmit>,
     outcome: Option<Result<Acquired, LockError<E>>>,
+    /// Decided rounds' records, with `Settings::observe`.
+    records: VecDeque<RoundRecord>,
 }
 
 #[derive(Debug)]
@@ -120,6 +124,7 @@ impl<E> Acquire<E> {
             phase: Phase::Idle,
             transmits: VecDeque::new(),
             outcome: None,
+            records: VecDeque::new(),
         }
     }
 
@@ -254,6 +259,24 @@ impl<E> Acquire<E> {
 
     /// The current round is decided (or timed out) at `now`.
     fn decide(&mut self, now: Instant) {
+        if self.settings.observe {
+            let record = match &self.phase {
+                Phase::Acquiring { round, .. } => Some(round.record_as(
+                    RoundKind::Acquire,
+                    &self.resources,
+                    now,
+                    &self.settings.nodes,
+                )),
+                Phase::Raising { raise, .. } => Some(raise.record_as(
+                    RoundKind::RaiseFence,
+                    &self.resources,
+                    now,
+                    &self.settings.nodes,
+                )),
+                _ => None,
+            };
+            self.records.extend(record);
+        }
         let drift = self.settings.drift(self.ttl);
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Acquiring {
@@ -486,5 +509,9 @@ impl<E> Machine<E> for Acquire<E> {
         !self.transmits.is_empty()
             || self.outcome.is_some()
             || matches!(self.phase, Phase::Pausing { .. })
+    }
+
+    fn poll_round(&mut self) -> Option<RoundRecord> {
+        self.records.pop_front()
     }
 }

@@ -70,6 +70,7 @@ mod single;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use crate::events::{RoundKind, RoundRecord};
 pub use acquire::{Acquire, Acquired};
 pub use hand::HandOff;
 pub use keep::{Keep, KeepStep};
@@ -101,6 +102,8 @@ pub struct Settings {
     pub(crate) drift_factor: f64,
     pub(crate) retry: RetryDelay,
     pub(crate) fencing: bool,
+    /// Whether machines keep a [`RoundRecord`] of each decided round.
+    pub(crate) observe: bool,
 }
 
 impl Settings {
@@ -120,6 +123,7 @@ impl Settings {
             drift_factor: 0.01,
             retry: RetryDelay::DEFAULT,
             fencing: false,
+            observe: false,
         }
     }
 
@@ -182,6 +186,22 @@ impl Settings {
     #[must_use]
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
+        self
+    }
+
+    /// With `on`, machines keep a [`RoundRecord`] of each round they decide,
+    /// for [`Machine::poll_round`] (the blocking manager turns them into
+    /// events when a hook is set). Off by default: nothing is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{NodeId, engine::Settings};
+    /// let s = Settings::new(vec![NodeId::new("a")].into()).observe(true);
+    /// ```
+    #[must_use]
+    pub fn observe(mut self, on: bool) -> Self {
+        self.observe = on;
         self
     }
 
@@ -414,6 +434,23 @@ pub trait Machine<E> {
     /// Whether the driver has something to do: a request to send, a result
     /// to take, or a pause to start.
     fn needs_driver(&self) -> bool;
+
+    /// The next decided round's record, in order (with
+    /// [`Settings::observe`]; never otherwise).
+    fn poll_round(&mut self) -> Option<RoundRecord> {
+        None
+    }
+}
+
+/// The round kind a message's round is (none for a flush barrier).
+pub(crate) fn round_kind(message: Message) -> Option<RoundKind> {
+    match message {
+        Message::Acquire { .. } => Some(RoundKind::Acquire),
+        Message::RaiseFence(_) => Some(RoundKind::RaiseFence),
+        Message::Extend(_) => Some(RoundKind::Extend),
+        Message::Release(_) => Some(RoundKind::Release),
+        Message::Flush => None,
+    }
 }
 
 /// Where a machine's randomness comes from: the OS for the blocking manager,

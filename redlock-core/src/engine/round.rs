@@ -107,6 +107,42 @@ impl<E> Round<E> {
         judge(&self.tally, ttl.as_duration(), elapsed, drift).unwrap_or(Verdict::NoQuorum)
     }
 
+    /// The record of this round, decided at `now` (see
+    /// [`Machine::poll_round`](super::Machine::poll_round)).
+    pub(crate) fn record_as(
+        &self,
+        kind: super::RoundKind,
+        resources: &crate::Resources,
+        now: Instant,
+        nodes: &[NodeId],
+    ) -> super::RoundRecord {
+        let mut failed: Vec<(NodeId, crate::FailureKind)> = self
+            .failures
+            .iter()
+            .map(|(node, failure)| {
+                let id = nodes
+                    .get(*node)
+                    .cloned()
+                    .unwrap_or_else(|| NodeId::new(format!("node {node}")));
+                (id, crate::FailureKind::of(failure))
+            })
+            .collect();
+        failed.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        super::RoundRecord {
+            kind,
+            resources: resources.clone(),
+            decision: self.tally.decision(),
+            elapsed: now.saturating_duration_since(self.started),
+            summary: crate::RoundSummary {
+                nodes: self.tally.nodes(),
+                quorum: self.tally.quorum(),
+                granted: self.tally.granted(),
+                refused: self.tally.refused(),
+                failed,
+            },
+        }
+    }
+
     /// The nodes where a failed acquire may have left its key: those that
     /// granted, and those that had not answered.
     pub(crate) fn may_hold(&self) -> Vec<bool> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::engine::{Machine, Message, Round, RoundId, Settings, Timer, Transmit};
+use crate::engine::{Machine, Message, Round, RoundId, RoundRecord, Settings, Timer, Transmit};
 use crate::{Claim, NodeFailure, Response};
 
 /// When a [`Single`] round is over.
@@ -88,6 +88,9 @@ pub struct Single<E> {
     answered: usize,
     transmit: Option<Transmit>,
     outcome: Option<Decided<E>>,
+    /// The nodes, with `Settings::observe` only.
+    observe: Option<Arc<[crate::NodeId]>>,
+    record: Option<RoundRecord>,
 }
 
 impl<E> Single<E> {
@@ -107,6 +110,8 @@ impl<E> Single<E> {
             answered: 0,
             transmit: None,
             outcome: None,
+            observe: settings.observe.then(|| Arc::clone(&settings.nodes)),
+            record: None,
         }
     }
 
@@ -138,6 +143,13 @@ impl<E> Single<E> {
     }
 
     fn finish(&mut self, now: Instant) {
+        if let (Some(nodes), Some(round), Some(kind)) = (
+            self.observe.as_ref(),
+            self.round.as_ref(),
+            super::round_kind(self.message),
+        ) {
+            self.record = Some(round.record_as(kind, self.claim.resources(), now, nodes));
+        }
         if let Some(round) = self.round.take() {
             self.outcome = Some(Decided {
                 round,
@@ -189,5 +201,9 @@ impl<E> Machine<E> for Single<E> {
 
     fn needs_driver(&self) -> bool {
         self.transmit.is_some() || self.outcome.is_some()
+    }
+
+    fn poll_round(&mut self) -> Option<RoundRecord> {
+        self.record.take()
     }
 }

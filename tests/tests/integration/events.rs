@@ -295,3 +295,61 @@ fn local_hand_offs_are_reported_and_counted() {
     assert_eq!(u64::try_from(events).expect("fits"), handed);
     assert_eq!(locks.stats().manager.acquired, 400);
 }
+
+/// Records each decided round's kind and decision.
+#[derive(Default)]
+struct Rounds(
+    Mutex<
+        Vec<(
+            redlock_core::engine::RoundKind,
+            redlock_core::decide::Decision,
+            usize,
+        )>,
+    >,
+);
+
+impl EventHandler for Rounds {
+    fn on_event(&self, event: &Event<'_>) {
+        if let Event::Round(round) = event {
+            self.0
+                .lock()
+                .push((round.kind, round.decision, round.summary.failed.len()));
+        }
+    }
+}
+
+#[test]
+fn every_decided_round_is_reported_with_its_nodes() {
+    use redlock_core::decide::Decision;
+    use redlock_core::engine::RoundKind;
+    let cluster = MockCluster::new(3);
+    let rounds = Arc::new(Rounds::default());
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&rounds) as Arc<dyn EventHandler>)
+        .build()
+        .expect("config");
+    cluster.node(2).go_down();
+    let mut lock = locks.try_lock("r", TTL).expect("quorum");
+    lock.extend(TTL).expect("extend");
+    lock.release().expect("release");
+    let other = Redlock::new(cluster.backends()).expect("config");
+    let held = other.try_lock("r", TTL).expect("free");
+    assert!(locks.try_lock("r", TTL).is_err());
+    held.release().expect("release");
+    let seen = rounds.0.lock().clone();
+    let kinds: Vec<RoundKind> = seen.iter().map(|r| r.0).collect();
+    assert_eq!(
+        kinds,
+        [
+            RoundKind::Acquire,
+            RoundKind::Extend,
+            RoundKind::Release,
+            RoundKind::Acquire
+        ],
+        "{seen:?}"
+    );
+    assert!(seen[..3].iter().all(|r| r.1 == Decision::Won), "{seen:?}");
+    assert_eq!(seen[3].1, Decision::Lost, "{seen:?}");
+    // The node that is down shows as failed where its answer came in time.
+    assert!(seen.iter().any(|r| r.2 == 1), "{seen:?}");
+}
