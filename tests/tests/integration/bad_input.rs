@@ -167,14 +167,40 @@ fn bad_extend_ttl_keeps_the_lock() {
     lock.release().expect("still held");
 }
 
-/// A backend that does not declare fencing (the trait's default).
+/// A mock node that declares fencing or not (the trait's default is not),
+/// and may grant without counters although it declares them (a bug).
 #[derive(Debug)]
-struct NoFence(MockNode);
+struct Fencing {
+    node: MockNode,
+    declares: bool,
+    counters: bool,
+}
 
-impl redlock_core::backend::LockBackend for NoFence {
+impl Fencing {
+    fn undeclared(node: MockNode) -> Self {
+        Fencing {
+            node,
+            declares: false,
+            counters: true,
+        }
+    }
+
+    fn lying(node: MockNode) -> Self {
+        Fencing {
+            node,
+            declares: true,
+            counters: false,
+        }
+    }
+}
+
+impl redlock_core::backend::LockBackend for Fencing {
     type Error = redlock_mock::MockError;
     fn node_id(&self) -> &NodeId {
-        self.0.node_id()
+        self.node.node_id()
+    }
+    fn supports_fencing(&self) -> bool {
+        self.declares
     }
     fn acquire(
         &self,
@@ -182,20 +208,26 @@ impl redlock_core::backend::LockBackend for NoFence {
         ttl: Ttl,
         fence: bool,
     ) -> Result<redlock_core::backend::AcquireOutcome, Self::Error> {
-        self.0.acquire(claim, ttl, fence)
+        use redlock_core::backend::AcquireOutcome;
+        Ok(match self.node.acquire(claim, ttl, fence)? {
+            AcquireOutcome::Granted { .. } if !self.counters => {
+                AcquireOutcome::Granted { fence: None }
+            }
+            other => other,
+        })
     }
     fn extend(&self, claim: &redlock_core::backend::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
-        self.0.extend(claim, ttl)
+        self.node.extend(claim, ttl)
     }
     fn release(&self, claim: &redlock_core::backend::Claim) -> Result<bool, Self::Error> {
-        self.0.release(claim)
+        self.node.release(claim)
     }
     fn raise_fence(
         &self,
         claim: &redlock_core::backend::Claim,
         at_least: u64,
     ) -> Result<bool, Self::Error> {
-        self.0.raise_fence(claim, at_least)
+        self.node.raise_fence(claim, at_least)
     }
 }
 
@@ -203,10 +235,16 @@ impl redlock_core::backend::LockBackend for NoFence {
 fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
     use redlock_core::backend::LockBackend as _;
     let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
-    let err = Redlock::builder(nodes.iter().cloned().map(NoFence).collect::<Vec<_>>())
-        .fencing(true)
-        .build()
-        .expect_err("refused at build");
+    let err = Redlock::builder(
+        nodes
+            .iter()
+            .cloned()
+            .map(Fencing::undeclared)
+            .collect::<Vec<_>>(),
+    )
+    .fencing(true)
+    .build()
+    .expect_err("refused at build");
     assert_eq!(
         err,
         BuildError::Config(ConfigError::NoFencing {
@@ -214,7 +252,7 @@ fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
         })
     );
     // Without fencing the same backends are fine, and the mock declares it.
-    assert!(Redlock::new(nodes.iter().cloned().map(NoFence)).is_ok());
+    assert!(Redlock::new(nodes.iter().cloned().map(Fencing::undeclared)).is_ok());
     assert!(nodes[0].supports_fencing());
     assert!(Redlock::builder(nodes.to_vec())
         .fencing(true)
@@ -222,53 +260,19 @@ fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
         .is_ok());
 }
 
-/// A backend that declares fencing but never returns counters (a bug).
-#[derive(Debug)]
-struct LyingFence(MockNode);
-
-impl redlock_core::backend::LockBackend for LyingFence {
-    type Error = redlock_mock::MockError;
-    fn node_id(&self) -> &NodeId {
-        self.0.node_id()
-    }
-    fn supports_fencing(&self) -> bool {
-        true
-    }
-    fn acquire(
-        &self,
-        claim: &redlock_core::backend::Claim,
-        ttl: Ttl,
-        fence: bool,
-    ) -> Result<redlock_core::backend::AcquireOutcome, Self::Error> {
-        Ok(match self.0.acquire(claim, ttl, fence)? {
-            redlock_core::backend::AcquireOutcome::Granted { .. } => {
-                redlock_core::backend::AcquireOutcome::Granted { fence: None }
-            }
-            other => other,
-        })
-    }
-    fn extend(&self, claim: &redlock_core::backend::Claim, ttl: Ttl) -> Result<bool, Self::Error> {
-        self.0.extend(claim, ttl)
-    }
-    fn release(&self, claim: &redlock_core::backend::Claim) -> Result<bool, Self::Error> {
-        self.0.release(claim)
-    }
-    fn raise_fence(
-        &self,
-        claim: &redlock_core::backend::Claim,
-        at_least: u64,
-    ) -> Result<bool, Self::Error> {
-        self.0.raise_fence(claim, at_least)
-    }
-}
-
 #[test]
 fn a_backend_that_declares_fencing_but_returns_no_counters_is_refused_and_released() {
     let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
-    let locks = Redlock::builder(nodes.iter().cloned().map(LyingFence).collect::<Vec<_>>())
-        .fencing(true)
-        .build()
-        .expect("declared");
+    let locks = Redlock::builder(
+        nodes
+            .iter()
+            .cloned()
+            .map(Fencing::lying)
+            .collect::<Vec<_>>(),
+    )
+    .fencing(true)
+    .build()
+    .expect("declared");
     let err = locks
         .try_lock("fenced", std::time::Duration::from_secs(10))
         .expect_err("no counters");
