@@ -37,6 +37,18 @@ fn wait_in_thread(
     rx
 }
 
+/// Cancels `cancel` and requires the waiting call behind `rx` to return
+/// `Cancelled` within [`PROMPT`].
+fn cancel_and_expect_prompt_return(cancel: &Cancel, rx: &mpsc::Receiver<Result<(), String>>) {
+    let asked = Instant::now();
+    cancel.cancel();
+    let result = rx
+        .recv_timeout(PROMPT)
+        .expect("the waiter returned promptly");
+    assert_eq!(result, Err("cancelled".to_owned()));
+    assert!(asked.elapsed() < PROMPT);
+}
+
 #[test]
 fn a_waiter_in_the_local_line_stops_at_once_and_leaves_the_line() {
     let cluster = MockCluster::new(3);
@@ -46,13 +58,7 @@ fn a_waiter_in_the_local_line_stops_at_once_and_leaves_the_line() {
     let rx = wait_in_thread(&locks, "line", &cancel);
     // Still waiting a while later: the lock is held for 30 s.
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    let asked = Instant::now();
-    cancel.cancel();
-    let result = rx
-        .recv_timeout(PROMPT)
-        .expect("the waiter returned promptly");
-    assert_eq!(result, Err("cancelled".to_owned()));
-    assert!(asked.elapsed() < PROMPT);
+    cancel_and_expect_prompt_return(&cancel, &rx);
     // The line does not wait for the cancelled caller: after the release,
     // the next caller acquires at once.
     held.release().unwrap();
@@ -70,13 +76,7 @@ fn a_caller_polling_the_nodes_stops_at_once_and_leaves_no_key() {
     let cancel = Cancel::new();
     let rx = wait_in_thread(&waiter, "nodes", &cancel);
     assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
-    let asked = Instant::now();
-    cancel.cancel();
-    let result = rx
-        .recv_timeout(PROMPT)
-        .expect("the waiter returned promptly");
-    assert_eq!(result, Err("cancelled".to_owned()));
-    assert!(asked.elapsed() < PROMPT);
+    cancel_and_expect_prompt_return(&cancel, &rx);
     held.release().unwrap();
     assert!(waiter.flush(PROMPT) && holder.flush(PROMPT));
     assert!(cluster.nodes().iter().all(|node| !node.is_locked("nodes")));
