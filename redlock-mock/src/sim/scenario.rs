@@ -126,6 +126,7 @@ pub enum Fault {
 /// each direction FIFO like a TCP connection unless
 /// [`Scenario::unordered_connections`]).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NetFaults {
     /// Smallest one-way delay.
     pub delay_min: Duration,
@@ -158,6 +159,7 @@ pub struct NetFaults {
 
 /// Clock faults: rate errors, offsets and steps.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ClockFaults {
     /// Largest rate error of a node's clock, parts per million either way.
     pub node_ppm: i64,
@@ -183,6 +185,7 @@ pub struct ClockFaults {
 
 /// Node faults: crashes, restarts, failovers and key loss.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NodeFaults {
     /// Crashes per node per second.
     pub crash_rate: f64,
@@ -207,6 +210,7 @@ pub struct NodeFaults {
 
 /// Client faults: crashes and process pauses.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ClientFaults {
     /// Client crashes (without releasing) per client per second.
     pub crash_rate: f64,

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use redlock_mock::sim::{
-    run, run_traced, sweep, Fault, NodeFaults, Scenario, SeedPlan, SweepReport, ViolationKind,
+    run, run_traced, sweep, Fault, Scenario, SeedPlan, SweepReport, ViolationKind,
 };
 
 /// Both cores.
@@ -302,10 +302,7 @@ fn eviction_of_lock_keys_breaks_mutual_exclusion() {
     let eviction = base.with(|s| {
         s.name = "eviction".into();
         s.out_of_model = true;
-        s.node_faults = NodeFaults {
-            flush_rate: 3.0,
-            ..s.node_faults.clone()
-        };
+        s.node_faults.flush_rate = 3.0;
     });
     expect_broken(
         &eviction,
@@ -408,11 +405,8 @@ fn scripted_failover_to_a_lagging_replica_breaks_mutual_exclusion() {
         s.name = "failover-race".into();
         s.nodes = 1;
         s.clients = 2;
-        s.node_faults = NodeFaults {
-            replica_lag_min: ms(50),
-            replica_lag_max: ms(50),
-            ..s.node_faults.clone()
-        };
+        s.node_faults.replica_lag_min = ms(50);
+        s.node_faults.replica_lag_max = ms(50);
         s.script = vec![(ms(30), Fault::Failover { node: 0 })];
     });
     let report = sweep(&race, 0..200, THREADS);
@@ -422,11 +416,8 @@ fn scripted_failover_to_a_lagging_replica_breaks_mutual_exclusion() {
     );
     // With the replica in sync the same failover is harmless.
     let synced = race.clone().with(|s| {
-        s.node_faults = NodeFaults {
-            replica_lag_min: Duration::ZERO,
-            replica_lag_max: Duration::ZERO,
-            ..s.node_faults.clone()
-        };
+        s.node_faults.replica_lag_min = Duration::ZERO;
+        s.node_faults.replica_lag_max = Duration::ZERO;
     });
     assert_eq!(sweep(&synced, 0..200, THREADS).violations, 0);
 }
