@@ -9,6 +9,9 @@
 #   scripts/bench.sh --help     every option (--rounds, --secs, --modes, --impls ...)
 #   scripts/bench.sh --quick --modes fair --impls ours
 #                               only the fair mode: two managers on one key
+#   scripts/bench.sh --own-sessions
+#                               the servers each in a session of their own, as
+#                               daemons run (the default: the benchmark's children)
 #
 # The benchmark starts its own masters (5; 3, 7 and 9 for the N sweep) on free
 # loopback ports and stops them, also when it fails. Needs a Rust toolchain;

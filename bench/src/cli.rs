@@ -9,7 +9,7 @@ use crate::measure::Plan;
 
 pub(crate) const USAGE: &str = "\
 usage: redlock-bench [--quick] [--rounds R] [--secs S] [--warmup S] [--modes LIST] [--impls LIST]
-                     [--hot-retry MIN-MAX]
+                     [--hot-retry MIN-MAX] [--own-sessions]
 
 Starts real redis-server masters on free loopback ports (5; 3, 7, 9 for the
 N modes), measures acquire+release cycles of our manager, the peers and the
@@ -28,6 +28,10 @@ The fair mode runs ours only: two managers, 4 threads each, on one key.
   --hot-retry MIN-MAX
                  our retry pauses in the hot-key and fair modes, in ms
                  (default 1-5)
+  --own-sessions each server in a session of its own (through setsid), as
+                 daemons or servers of a service manager run: with autogroup
+                 scheduling they no longer share the client's CPU share
+                 (default: the servers are the benchmark's children)
 
 Ratios whose inputs were not run (or failed) print as nan.";
 
@@ -41,6 +45,8 @@ pub(crate) struct Options {
     pub(crate) impls: Vec<Impl>,
     /// Our retry pauses (min, max) in the hot-key and fair modes.
     pub(crate) hot_retry: (Duration, Duration),
+    /// Servers in sessions of their own instead of the benchmark's.
+    pub(crate) own_sessions: bool,
     pub(crate) help: bool,
 }
 
@@ -54,6 +60,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Op
     let mut impls: Vec<Impl> = Impl::ALL.iter().map(|(i, _)| *i).collect();
     let mut hot_retry = crate::ours::HOT_RETRY;
     let mut help = false;
+    let mut own_sessions = false;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().with_context(|| format!("{name} needs a value"));
@@ -65,6 +72,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Op
             "--modes" => modes = names("--modes", &value("--modes")?, &Mode::ALL)?,
             "--impls" => impls = names("--impls", &value("--impls")?, &Impl::ALL)?,
             "--hot-retry" => hot_retry = millis_range("--hot-retry", &value("--hot-retry")?)?,
+            "--own-sessions" => own_sessions = true,
             "-h" | "--help" => help = true,
             other => bail!("unknown argument {other:?}\n\n{USAGE}"),
         }
@@ -95,6 +103,7 @@ pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> anyhow::Result<Op
         modes,
         impls,
         hot_retry,
+        own_sessions,
         help,
     })
 }
@@ -177,6 +186,8 @@ mod tests {
             (Duration::from_micros(500), Duration::from_millis(2))
         );
         assert_eq!(options.rounds, 3);
+        assert!(!options.own_sessions);
+        assert!(parse(args(&["--own-sessions"]))?.own_sessions);
         Ok(())
     }
 

@@ -64,7 +64,7 @@ fn run() -> anyhow::Result<()> {
     let mut clusters = BTreeMap::new();
     for mode in &options.modes {
         if let Entry::Vacant(slot) = clusters.entry(mode.nodes()) {
-            slot.insert(start_cluster(mode.nodes())?);
+            slot.insert(start_cluster(mode.nodes(), options.own_sessions)?);
         }
     }
     let mut rows: Vec<Row> = options
@@ -120,8 +120,9 @@ fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_cluster(n: usize) -> anyhow::Result<RedisCluster> {
-    RedisCluster::start(n, &ServerOptions::new()).with_context(|| format!("starting {n} masters"))
+fn start_cluster(n: usize, own_sessions: bool) -> anyhow::Result<RedisCluster> {
+    RedisCluster::start(n, &ServerOptions::new().own_session(own_sessions))
+        .with_context(|| format!("starting {n} masters"))
 }
 
 /// One round of one implementation in one mode. The inner result is the
@@ -202,7 +203,14 @@ fn print_machine(options: &Options) {
         "machine: {cores} cores, {}, Linux {kernel}",
         procfs::cpu_model()
     );
-    println!("servers: {redis}");
+    println!(
+        "servers: {redis}, {}",
+        if options.own_sessions {
+            "each in a session of its own (--own-sessions)"
+        } else {
+            "children of the benchmark, in its session"
+        }
+    );
     println!(
         "plan: {} round(s) over all cells, each cell {:.1} s warm-up + {:.1} s measured; TTL {} s; \
          ours: node timeout {} ms, hot-key and fair retry {}–{} ms",

@@ -144,6 +144,7 @@ pub struct ServerOptions {
     pub(crate) binary: Option<OsString>,
     pub(crate) first_port: Option<u16>,
     pub(crate) ready_timeout: Option<Duration>,
+    pub(crate) own_session: bool,
 }
 
 impl ServerOptions {
@@ -205,6 +206,17 @@ impl ServerOptions {
     /// ports.
     pub fn first_port(mut self, port: u16) -> Self {
         self.first_port = Some(port);
+        self
+    }
+
+    /// Runs the server in a session of its own (through `setsid`, which
+    /// execs it under the same process id), as a daemonized server or one
+    /// started by a service manager runs: with Linux's autogroup scheduling
+    /// it then gets its own share of the CPU instead of sharing the
+    /// client's. Off by default: the server is the test's child in its
+    /// session.
+    pub fn own_session(mut self, on: bool) -> Self {
+        self.own_session = on;
         self
     }
 
@@ -281,6 +293,7 @@ impl fmt::Debug for ServerOptions {
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("acl_user", &self.acl_user)
             .field("extra", &self.extra)
+            .field("own_session", &self.own_session)
             .field("binary", &self.binary)
             .field("first_port", &self.first_port)
             .field("ready_timeout", &self.ready_timeout)

@@ -348,7 +348,16 @@ impl RedisServer {
             .open(&self.log_path)
             .with_context(|| format!("opening {}", self.log_path.display()))?;
         let log_start = log.seek(SeekFrom::End(0))?;
-        let child = Command::new(&self.binary)
+        // In a session of its own: `setsid` (not a group leader here, so it
+        // does not fork) makes one and execs the server under its own pid.
+        let mut command = if self.options.own_session {
+            let mut c = Command::new("setsid");
+            c.arg(&self.binary);
+            c
+        } else {
+            Command::new(&self.binary)
+        };
+        let child = command
             .arg(&self.config_path)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())

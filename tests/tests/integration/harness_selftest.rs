@@ -483,3 +483,38 @@ fn a_rejected_config_fails_with_the_servers_log() {
     assert!(message.contains("exited"), "{message}");
     assert!(message.contains("no-such-directive"), "the log: {message}");
 }
+
+/// The session id of process `pid` (field 6 of /proc/<pid>/stat).
+fn session_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    after
+        .split(' ')
+        .nth(3)
+        .expect("field 6")
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn a_server_in_its_own_session_is_still_controlled_by_its_pid() {
+    let server = ServerOptions::new()
+        .own_session(true)
+        .start()
+        .expect("start");
+    let pid = server.pid().expect("running");
+    // setsid exec'd the server itself under the child's pid.
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).expect("comm");
+    assert_eq!(comm.trim(), "redis-server");
+    assert_eq!(session_of(pid), pid, "a session of its own");
+    assert_ne!(session_of(pid), session_of(std::process::id()));
+    let mut con = server.client().expect("client");
+    assert_eq!(ping(&mut con).expect("PING"), "PONG");
+    server.kill().expect("kill");
+    assert!(!process_exists(pid));
+    // The default: the test's session.
+    let child = RedisServer::start().expect("start");
+    let child_pid = child.pid().expect("running");
+    assert_eq!(session_of(child_pid), session_of(std::process::id()));
+}
