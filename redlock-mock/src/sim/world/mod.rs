@@ -390,18 +390,11 @@ impl<'s, 'o> World<'s, 'o> {
     fn drain(&mut self) {
         while let Some((at, ev)) = self.queue.pop() {
             match ev {
-                Ev::Deliver {
-                    client,
-                    node,
-                    tx,
-                    lock,
-                    op,
-                    sent,
-                } => {
+                Ev::Deliver { .. } => {
                     self.now = self.now.max(at);
                     let w = ev.words();
                     self.trace.mix(&[at, w[0], w[1], w[2]]);
-                    self.deliver(client, node, tx, lock, op, sent);
+                    self.dispatch(ev);
                 }
                 // The workers of exiting processes go on until they die.
                 Ev::Reply {
