@@ -14,6 +14,7 @@ use crate::{NodeId, Ttl};
 pub use crate::events::ConnectionSink;
 pub use crate::resource::{Claim, Queued};
 pub use crate::token::{Token, TOKEN_LEN};
+pub use crate::wake::{ReleaseFeed, ReleaseSink};
 
 /// A node's answer to an acquire request.
 ///
@@ -324,6 +325,17 @@ pub trait LockBackend: Send + Sync {
     fn attach(&self, sink: ConnectionSink) {
         let _ = sink;
     }
+
+    /// How this node tells the manager's waiting callers that a key they
+    /// wait for was released, so that they try again at once instead of
+    /// after their random pause; `None` (the default) when it cannot: its
+    /// waiters poll, as the algorithm describes. Asked once, when the
+    /// manager starts; the feed is started when a caller first waits. The
+    /// Redis backend publishes on a channel from its release script and
+    /// listens with one subscriber connection.
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+        None
+    }
 }
 
 macro_rules! forward_backend {
@@ -353,6 +365,9 @@ macro_rules! forward_backend {
             }
             fn supports_fencing(&self) -> bool {
                 (**self).supports_fencing()
+            }
+            fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+                (**self).release_feed()
             }
         }
     )*};

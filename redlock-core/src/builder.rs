@@ -109,6 +109,9 @@ pub struct Builder<B> {
     jitter_seed: Option<u64>,
     queue_depth: usize,
     fencing: bool,
+    wake_ups: bool,
+    /// Whether [`Builder::clock`] replaced the system clock.
+    own_clock: bool,
     events: Option<Arc<dyn EventHandler>>,
 }
 
@@ -138,6 +141,8 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: None,
             queue_depth: 1024,
             fencing: false,
+            wake_ups: true,
+            own_clock: false,
             events: None,
         }
     }
@@ -278,6 +283,33 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// ```
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self.own_clock = true;
+        self
+    }
+
+    /// Whether a caller waiting for a key held by another manager (another
+    /// process, usually) is woken when a node reports the key released,
+    /// instead of only retrying after its random pause. On by default;
+    /// takes effect with backends that offer
+    /// [`release_feed`](LockBackend::release_feed) (Redis: Pub/Sub, one
+    /// subscriber connection per node, opened when a caller first waits;
+    /// the mock too) and with the system clock only (a [`Builder::clock`]
+    /// of your own sleeps its pauses whole). Waiters woken together still
+    /// take turns: the nodes keep the key for the manager that waited
+    /// longest (see [`Queued`](crate::backend::Queued)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// // Poll with random pauses only, as the algorithm describes.
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .wake_ups(false)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::BuildError>(())
+    /// ```
+    pub fn wake_ups(mut self, on: bool) -> Self {
+        self.wake_ups = on;
         self
     }
 
@@ -400,6 +432,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             jitter_seed: self.jitter_seed,
             queue_depth: self.queue_depth,
             fencing: self.fencing,
+            wake_ups: self.wake_ups && !self.own_clock,
         };
         Redlock::start(self.backends, config, self.events)
     }

@@ -208,6 +208,9 @@ pub(crate) struct Config {
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) queue_depth: usize,
     pub(crate) fencing: bool,
+    /// Waiters are woken by the nodes' release notifications (on by
+    /// default; only with the system clock).
+    pub(crate) wake_ups: bool,
 }
 
 impl fmt::Debug for Config {
@@ -219,6 +222,7 @@ impl fmt::Debug for Config {
             .field("acquire_timeout", &self.acquire_timeout)
             .field("clock", &self.clock)
             .field("fencing", &self.fencing)
+            .field("wake_ups", &self.wake_ups)
             .finish_non_exhaustive()
     }
 }

@@ -16,6 +16,7 @@ use crate::line::{Baton, Lines, Place};
 use crate::mailbox::Mailbox;
 use crate::manager::Manager;
 use crate::shared::{Deadlines, Shared};
+use crate::wake::Wakeups;
 use crate::worker::Worker;
 use crate::{
     BuildError, Cancel, Claim, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
@@ -83,6 +84,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ) -> Result<Self, BuildError> {
         let depth = config.queue_depth;
         let observer = Arc::new(Observer::new(events));
+        let feeds: Vec<_> = if config.wake_ups {
+            backends
+                .iter()
+                .filter_map(LockBackend::release_feed)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let workers = backends
             .into_iter()
             .enumerate()
@@ -128,6 +137,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             rng: seeded.then(|| Mutex::new(rng)),
             waiting: AtomicUsize::new(0),
             observer,
+            wakeups: Wakeups::new(feeds, mark_ttl.as_duration()),
         });
         Ok(Redlock {
             manager: Arc::new(Manager {
@@ -400,13 +410,20 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 return Err((LockError::Cancelled, 0))
             }
             None => {
-                let acquire = Acquire::new(
+                let mut acquire = Acquire::new(
                     shared.settings.clone(),
                     resources.clone(),
                     ttl,
                     Some(deadline),
                     Some(shared.queued(true)),
                 );
+                // Other managers waited for it lately: a plain first round
+                // would jump their line.
+                if shared.wakeups.is_contended(resources) {
+                    acquire.queue_first();
+                } else if shared.wakeups.enabled() {
+                    acquire.mark_at_once();
+                }
                 let acquired = self.acquire_with(acquire, cancel).map_err(with_rounds)?;
                 (acquired, false)
             }
@@ -448,12 +465,14 @@ impl<B: LockBackend + 'static> Redlock<B> {
     #[must_use]
     pub fn stats(&self) -> Stats {
         let shared = &self.manager.shared;
-        shared.observer.snapshot(
+        let mut stats = shared.observer.snapshot(
             shared
                 .workers
                 .iter()
                 .map(|w| (&w.id, w.counters.as_ref(), w.queued())),
-        )
+        );
+        (stats.manager.releases_heard, stats.manager.woken) = shared.wakeups.counts();
+        stats
     }
 
     /// The node ids, in configuration order.

@@ -6,6 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+use crate::wake::ReleaseFeed;
 use crate::{
     events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
     Ttl,
@@ -155,6 +156,7 @@ trait Erased: Send + Sync {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
     fn supports_fencing(&self) -> bool;
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>>;
 }
 
 impl<B: LockBackend> Erased for B {
@@ -185,6 +187,9 @@ impl<B: LockBackend> Erased for B {
     fn supports_fencing(&self) -> bool {
         LockBackend::supports_fencing(self)
     }
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+        LockBackend::release_feed(self)
+    }
 }
 
 impl LockBackend for DynBackend {
@@ -213,6 +218,9 @@ impl LockBackend for DynBackend {
     }
     fn supports_fencing(&self) -> bool {
         self.inner.supports_fencing()
+    }
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+        self.inner.release_feed()
     }
 }
 

@@ -447,6 +447,12 @@ pub struct ManagerStats {
     pub lost: u64,
     /// Local hand-offs to the next caller in a line.
     pub handed_off: u64,
+    /// Release notifications received from the nodes (see
+    /// [`Builder::wake_ups`](crate::Builder::wake_ups)).
+    pub releases_heard: u64,
+    /// Waiting callers those notifications woke before the end of their
+    /// pause.
+    pub woken: u64,
 }
 
 /// What [`Redlock::stats`](crate::Redlock::stats) returns.
@@ -621,6 +627,8 @@ impl ManagerCounters {
             extended: self.extended.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
             handed_off: self.handed_off.load(Ordering::Relaxed),
+            releases_heard: 0,
+            woken: 0,
         }
     }
 }

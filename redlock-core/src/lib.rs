@@ -88,6 +88,7 @@ mod shared;
 mod state;
 mod tally;
 mod token;
+mod wake;
 mod worker;
 
 pub(crate) use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};

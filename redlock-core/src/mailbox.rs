@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::engine::{Acquire, RoundId, Single};
-use crate::{Cancel, Clock, NodeFailure, Response};
+use crate::engine::{Acquire, Entropy, RoundId, Single};
+use crate::wake::Flag;
+use crate::{Cancel, Clock, NodeFailure, Resources, Response};
 
 /// A machine as the shell drives it: the engine's [`Machine`] and its
 /// result.
@@ -23,6 +24,14 @@ pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
     fn cancelled(&mut self) -> Option<Self::Output> {
         None
     }
+    /// The keys whose release ends this machine's pauses, if any.
+    fn waits_for(&self) -> Option<&Resources> {
+        None
+    }
+    /// One of [`Machine::waits_for`]'s keys was reported released.
+    fn released(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        let _ = (now, entropy);
+    }
 }
 
 impl<E: Send + Sync> Machine<E> for Acquire<E> {
@@ -33,6 +42,12 @@ impl<E: Send + Sync> Machine<E> for Acquire<E> {
     fn cancelled(&mut self) -> Option<Self::Output> {
         Some(Err(crate::LockError::Cancelled))
     }
+    fn waits_for(&self) -> Option<&Resources> {
+        Acquire::waits_for(self)
+    }
+    fn released(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        self.handle_released(now, entropy);
+    }
 }
 
 impl<E: Send + Sync> Machine<E> for Single<E> {
@@ -41,6 +56,18 @@ impl<E: Send + Sync> Machine<E> for Single<E> {
         Single::poll(self)
     }
 }
+
+/// How a pause between rounds ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pause {
+    Elapsed,
+    /// A key waited for was reported released.
+    Woken,
+    Cancelled,
+}
+
+/// How often a parked pause looks at its cancel.
+const CANCEL_SLICE: Duration = Duration::from_millis(10);
 
 /// What a node worker delivers replies to.
 pub(crate) trait Inbox<E>: Send + Sync {
@@ -75,8 +102,41 @@ impl<M> Mailbox<M> {
         let _ = self.cancel.set(cancel.clone());
     }
 
+    /// Sleeps until `at`: on the system clock, parked, when `woken` is
+    /// given (its flag ends the pause early); otherwise on the configured
+    /// clock.
+    pub(crate) fn pause_until(&self, at: Instant, woken: Option<&Flag>) -> Pause {
+        let Some(flag) = woken else {
+            return if self.sleep_until(at) {
+                Pause::Elapsed
+            } else {
+                Pause::Cancelled
+            };
+        };
+        loop {
+            if self.cancel.get().is_some_and(Cancel::is_cancelled) {
+                return Pause::Cancelled;
+            }
+            if flag.take() {
+                return Pause::Woken;
+            }
+            let now = Instant::now();
+            if now >= at {
+                return Pause::Elapsed;
+            }
+            // A cancel wakes only threads it watches: look again every
+            // slice.
+            let slice = if self.cancel.get().is_some() {
+                CANCEL_SLICE
+            } else {
+                Duration::from_secs(3600)
+            };
+            std::thread::park_timeout((at - now).min(slice));
+        }
+    }
+
     /// Sleeps on the clock until `at`; `false` when cancelled first.
-    pub(crate) fn pause_until(&self, at: Instant) -> bool {
+    fn sleep_until(&self, at: Instant) -> bool {
         match self.cancel.get() {
             Some(cancel) => cancel.sleep_until(self.clock.as_ref(), at),
             None => {

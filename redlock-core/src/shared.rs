@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 use crate::config::{later, Config};
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
-use crate::mailbox::{Inbox, Machine, Mailbox};
+use crate::mailbox::{Inbox, Machine, Mailbox, Pause};
+use crate::wake::{Waiting, Wakeups};
 use crate::worker::{Job, Worker};
 use crate::{Claim, EntropyError, LockError, LostReason, Queued, Resources, Token, Ttl};
 
@@ -38,6 +39,8 @@ pub(crate) struct Shared<E> {
     pub(crate) waiting: AtomicUsize,
     /// The event hook and the manager's counters.
     pub(crate) observer: Arc<Observer>,
+    /// Release notifications that end waiters' pauses.
+    pub(crate) wakeups: Wakeups,
 }
 
 /// The blocking manager's randomness: tokens from the OS, jitter from the
@@ -257,9 +260,19 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let clock = mailbox.clock();
         let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
         let _leave = Leave(&self.waiting);
+        // Registered for the whole call once notifications flow, so that a
+        // release that comes while a round is out still ends the next pause.
+        let mut waiting = None;
+        let mut first = true;
+        let since = Instant::now();
         loop {
             let (transmits, output, timer, rounds) = {
                 let mut machine = mailbox.lock();
+                if std::mem::take(&mut first) && self.wakeups.started() {
+                    waiting = machine
+                        .waits_for()
+                        .map(|keys| self.wakeups.wait_for(keys, since));
+                }
                 let mut transmits = Vec::new();
                 while let Some(t) = machine.poll_transmit() {
                     transmits.push(t);
@@ -294,16 +307,34 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     }
                 }
                 Some(Timer::At(at)) => {
-                    // Between rounds nothing is held: a cancelled machine
-                    // stops here.
-                    if !mailbox.pause_until(at) {
-                        if let Some(output) = mailbox.lock().cancelled() {
-                            return output;
+                    if self.wakeups.enabled() && waiting.is_none() {
+                        // Refused: this caller waits for other managers.
+                        let machine = mailbox.lock();
+                        if let Some(keys) = machine.waits_for() {
+                            self.wakeups.contended(keys);
+                            self.wakeups.start();
+                            waiting = Some(self.wakeups.wait_for(keys, since));
                         }
                     }
-                    mailbox
-                        .lock()
-                        .handle_timeout(clock.now(), &mut self.entropy());
+                    // Between rounds nothing is held: a cancelled machine
+                    // stops here.
+                    match mailbox.pause_until(at, waiting.as_ref().map(Waiting::flag)) {
+                        Pause::Cancelled => {
+                            if let Some(output) = mailbox.lock().cancelled() {
+                                return output;
+                            }
+                            mailbox
+                                .lock()
+                                .handle_timeout(clock.now(), &mut self.entropy());
+                        }
+                        Pause::Woken => {
+                            self.wakeups.woke();
+                            mailbox.lock().released(clock.now(), &mut self.entropy());
+                        }
+                        Pause::Elapsed => mailbox
+                            .lock()
+                            .handle_timeout(clock.now(), &mut self.entropy()),
+                    }
                 }
                 // A machine with nothing under way and no result does not
                 // exist; wait for a worker all the same rather than spin.

@@ -3,10 +3,14 @@
 //! and the simulator's nodes:
 //!
 //! - a yielding queued acquire gives way (is refused) while another
-//!   manager's live mark is on one of its keys;
+//!   manager's live mark is on one of its keys, and is noted on those marks
+//!   as the next in line (the last to give way is);
 //! - a queued acquire refused because a key is held leaves its manager's
-//!   mark on every key, for the mark TTL;
-//! - a granted queued acquire removes its own manager's marks from its keys.
+//!   mark on every key, for the mark TTL (keeping the next in line);
+//! - a granted queued acquire removes its own manager's marks from its
+//!   keys, or hands each to the manager next in line on it (for the mark
+//!   TTL), so that a waiter that gave way is still waited for: a release
+//!   then notifies it (see `LockBackend::release_feed`).
 //!
 //! A mark never grants anything: it only makes other managers' yielding
 //! hand-offs step aside, so that a manager whose callers pass the lock
@@ -19,6 +23,8 @@ use redlock_core::backend::Queued;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark<T> {
     pub(crate) manager: u64,
+    /// The last other manager that gave way to this mark.
+    pub(crate) next: Option<u64>,
     pub(crate) expires: T,
 }
 
@@ -51,10 +57,11 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
     }
 
     /// Whether an acquire of `keys` with `queued` must give way: it yields
-    /// and another manager's mark is on one of its keys.
+    /// and another manager's mark is on one of its keys. When it does, its
+    /// manager becomes the next in line on those marks.
     pub(crate) fn gives_way<'k>(
-        &self,
-        keys: impl IntoIterator<Item = &'k K>,
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K> + Clone,
         queued: Option<Queued>,
     ) -> bool
     where
@@ -63,11 +70,22 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         let Some(queued) = queued.filter(Queued::yields) else {
             return false;
         };
-        keys.into_iter().any(|key| {
-            self.marks
-                .iter()
-                .any(|(k, m)| k == key && m.manager != queued.manager())
-        })
+        let me = queued.manager();
+        let other = |m: &Mark<T>| m.manager != me;
+        let gives_way = keys
+            .clone()
+            .into_iter()
+            .any(|key| self.marks.iter().any(|(k, m)| k == key && other(m)));
+        if gives_way {
+            for key in keys {
+                for (_, m) in self.marks.iter_mut().filter(|(k, _)| k == key) {
+                    if other(m) {
+                        m.next = Some(me);
+                    }
+                }
+            }
+        }
+        gives_way
     }
 
     /// An acquire of `keys` with `queued` was refused because a key is
@@ -83,34 +101,63 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         let Some(queued) = queued else {
             return;
         };
-        let mark = Mark {
-            manager: queued.manager(),
-            expires,
-        };
+        let me = queued.manager();
         for key in keys {
             match self.marks.iter_mut().find(|(k, _)| k == key) {
-                Some((_, m)) => *m = mark,
-                None => self.marks.push((key.clone(), mark)),
+                Some((_, m)) => {
+                    *m = Mark {
+                        manager: me,
+                        next: m.next.filter(|&n| n != me),
+                        expires,
+                    }
+                }
+                None => self.marks.push((
+                    key.clone(),
+                    Mark {
+                        manager: me,
+                        next: None,
+                        expires,
+                    },
+                )),
             }
         }
     }
 
     /// An acquire of `keys` with `queued` was granted: its manager's marks
-    /// on them are gone.
+    /// on them go to the manager next in line on each (until `expires`), or
+    /// are gone.
     pub(crate) fn granted<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K>,
         queued: Option<Queued>,
+        expires: T,
     ) where
         K: 'k,
     {
         let Some(queued) = queued else {
             return;
         };
+        let me = queued.manager();
         for key in keys {
+            for (_, m) in self.marks.iter_mut().filter(|(k, _)| k == key) {
+                if m.manager == me {
+                    if let Some(next) = m.next.take() {
+                        *m = Mark {
+                            manager: next,
+                            next: None,
+                            expires,
+                        };
+                    }
+                }
+            }
             self.marks
-                .retain(|(k, m)| !(k == key && m.manager == queued.manager()));
+                .retain(|(k, m)| !(k == key && m.manager == me && m.next.is_none()));
         }
+    }
+
+    /// Whether `key` carries a mark (purge expired ones first).
+    pub(crate) fn is_marked(&self, key: &K) -> bool {
+        self.marks.iter().any(|(k, _)| k == key)
     }
 
     /// How many keys carry a mark.
@@ -147,12 +194,41 @@ mod tests {
         assert!(!marks.gives_way(&[1u8], None));
         assert!(!marks.gives_way(&[2u8], Some(theirs)));
         // Someone else's grant leaves my marks; mine removes them.
-        marks.granted(&keys, Some(theirs));
+        marks.granted(&keys, Some(theirs), 200);
         assert_eq!(marks.len(), 2);
-        marks.granted(&[0u8], Some(mine));
+        marks.granted(&[0u8], Some(mine), 200);
         assert_eq!(marks.len(), 1);
         marks.purge(100);
         assert_eq!(marks.len(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_manager_that_gave_way_inherits_the_mark() -> Result<(), redlock_core::ConfigError> {
+        let ttl = Ttl::new(Duration::from_millis(10))?;
+        let (a, b, c) = (
+            Queued::new(1, ttl, true),
+            Queued::new(2, ttl, true),
+            Queued::new(3, ttl, true),
+        );
+        let mut marks: Marks<u8, i64> = Marks::new();
+        marks.refused(&[0u8], Some(a), 100);
+        // b, then c give way: c (the last) is next in line.
+        assert!(marks.gives_way(&[0u8], Some(b)));
+        assert!(marks.gives_way(&[0u8], Some(c)));
+        // a's grant hands the mark to c, with a fresh expiry.
+        marks.granted(&[0u8], Some(a), 300);
+        assert!(marks.gives_way(&[0u8], Some(b)), "c's mark now");
+        assert!(!marks.gives_way(&[0u8], Some(c)));
+        marks.purge(200);
+        assert!(marks.is_marked(&0), "the mark took the new expiry");
+        // Refused while held, c keeps b as next; c's grant hands it on.
+        marks.refused(&[0u8], Some(c), 400);
+        marks.granted(&[0u8], Some(c), 500);
+        assert!(marks.gives_way(&[0u8], Some(a)), "b's mark now");
+        marks.granted(&[0u8], Some(b), 600);
+        marks.granted(&[0u8], Some(a), 600);
+        assert!(!marks.is_marked(&0), "a's next: nobody; gone");
         Ok(())
     }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Token, TOKEN_LEN};
+use redlock_core::backend::{
+    AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Token, TOKEN_LEN,
+};
 use redlock_core::{Clock, NodeId, Ttl};
 
 use crate::marks::Marks;
@@ -89,6 +91,8 @@ struct State {
     latency: Duration,
     clock_ahead: Duration,
     stats: MockStats,
+    /// The managers told of released keys that were waited for.
+    feeds: Vec<ReleaseSink>,
 }
 
 struct Inner {
@@ -475,7 +479,8 @@ impl LockBackend for MockNode {
                 state.stats.refused += 1;
                 return AcquireOutcome::HeldByOther;
             }
-            state.marks.granted(claim.keys(), queued);
+            let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
+            state.marks.granted(claim.keys(), queued, mark_expiry);
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
             let mut top = None;
             for key in claim.keys() {
@@ -521,8 +526,10 @@ impl LockBackend for MockNode {
     }
 
     fn release(&self, claim: &Claim) -> Result<bool, MockError> {
-        self.call(|state, _| {
+        let (held, waited, feeds) = self.call(|state, now| {
             let held = holds(state, claim);
+            state.marks.purge(now);
+            let mut waited = Vec::new();
             for key in claim.keys() {
                 if state
                     .keys
@@ -530,13 +537,35 @@ impl LockBackend for MockNode {
                     .is_some_and(|e| &e.token == claim.token().as_bytes())
                 {
                     state.keys.remove(key);
+                    if state.marks.is_marked(key) {
+                        waited.push(key.clone());
+                    }
                 }
             }
             if held {
                 state.stats.released += 1;
             }
-            held
-        })
+            let feeds = if waited.is_empty() {
+                Vec::new()
+            } else {
+                state.feeds.retain(|sink| !sink.is_closed());
+                state.feeds.clone()
+            };
+            (held, waited, feeds)
+        })?;
+        // Told after the node's lock is let go, as Redis publishes.
+        for sink in &feeds {
+            for key in &waited {
+                sink.released(key);
+            }
+        }
+        Ok(held)
+    }
+
+    /// Tells the managers of released keys that other managers wait for
+    /// (see [`LockBackend::release_feed`]).
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+        Some(Box::new(Feed(self.clone())))
     }
 
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
@@ -550,6 +579,16 @@ impl LockBackend for MockNode {
             }
             true
         })
+    }
+}
+
+/// A node's release notifications, for one manager.
+struct Feed(MockNode);
+
+impl ReleaseFeed for Feed {
+    fn start(&self, sink: ReleaseSink) {
+        self.0.state().feeds.push(sink.clone());
+        sink.listening();
     }
 }
 

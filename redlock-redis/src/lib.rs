@@ -146,6 +146,7 @@ mod builder;
 mod check;
 mod classify;
 mod error;
+mod feed;
 mod line;
 mod plan;
 mod pool;
@@ -162,6 +163,7 @@ pub use check::{
     Severity,
 };
 pub use error::{RedisErrorKind, RedisNodeError};
+pub use feed::RELEASE_CHANNEL;
 pub use redis_backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 // What applications use, by name (the manager, guard, builder and error
 // types are the aliases below, over `RedisBackend`); backend authors find

@@ -424,9 +424,9 @@ mod tests {
             [
                 "SET k T NX PX 5000 GET",
                 // By EVAL: the release behind the unanswered acquire.
-                "EVAL BODY 1 k T",
-                "EVALSHA BODY 1 k T",
-                "EVALSHA BODY 1 k T",
+                "EVAL BODY 2 k k:waiting T redlock:released",
+                "EVALSHA BODY 2 k k:waiting T redlock:released",
+                "EVALSHA BODY 2 k k:waiting T redlock:released",
             ]
         );
     }

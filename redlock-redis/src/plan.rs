@@ -10,7 +10,7 @@ use crate::scripts::{
     is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
 };
 use crate::session::{Failure, Session};
-use crate::RedisErrorKind;
+use crate::{RedisErrorKind, RELEASE_CHANNEL};
 
 /// A request of a kind this backend knows, as it goes to the server.
 #[derive(Clone, Copy)]
@@ -228,7 +228,13 @@ fn single(claim: &Claim) -> (&str, &[u8]) {
 
 /// Appends the compare-and-delete release of `claim`, sent `via`.
 pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via) {
-    RELEASE.write(packed, via, Keys::locks(claim.keys()), &[token(claim)]);
+    let keys = Keys {
+        locks: claim.keys(),
+        counters: false,
+        marks: true,
+    };
+    let args = [token(claim), Arg::Bytes(RELEASE_CHANNEL.as_bytes())];
+    RELEASE.write(packed, via, keys, &args);
 }
 
 /// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.

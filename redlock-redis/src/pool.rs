@@ -92,15 +92,22 @@ pub(crate) struct PoolSettings {
 
 /// Passes the pool's background connection errors to the manager's event
 /// hook once the manager attached its sink (r2d2 would drop them).
-#[derive(Debug)]
-struct Report {
+#[derive(Debug, Clone)]
+pub(crate) struct Reporter {
     node: NodeId,
     password: Option<Secret>,
     sink: Arc<OnceLock<ConnectionSink>>,
 }
 
-impl r2d2::HandleError<RedisError> for Report {
+impl r2d2::HandleError<RedisError> for Reporter {
     fn handle_error(&self, error: RedisError) {
+        self.report(error);
+    }
+}
+
+impl Reporter {
+    /// Reports a connection error (of the pool, or of the release feed).
+    pub(crate) fn report(&self, error: RedisError) {
         if let Some(sink) = self.sink.get() {
             // Classified and redacted like every error of this crate.
             let error = RedisNodeError::from_redis(
@@ -174,7 +181,7 @@ impl NodePool {
                 .build(),
         );
         let sink = Arc::new(OnceLock::new());
-        let report = Report {
+        let report = Reporter {
             node: settings.node.clone(),
             password: settings.password.clone(),
             sink: Arc::clone(&sink),
@@ -194,6 +201,16 @@ impl NodePool {
             node: settings.node,
             password: settings.password,
             slack,
+        }
+    }
+
+    /// What reports connection errors made outside the pool (the release
+    /// feed's) the way the pool reports its own.
+    pub(crate) fn reporter(&self) -> Reporter {
+        Reporter {
+            node: self.node.clone(),
+            password: self.password.clone(),
+            sink: Arc::clone(&self.sink),
         }
     }
 

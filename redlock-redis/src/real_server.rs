@@ -147,7 +147,9 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
     );
     assert!(node.release(&holder).expect("up"));
     // Manager 2 yields to manager 1's mark though "a" is free, and touches
-    // nothing: not the key, not the mark, not the counter.
+    // nothing but that mark, where it is noted next in line (its expiry
+    // kept): not the key, not the counter, no mark of its own.
+    let left = server.pttl(&mark("a"));
     let second = claim(&["a", "c"], Some((2, true)));
     for fence in [false, true] {
         assert_eq!(
@@ -156,7 +158,8 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
         );
     }
     assert_eq!(server.get("a"), None);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("1"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("1 2"));
+    assert!(server.pttl(&mark("a")) <= left, "the expiry was kept");
     assert_eq!(server.get(&mark("c")), None);
     assert_eq!(server.get(&format!("a{FENCE_SUFFIX}")), None);
     // A claim without a queue ignores marks (no fairness asked) ...
@@ -167,7 +170,14 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
     // other manager's mark stays.
     let bold = claim(&["a"], Some((2, false)));
     assert_eq!(node.acquire(&bold, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("1"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("1 2"));
+    assert!(node.release(&bold).expect("up"));
+    // Manager 1's grant hands its mark to manager 2, next in line.
+    let again = claim(&["a"], Some((1, true)));
+    assert_eq!(node.acquire(&again, ttl(5), false).expect("up"), GRANTED);
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("2"));
+    let left = server.pttl(&mark("a"));
+    assert!(0 < left && left <= 3000, "mark TTL {left}");
 }
 
 #[test]

@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, Request, Response,
+    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, ReleaseFeed, Request, Response,
 };
 use redlock_core::{NodeId, Ttl};
 
@@ -311,6 +312,18 @@ impl LockBackend for RedisBackend {
 
     fn attach(&self, sink: ConnectionSink) {
         self.pool.attach(sink);
+    }
+
+    /// Pub/Sub on [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL): one
+    /// subscriber connection, on a thread of its own, opened when a caller
+    /// of the manager first waits.
+    fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
+        Some(Box::new(Feed {
+            node: self.node.clone(),
+            endpoint: self.target.endpoint.clone(),
+            timeout: self.timeout,
+            reporter: self.pool.reporter(),
+        }))
     }
 
     fn supports_fencing(&self) -> bool {

@@ -58,10 +58,16 @@ return top
 /// manager's id, the marks' TTL in ms, whether to give way to other
 /// managers' marks (`1` or `0`).
 ///
-/// Returns -1 when it gave way to another manager's mark (changing
-/// nothing) or when a lock key exists (then every key is marked as waited
-/// for by this manager); else grants as [`ACQUIRE_LUA`] does, removes this
-/// manager's marks and returns the largest counter (0 without fencing).
+/// A mark's value is the waiting manager's id, then, after a space, the
+/// id of the last other manager that gave way to it, if any.
+///
+/// Returns -1 when it gave way to another manager's mark (noting itself on
+/// that mark as the next in line, its expiry kept) or when a lock key
+/// exists (then every key is marked as waited for by this manager, the
+/// next in line kept); else grants as [`ACQUIRE_LUA`] does, hands each of
+/// this manager's marks to the manager next in line on it (for the marks'
+/// TTL) or removes it, and returns the largest counter (0 without
+/// fencing).
 const QUEUED_ACQUIRE_LUA: &str = r"
 local n = tonumber(ARGV[3])
 local c = 0
@@ -69,9 +75,13 @@ if ARGV[4] == '1' then
   c = n
 end
 local me = ARGV[5]
-local marks = {}
+local owner = {}
+local nxt = {}
 for i = 1, n do
-  marks[i] = redis.call('GET', KEYS[n + c + i])
+  local v = redis.call('GET', KEYS[n + c + i])
+  if v then
+    owner[i], nxt[i] = string.match(v, '^(%S+) ?(%S*)$')
+  end
 end
 local held = false
 for i = 1, n do
@@ -86,15 +96,28 @@ for i = n + 1, n + c do
   end
 end
 if ARGV[7] == '1' then
+  local yield = false
   for i = 1, n do
-    if marks[i] and marks[i] ~= me then
-      return -1
+    if owner[i] and owner[i] ~= me then
+      yield = true
     end
+  end
+  if yield then
+    for i = 1, n do
+      if owner[i] and owner[i] ~= me then
+        redis.call('SET', KEYS[n + c + i], owner[i] .. ' ' .. me, 'KEEPTTL')
+      end
+    end
+    return -1
   end
 end
 if held then
   for i = 1, n do
-    redis.call('SET', KEYS[n + c + i], me, 'PX', ARGV[6])
+    local v = me
+    if nxt[i] and nxt[i] ~= '' and nxt[i] ~= me then
+      v = me .. ' ' .. nxt[i]
+    end
+    redis.call('SET', KEYS[n + c + i], v, 'PX', ARGV[6])
   end
   return -1
 end
@@ -114,27 +137,41 @@ for i = n + 1, n + c do
   end
 end
 for i = 1, n do
-  if marks[i] == me then
-    redis.call('DEL', KEYS[n + c + i])
+  if owner[i] == me then
+    if nxt[i] ~= '' then
+      redis.call('SET', KEYS[n + c + i], nxt[i], 'PX', ARGV[6])
+    else
+      redis.call('DEL', KEYS[n + c + i])
+    end
   end
 end
 return top
 ";
 
-/// Deletes every lock key that holds our token. `ARGV`: token.
-/// Returns 1 when all of them did, else 0.
+/// Deletes every lock key that holds our token and, for each deleted key
+/// that another manager waits for (its waiting mark exists), publishes the
+/// key on a channel, so that the waiters' managers try again at once.
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
+/// `ARGV`: token, channel. Returns 1 when all of them held the token, else 0.
+/// The notification is best effort: `PUBLISH` goes by `redis.pcall`, so a
+/// user the ACL does not let publish still releases (its waiters poll).
 const RELEASE_LUA: &str = r"
+local n = #KEYS / 2
 local held = 1
 local mine = {}
-for i = 1, #KEYS do
+for i = 1, n do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
-    mine[#mine + 1] = KEYS[i]
+    mine[#mine + 1] = i
   else
     held = 0
   end
 end
-for i = 1, #mine do
-  redis.call('DEL', mine[i])
+for _, i in ipairs(mine) do
+  redis.call('DEL', KEYS[i])
+  if redis.call('GET', KEYS[n + i]) then
+    redis.pcall('PUBLISH', ARGV[2], KEYS[i])
+  end
 end
 return held
 ";

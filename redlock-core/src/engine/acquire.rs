@@ -53,6 +53,10 @@ pub struct Acquire<E> {
     deadline: Option<Instant>,
     /// How this caller's own rounds wait (fairness marks), if it waits.
     queued: Option<Queued>,
+    /// The first round is queued too ([`Acquire::queue_first`]).
+    queue_first: bool,
+    /// See [`Acquire::mark_at_once`].
+    mark_at_once: bool,
     attempts: u32,
     /// The pause after the current round if it fails, drawn when it started.
     pause: Duration,
@@ -118,6 +122,8 @@ impl<E> Acquire<E> {
             ttl,
             deadline,
             queued,
+            queue_first: false,
+            mark_at_once: false,
             attempts: 0,
             pause: Duration::ZERO,
             next_round: RoundId::FIRST,
@@ -163,6 +169,130 @@ impl<E> Acquire<E> {
     /// ```
     pub fn start_with(&mut self, now: Instant, claim: Arc<Claim>, entropy: &mut dyn Entropy) {
         self.round_with(now, claim, entropy);
+    }
+
+    /// Makes the first round carry the fairness mark too (see
+    /// [`Queued`]), as the later ones do: for a key other managers waited
+    /// for lately, where a plain acquire would jump their line. Does
+    /// nothing without `queued`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Machine, Settings}};
+    /// # use redlock_core::backend::{Queued, Token};
+    /// # struct Zero;
+    /// # impl redlock_core::engine::Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { 0 }
+    /// # }
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let queued = Queued::new(7, ttl, true);
+    /// let now = Instant::now();
+    /// let mut acquire = Acquire::<std::io::Error>::new(
+    ///     settings, Resources::one("k")?, ttl, Some(now + Duration::from_secs(1)), Some(queued));
+    /// acquire.queue_first();
+    /// acquire.start(now, &mut Zero);
+    /// assert_eq!(acquire.poll_transmit().unwrap().claim().queue(), Some(queued));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn queue_first(&mut self) {
+        self.queue_first = true;
+    }
+
+    /// When its plain first round is refused, the next round (queued, so
+    /// that it leaves this caller's waiting mark) follows at once instead
+    /// of after a pause: the nodes notify waiters only of keys someone
+    /// marked, so a caller woken by notifications marks before it waits.
+    /// Does nothing without `queued` or after [`Acquire::queue_first`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Machine, Message, Settings, Timer}};
+    /// # use redlock_core::backend::{AcquireOutcome, Queued, Response, Token};
+    /// # struct Zero;
+    /// # impl redlock_core::engine::Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { u64::MAX }
+    /// # }
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let now = Instant::now();
+    /// let mut acquire = Acquire::<std::io::Error>::new(settings, Resources::one("k")?, ttl,
+    ///     Some(now + Duration::from_secs(5)), Some(Queued::new(7, ttl, true)));
+    /// acquire.mark_at_once();
+    /// acquire.start(now, &mut Zero);
+    /// let first = acquire.poll_transmit().unwrap();
+    /// assert_eq!(first.claim().queue(), None, "plain");
+    /// acquire.handle_reply(now, first.round(), 0, Ok(Response::Acquire(AcquireOutcome::HeldByOther)));
+    /// // The refused round's release (it cleans up grants that come late).
+    /// assert!(matches!(acquire.poll_transmit().unwrap().message(), Message::Release(_)));
+    /// assert_eq!(acquire.poll_timeout(), Some(Timer::At(now)), "no pause");
+    /// acquire.handle_timeout(now, &mut Zero);
+    /// assert!(acquire.poll_transmit().unwrap().claim().queue().is_some(), "queued");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn mark_at_once(&mut self) {
+        self.mark_at_once = true;
+    }
+
+    /// The keys this acquisition waits for between rounds, when it waits
+    /// in other managers' line (it has a deadline and `queued`): a
+    /// notification that one was released may end its pause
+    /// ([`Acquire::handle_released`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Acquire::handle_released`].
+    #[must_use]
+    pub fn waits_for(&self) -> Option<&Resources> {
+        (self.deadline.is_some() && self.queued.is_some()).then_some(&self.resources)
+    }
+
+    /// A node reported one of its keys released: ends the pause between
+    /// rounds now, so that the next round starts at once (if the deadline
+    /// has not passed). Outside a pause it does nothing. Safety does not
+    /// depend on it: a round started early is still a full round.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Machine, Message, Settings, Timer}};
+    /// # use redlock_core::backend::{AcquireOutcome, Queued, Response, Token};
+    /// # struct Zero;
+    /// # impl redlock_core::engine::Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { 0 }
+    /// # }
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let now = Instant::now();
+    /// let mut acquire = Acquire::<std::io::Error>::new(settings, Resources::one("k")?, ttl,
+    ///     Some(now + Duration::from_secs(5)), Some(Queued::new(7, ttl, true)));
+    /// assert!(acquire.waits_for().is_some());
+    /// acquire.start(now, &mut Zero);
+    /// let round = acquire.poll_transmit().unwrap().round();
+    /// acquire.handle_reply(now, round, 0, Ok(Response::Acquire(AcquireOutcome::HeldByOther)));
+    /// assert!(matches!(acquire.poll_transmit().unwrap().message(), Message::Release(_)));
+    /// assert!(matches!(acquire.poll_timeout(), Some(Timer::At(at)) if at > now), "pausing");
+    /// acquire.handle_released(now, &mut Zero);
+    /// let next = acquire.poll_transmit().expect("the next round, at once");
+    /// assert!(matches!(next.message(), Message::Acquire { .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn handle_released(&mut self, now: Instant, entropy: &mut dyn Entropy) {
+        if let Phase::Pausing { until, .. } = &mut self.phase {
+            *until = now.min(*until);
+            self.handle_timeout(now, entropy);
+        }
     }
 
     /// How many rounds were started.
@@ -226,7 +356,10 @@ impl<E> Acquire<E> {
         // The first round is a plain acquire (the fast path: on the Redis
         // backend one `SET NX`, where a queued one runs a script); a caller
         // that was refused leaves its waiting marks from the next round on.
-        if let Some(queued) = self.queued.filter(|_| self.attempts > 0) {
+        if let Some(queued) = self
+            .queued
+            .filter(|_| self.attempts > 0 || self.queue_first)
+        {
             claim = claim.queued(queued);
         }
         self.round_with(now, Arc::new(claim), entropy);
@@ -408,7 +541,10 @@ impl<E> Acquire<E> {
             return self.give_up(error);
         }
         // Cut at the deadline: a round starts only before it.
-        let until = later(now, self.pause).min(deadline);
+        let mut until = later(now, self.pause).min(deadline);
+        if self.mark_at_once && self.attempts == 1 && !self.queue_first && self.queued.is_some() {
+            until = now;
+        }
         self.phase = Phase::Pausing { until, error };
     }
 

@@ -88,6 +88,9 @@ pub(crate) enum Step {
     /// The acquisition's pause is over (`Timer::At`); carries the wake-up's
     /// number, so that a stale one is told apart.
     Wake(u32),
+    /// The acquisition's pause is cut short, as by a release notification;
+    /// carries the number of the wake-up it comes before.
+    Released(u32),
     /// The keep-alive schedule is due; carries its number.
     KeepDue(u32),
     Read,
@@ -114,6 +117,7 @@ impl Step {
             Step::DoWrite => 7,
             Step::Release => 8,
             Step::Look(n) => 9 | (u64::from(n) << 8),
+            Step::Released(n) => 10 | (u64::from(n) << 8),
         }
     }
 }

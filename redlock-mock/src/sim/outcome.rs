@@ -191,6 +191,9 @@ pub struct Stats {
     pub hand_offs: u64,
     /// Waiters that took their line over from an owner that was gone.
     pub took_over: u64,
+    /// Pauses between rounds cut short, as by a release notification
+    /// ([`Scenario::wake_ups`](super::Scenario::wake_ups)).
+    pub woken: u64,
     /// The longest a process kept trying to lock without a grant, counted
     /// at another process's grant (the fairness check's measure).
     pub longest_starved: Duration,

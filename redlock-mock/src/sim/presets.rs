@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 18] = [
+    pub const NAMES: [&'static str; 19] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -32,6 +32,7 @@ impl Scenario {
         "extend-ttl",
         "local-line-fair",
         "process-exit",
+        "wake-ups",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -64,6 +65,7 @@ impl Scenario {
             "extend-ttl" => Self::extend_ttl(),
             "local-line-fair" => Self::local_line_fair(),
             "process-exit" => Self::process_exit(),
+            "wake-ups" => Self::wake_ups(),
             _ => return None,
         })
     }
@@ -107,6 +109,7 @@ impl Scenario {
             views: Vec::new(),
             fairness: None,
             exit: false,
+            wake_ups: false,
             horizon: ms(600),
             script: Vec::new(),
             liveness: None,
@@ -529,6 +532,31 @@ impl Scenario {
             multi_key: 0.1,
             work_max: ms(40),
             acquire_timeout: ms(400),
+            ..base
+        }
+    }
+
+    /// The local-line scenario with callers woken early, as release
+    /// notifications wake them ([`Scenario::wake_ups`]): pauses between
+    /// rounds cut short at random instants, first rounds queued or followed
+    /// at once by a queued one. Notifications only change when rounds start
+    /// and which kind the first is; this tries every such choice under the
+    /// in-model faults. Expect zero violations, no waiter skipped, and no
+    /// hand-off acquire ahead of its release.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::wake_ups(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn wake_ups() -> Scenario {
+        let base = Self::local_line();
+        Scenario {
+            name: "wake-ups".into(),
+            wake_ups: true,
             ..base
         }
     }

@@ -361,6 +361,17 @@ pub struct Scenario {
     /// is granted ([`ViolationKind::Starved`](super::ViolationKind::Starved)).
     /// `None`: no check.
     pub fairness: Option<Duration>,
+    /// Callers woken early, as release notifications wake them
+    /// ([`Builder::wake_ups`](redlock_core::Builder::wake_ups)): a pause
+    /// between rounds may end at any earlier instant
+    /// ([`Acquire::handle_released`](redlock_core::engine::Acquire::handle_released)),
+    /// and a waiting caller's first round is queued
+    /// ([`Acquire::queue_first`](redlock_core::engine::Acquire::queue_first))
+    /// or followed at once by a queued one
+    /// ([`Acquire::mark_at_once`](redlock_core::engine::Acquire::mark_at_once)),
+    /// chosen at random: everything notifications can change (when rounds
+    /// start, and which kind the first is), and more.
+    pub wake_ups: bool,
     /// Faults are scheduled within this much simulated time.
     pub horizon: Duration,
     /// Faults at fixed times, in addition to the random ones.

@@ -18,6 +18,8 @@ mod redis_ghost;
 mod redis_interop;
 mod redis_lifetime;
 mod redis_regressions;
+mod redis_wake;
 mod regressions;
 mod sim;
 mod sim_fencing;
+mod wake;

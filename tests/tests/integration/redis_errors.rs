@@ -171,7 +171,7 @@ fn tls_masters_serve_locks_over_rediss() {
 }
 
 /// The ACL rules docs/operations.md recommends for lock clients.
-const DOCUMENTED_ACL: [&str; 11] = [
+pub(crate) const DOCUMENTED_ACL: [&str; 11] = [
     "-@all",
     "+set",
     "+get",

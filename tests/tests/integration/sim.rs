@@ -125,6 +125,7 @@ fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> redlock_mock::sim
         t.late_grants += s.late_grants;
         t.hand_offs += s.hand_offs;
         t.took_over += s.took_over;
+        t.woken += s.woken;
         t.client_crashes += s.client_crashes;
         t.gave_up += s.gave_up;
     }
@@ -173,6 +174,18 @@ fn local_line_hands_off_under_faults_and_skips_no_waiter() {
         t.pauses > 100 && t.client_crashes > 10 && t.gave_up > 0,
         "{t:?}"
     );
+}
+
+/// The local-line scenario with pauses cut short and first rounds queued
+/// or followed at once by a queued one, as release notifications make them
+/// (`Builder::wake_ups`): the same machines, started at other instants.
+#[test]
+fn wake_ups_change_when_rounds_start_and_nothing_else() {
+    expect_safe("wake-ups", 10_000);
+    let t = totals(&scenario("wake-ups"), 0..200);
+    println!("{t:?}");
+    assert!(t.woken > 1_000 && t.hand_offs > 1_000, "{t:?}");
+    assert_eq!(totals(&scenario("local-line"), 0..50).woken, 0);
 }
 
 /// Two processes of four callers each on one key (issue 10: one manager's
@@ -552,6 +565,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "extend-ttl"
                     | "local-line-fair"
                     | "process-exit"
+                    | "wake-ups"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

@@ -111,13 +111,21 @@ impl Client {
         let queued = Self::lined(ctx).then(|| {
             redlock_core::backend::Queued::new(ctx.process.manager, ctx.process.mark_ttl, true)
         });
-        let machine = Acquire::new(
+        let mut machine = Acquire::new(
             self.settings.clone(),
             resources,
             self.ttl,
             Some(deadline),
             queued,
         );
+        // What the manager does with release notifications, either way.
+        if ctx.sc.wake_ups && queued.is_some() {
+            match self.rng.below(3) {
+                0 => machine.queue_first(),
+                1 => machine.mark_at_once(),
+                _ => {}
+            }
+        }
         self.acquire = Some(Attempt {
             machine,
             claim: None,
@@ -375,6 +383,11 @@ impl Client {
                         self.wake_seq = self.wake_seq.wrapping_add(1);
                         let when = self.real_of(ctx, at);
                         self.step_at(ctx, when, Step::Wake(self.wake_seq), false);
+                        // A release notification may end the pause sooner.
+                        if ctx.sc.wake_ups && when > ctx.now && self.rng.chance(0.5) {
+                            let sooner = self.rng.range(ctx.now, when);
+                            self.step_at(ctx, sooner, Step::Released(self.wake_seq), false);
+                        }
                     }
                 }
             }
@@ -463,6 +476,20 @@ impl Client {
         }
         let now = self.now_at(ctx);
         self.with_entropy(ctx, |machine, entropy| machine.handle_timeout(now, entropy));
+        self.drive(ctx, Slot::Acquire, false);
+    }
+
+    /// A release notification ends the acquisition's pause, if it is the
+    /// one the notification came in.
+    pub(super) fn released(&mut self, ctx: &mut Ctx<'_>, seq: u32) {
+        if seq != self.wake_seq {
+            return;
+        }
+        let now = self.now_at(ctx);
+        ctx.stats.woken += 1;
+        self.with_entropy(ctx, |machine, entropy| {
+            machine.handle_released(now, entropy)
+        });
         self.drive(ctx, Slot::Acquire, false);
     }
 

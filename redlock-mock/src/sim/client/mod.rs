@@ -336,6 +336,7 @@ impl Client {
             Step::Begin => self.begin(ctx),
             Step::Send(slot) => self.drive(ctx, slot, true),
             Step::Wake(seq) => self.wake(ctx, seq),
+            Step::Released(seq) => self.released(ctx, seq),
             Step::KeepDue(seq) => self.keep_due(ctx, seq),
             Step::Read => self.read(ctx),
             Step::MidWork => self.mid_work(ctx),

@@ -590,7 +590,8 @@ impl<'s, 'o> World<'s, 'o> {
                             counters,
                         ) {
                             Some(fence) => {
-                                node.marks.granted(&keys, queued);
+                                let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
+                                node.marks.granted(&keys, queued, expiry(mark_ns));
                                 Answer::Granted(fence)
                             }
                             None => {

@@ -1,0 +1,149 @@
+//! Release notifications over Pub/Sub: the release script publishes a
+//! deleted key on [`RELEASE_CHANNEL`] when another manager's waiting mark
+//! is on it, and each manager listens on one subscriber connection per
+//! master ([`Feed`]), opened when one of its callers first waits.
+
+use std::thread;
+use std::time::Duration;
+
+use redis::{RedisError, Value};
+use redlock_core::backend::{ReleaseFeed, ReleaseSink};
+use redlock_core::NodeId;
+
+use crate::pool::Reporter;
+use crate::scripts::Resp;
+use crate::wire::{Endpoint, Wire};
+
+/// The Pub/Sub channel on which the release script publishes the keys it
+/// deleted while another manager waited for them (see
+/// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)). Pub/Sub ignores
+/// the database number: managers on other databases of the same server
+/// hear these too (an extra round for a waiter on a key of the same name,
+/// nothing more).
+pub const RELEASE_CHANNEL: &str = "redlock:released";
+
+/// How often a listener that heard nothing looks whether its manager is
+/// gone.
+const POLL: Duration = Duration::from_millis(250);
+/// The first and the longest pause between two attempts to connect.
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const LAST_RETRY: Duration = Duration::from_secs(2);
+
+/// One master's release notifications for one manager.
+pub(crate) struct Feed {
+    pub(crate) node: NodeId,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) timeout: Duration,
+    pub(crate) reporter: Reporter,
+}
+
+impl ReleaseFeed for Feed {
+    fn start(&self, sink: ReleaseSink) {
+        let listener = Listener {
+            endpoint: self.endpoint.clone(),
+            timeout: self.timeout,
+            reporter: self.reporter.clone(),
+            sink,
+        };
+        // Without a thread, waiters poll as without notifications.
+        let _ = thread::Builder::new()
+            .name(format!("redlock-feed-{}", self.node))
+            .spawn(move || listener.run());
+    }
+}
+
+struct Listener {
+    endpoint: Endpoint,
+    timeout: Duration,
+    reporter: Reporter,
+    sink: ReleaseSink,
+}
+
+impl Listener {
+    /// Connects, subscribes and passes on what it hears until the manager
+    /// is gone; reconnects (pausing 100 ms, doubling up to 2 s) when the
+    /// connection fails. Errors reach the manager's event hook, redacted.
+    fn run(self) {
+        let mut pause = FIRST_RETRY;
+        while !self.sink.is_closed() {
+            match self.subscribe() {
+                // Not allowed to subscribe (an ACL user without the
+                // channel): reported once; this manager's waiters poll.
+                Err(err) if err.code() == Some("NOPERM") => {
+                    self.reporter.report(err);
+                    return;
+                }
+                Ok(mut wire) => {
+                    pause = FIRST_RETRY;
+                    self.sink.listening();
+                    if let Err(err) = self.listen(&mut wire) {
+                        self.reporter.report(err);
+                    }
+                }
+                Err(err) => {
+                    self.reporter.report(err);
+                    self.sleep(pause);
+                    pause = (pause * 2).min(LAST_RETRY);
+                }
+            }
+        }
+    }
+
+    fn subscribe(&self) -> Result<Wire, RedisError> {
+        let mut wire = Wire::connect(&self.endpoint, self.timeout, &[])?;
+        let mut packed = Vec::new();
+        Resp(&mut packed)
+            .command(2)
+            .bulk(b"SUBSCRIBE")
+            .bulk(RELEASE_CHANNEL.as_bytes());
+        wire.write(&packed)?;
+        // The confirmation, within the node timeout.
+        match wire.read()? {
+            Value::Array(items) if is(items.first(), b"subscribe") => {}
+            Value::ServerError(err) => return Err(err.into()),
+            other => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "unexpected reply to SUBSCRIBE",
+                    format!("{other:?}"),
+                )))
+            }
+        }
+        wire.set_io_timeout(POLL)?;
+        Ok(wire)
+    }
+
+    /// Passes on every message until the manager is gone (`Ok`) or the
+    /// connection fails.
+    fn listen(&self, wire: &mut Wire) -> Result<(), RedisError> {
+        while !self.sink.is_closed() {
+            match wire.read() {
+                Ok(Value::Array(items)) if is(items.first(), b"message") => {
+                    if let Some(Value::BulkString(key)) = items.get(2) {
+                        if let Ok(key) = std::str::from_utf8(key) {
+                            self.sink.released(key);
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(err) if err.is_timeout() => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps `pause`, waking early when the manager is gone.
+    fn sleep(&self, pause: Duration) {
+        let mut left = pause;
+        while !left.is_zero() && !self.sink.is_closed() {
+            let step = left.min(POLL);
+            thread::sleep(step);
+            left -= step;
+        }
+    }
+}
+
+fn is(value: Option<&Value>, word: &[u8]) -> bool {
+    matches!(value, Some(Value::BulkString(w)) if w.eq_ignore_ascii_case(word))
+}

@@ -1,0 +1,268 @@
+//! Release notifications over Redis Pub/Sub on real servers: a waiter of
+//! another manager (another process, usually) is woken by the release
+//! instead of sleeping out its random pause; the release script publishes
+//! only keys somebody waits for; the subscriber connections reconnect after
+//! a restart and close when the manager goes.
+//!
+//! Waiters pause 30 s between rounds: a call that returns within the 5 s
+//! bound after the release was woken, not timed.
+
+use std::time::{Duration, Instant};
+
+use redlock_redis::{Redlock, RELEASE_CHANNEL, WAIT_SUFFIX};
+use redlock_tests::harness::{
+    connect, wait_until, AclUser, RedisCluster, ServerOptions, DEFAULT_CLIENT_TIMEOUT,
+};
+
+use crate::redis_common::{backends, cluster, key};
+use crate::redis_errors::DOCUMENTED_ACL;
+
+const TTL: Duration = Duration::from_secs(60);
+/// Generous: these tests are about wake-ups, and a round that times out
+/// under load would send the waiter into its 30 s pause.
+const NODE_TIMEOUT: Duration = Duration::from_secs(2);
+const PAUSE: Duration = Duration::from_secs(30);
+/// Ten times and more what a wake-up takes: only a missed one fails.
+const BOUND: Duration = Duration::from_secs(5);
+
+fn manager(cluster: &RedisCluster) -> Redlock {
+    let locks = Redlock::builder(backends(cluster, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .retry_delay(PAUSE, PAUSE)
+        .acquire_timeout(Duration::from_secs(120))
+        .build()
+        .expect("valid manager");
+    warm(&locks);
+    locks
+}
+
+/// Waits until `locks` has working connections to every server (a fresh
+/// pool connects in the background; after a restart it finds its
+/// connections closed on first use): so that a waiter's first rounds are
+/// decided by the lock, not by a connect under load, and its 30 s pause
+/// comes only from being refused.
+fn warm(locks: &Redlock) {
+    wait_until(BOUND * 2, "connections to every server", || {
+        locks
+            .try_lock("locks:wake-probe", TTL)
+            .is_ok_and(|l| l.release().is_ok())
+            && locks.flush(BOUND)
+    })
+    .expect("the pools connect");
+}
+
+/// Subscribers of the release channel on each server.
+fn subscribers(cluster: &RedisCluster) -> Vec<i64> {
+    cluster
+        .iter()
+        .map(|s| {
+            let mut con = connect(&s.url(), s.ca_pem(), DEFAULT_CLIENT_TIMEOUT).expect("client");
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(RELEASE_CHANNEL)
+                .query(&mut con)
+                .expect("PUBSUB NUMSUB");
+            n
+        })
+        .collect()
+}
+
+/// Waits until `key`'s waiting mark is on every server: the waiter's
+/// queued round was refused everywhere (on its first round, or its second
+/// after a plain one).
+fn marked(servers: &RedisCluster, key: &str) -> bool {
+    let mark = format!("{key}{WAIT_SUFFIX}");
+    // A fresh connection per look: one whose read timed out under load is
+    // out of step for good.
+    let has_mark = |s: &redlock_tests::harness::RedisServer| {
+        connect(&s.url(), s.ca_pem(), BOUND).is_ok_and(|mut con| {
+            // (GET: the ACL users of these tests may not run EXISTS)
+            redis::cmd("GET")
+                .arg(&mark)
+                .query::<Option<String>>(&mut con)
+                .is_ok_and(|v| v.is_some())
+        })
+    };
+    wait_until(BOUND, "the waiter's mark", || servers.iter().all(has_mark)).is_ok()
+}
+
+/// What the servers hold for `key`, and what `waiter` counted, for a
+/// failure's message.
+fn state(servers: &RedisCluster, key: &str, waiter: &Redlock) -> String {
+    let values: Vec<_> = servers
+        .iter()
+        .map(|s| {
+            connect(&s.url(), s.ca_pem(), BOUND).map(|mut con| {
+                [key.to_owned(), format!("{key}{WAIT_SUFFIX}")]
+                    .map(|k| redis::cmd("GET").arg(k).query::<Option<Vec<u8>>>(&mut con))
+            })
+        })
+        .collect();
+    format!("{values:?} {:?}", waiter.stats())
+}
+
+/// `holder` locks `key` and `waiter` waits for it; `holder` releases;
+/// returns how long after the release the waiter had the lock, having
+/// checked that a notification woke it.
+fn handed_over(servers: &RedisCluster, holder: &Redlock, waiter: &Redlock, key: &str) -> Duration {
+    let lock = holder.try_lock(key, TTL).expect("free");
+    // On every server, so that the waiter is refused everywhere.
+    assert!(holder.flush(BOUND));
+    let woken = waiter.stats().manager.woken;
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.lock(key, TTL).expect("acquired");
+            let at = Instant::now();
+            got.release().expect("held");
+            at
+        });
+        assert!(
+            marked(servers, key),
+            "never marked: {}",
+            state(servers, key, waiter)
+        );
+        let released = Instant::now();
+        lock.release().expect("held");
+        let at = waiting.join().expect("no panic");
+        assert!(waiter.stats().manager.woken > woken, "not woken");
+        at.saturating_duration_since(released)
+    })
+}
+
+#[test]
+fn a_waiter_of_another_manager_is_woken_by_the_release() {
+    let servers = cluster(3);
+    let holder = manager(&servers);
+    let waiter = manager(&servers);
+    let key = key("wake-woken");
+    let after = handed_over(&servers, &holder, &waiter, &key);
+    assert!(
+        after < BOUND,
+        "acquired {after:?} after the release: the pause ran out, no wake-up"
+    );
+    // The first time, the subscriptions may have come up after the release
+    // (a feed that starts listening wakes its waiters, in case it missed
+    // one); the second time they are up: the release itself is heard.
+    let heard = waiter.stats().manager.releases_heard;
+    assert!(handed_over(&servers, &holder, &waiter, &key) < BOUND);
+    let stats = waiter.stats().manager;
+    assert!(
+        stats.woken >= 2 && stats.releases_heard > heard,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn the_release_script_publishes_only_keys_somebody_waits_for() {
+    let servers = cluster(1);
+    let server = servers.node(0);
+    let mut subscriber = connect(&server.url(), server.ca_pem(), BOUND).expect("client");
+    // (the connection's read timeout bounds each wait for a message)
+    let mut listener = subscriber.as_pubsub();
+    listener.subscribe(RELEASE_CHANNEL).expect("subscribe");
+    let locks = manager(&servers);
+    let quiet = key("wake-quiet");
+    let waited = key("wake-waited");
+    // Uncontended: nothing published. The marker sent afterwards on the
+    // same channel must be the first message heard.
+    locks
+        .try_lock(quiet.as_str(), TTL)
+        .expect("free")
+        .release()
+        .expect("held");
+    let mut con = connect(&server.url(), server.ca_pem(), DEFAULT_CLIENT_TIMEOUT).expect("client");
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(RELEASE_CHANNEL)
+        .arg("marker")
+        .query(&mut con)
+        .expect("publish");
+    let first: String = listener
+        .get_message()
+        .expect("a message")
+        .get_payload()
+        .expect("text");
+    assert_eq!(first, "marker", "an uncontended release published");
+    // Contended: a waiter's mark is on the key, so its release publishes it.
+    let other = manager(&servers);
+    let after = handed_over(&servers, &locks, &other, &waited);
+    assert!(after < BOUND, "{after:?}");
+    let heard: String = listener
+        .get_message()
+        .expect("a message")
+        .get_payload()
+        .expect("text");
+    assert_eq!(heard, waited);
+}
+
+#[test]
+fn the_subscriptions_come_back_after_a_restart_and_go_with_the_manager() {
+    let servers = cluster(3);
+    let holder = manager(&servers);
+    let waiter = manager(&servers);
+    let key = key("wake-restart");
+    assert_eq!(subscribers(&servers), [0, 0, 0], "opened only when waiting");
+    assert!(handed_over(&servers, &holder, &waiter, &key) < BOUND);
+    assert_eq!(subscribers(&servers), [1, 1, 1], "one per master");
+    // Restarted without persistence: the subscriptions are gone with the
+    // old processes; the listeners connect again.
+    for server in servers.iter() {
+        server.restart().expect("restart");
+    }
+    wait_until(BOUND * 2, "subscribed again", || {
+        subscribers(&servers) == [1, 1, 1]
+    })
+    .expect("the listeners reconnect");
+    warm(&holder);
+    warm(&waiter);
+    let after = handed_over(&servers, &holder, &waiter, &key);
+    assert!(after < BOUND, "not woken after the restart: {after:?}");
+    drop(waiter);
+    wait_until(BOUND, "unsubscribed", || subscribers(&servers) == [0, 0, 0])
+        .expect("the listeners close with the manager");
+}
+
+fn acl_cluster(extra: &[&str]) -> RedisCluster {
+    let rules = DOCUMENTED_ACL.iter().chain(extra).copied();
+    let user = AclUser::locker().keys("~locks:*").commands(rules);
+    RedisCluster::start(3, &ServerOptions::new().acl_user(user)).expect("ACL cluster")
+}
+
+#[test]
+fn an_acl_user_without_pubsub_still_releases_and_its_waiters_poll() {
+    // The documented rules without the channel: PUBLISH is refused inside
+    // the release script (by redis.pcall, so the release still happens),
+    // SUBSCRIBE too (the listener reports it and stops).
+    let servers = acl_cluster(&[]);
+    let holder = manager(&servers);
+    let waiter = Redlock::builder(backends(&servers, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .retry_delay(Duration::from_millis(20), Duration::from_millis(50))
+        .build()
+        .expect("valid manager");
+    warm(&waiter);
+    let key = key("wake-acl-poll");
+    let lock = holder.try_lock(key.as_str(), TTL).expect("free");
+    assert!(holder.flush(BOUND));
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| waiter.lock(key.as_str(), TTL).map(|l| l.release()));
+        assert!(marked(&servers, &key), "never marked");
+        lock.release().expect("released despite NOPERM on PUBLISH");
+        waiting
+            .join()
+            .expect("no panic")
+            .expect("acquired by polling")
+            .expect("held");
+    });
+    assert_eq!(waiter.stats().manager.releases_heard, 0);
+}
+
+#[test]
+fn an_acl_user_allowed_the_channel_is_woken() {
+    let servers = acl_cluster(&["&redlock:released", "+publish", "+subscribe"]);
+    let holder = manager(&servers);
+    let waiter = manager(&servers);
+    let key = key("wake-acl-woken");
+    let after = handed_over(&servers, &holder, &waiter, &key);
+    assert!(after < BOUND, "no wake-up under the ACL user: {after:?}");
+    assert!(waiter.stats().manager.woken >= 1);
+}

@@ -1,0 +1,149 @@
+//! Waiters woken by release notifications instead of polling
+//! ([`Builder::wake_ups`](redlock_core::Builder::wake_ups)), on in-memory
+//! nodes; the Redis side (Pub/Sub) is in `redis_wake.rs`.
+//!
+//! Each contender has a manager of its own, as separate processes would.
+//! Waiters pause 30 s between rounds: a call that returns within the 5 s
+//! bound after the release was woken, not timed.
+
+use std::time::{Duration, Instant};
+
+use redlock_core::Redlock;
+use redlock_mock::{MockCluster, MockNode};
+
+const TTL: Duration = Duration::from_secs(60);
+const PAUSE: Duration = Duration::from_secs(30);
+/// Ten times and more what a wake-up takes: only a missed one fails.
+const BOUND: Duration = Duration::from_secs(5);
+
+fn manager(cluster: &MockCluster, wake_ups: bool) -> Redlock<MockNode> {
+    Redlock::builder(cluster.backends())
+        .retry_delay(PAUSE, PAUSE)
+        .acquire_timeout(Duration::from_secs(120))
+        .wake_ups(wake_ups)
+        .build()
+        .expect("config")
+}
+
+/// Polls `done` until it holds or [`BOUND`] passes.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + BOUND;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    done()
+}
+
+/// Waits until every node answered `waiter`'s queued round, which leaves
+/// its waiting mark: its plain round, that round's release (a refused
+/// round is released everywhere, for grants that come late), then the
+/// queued one.
+fn marked(waiter: &Redlock<MockNode>) -> bool {
+    eventually(|| waiter.stats().nodes.iter().all(|n| n.requests >= 3))
+}
+
+#[test]
+fn a_waiter_of_another_manager_is_woken_by_the_release() {
+    let cluster = MockCluster::new(3);
+    let holder = manager(&cluster, true);
+    let waiter = manager(&cluster, true);
+    let lock = holder.try_lock("woken", TTL).expect("free");
+    assert!(holder.flush(BOUND));
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = waiter.lock("woken", TTL);
+            (got.map(|l| l.release()), Instant::now())
+        });
+        assert!(marked(&waiter), "the waiter never got to its queued round");
+        let released = Instant::now();
+        lock.release().expect("held");
+        let (got, at) = waiting.join().expect("no panic");
+        got.expect("acquired").expect("released");
+        assert!(
+            at - released < BOUND,
+            "acquired {:?} after the release: the pause ran out, no wake-up",
+            at - released
+        );
+    });
+    let stats = waiter.stats().manager;
+    assert!(stats.woken >= 1, "{stats:?}");
+    assert!(stats.releases_heard >= 1, "{stats:?}");
+    assert_eq!(holder.stats().manager.woken, 0);
+}
+
+#[test]
+fn without_wake_ups_a_waiter_sleeps_its_pause() {
+    // The control: the same waiter with wake-ups off polls, so the test
+    // above would fail if the wake-up did not happen.
+    let cluster = MockCluster::new(3);
+    let holder = manager(&cluster, true);
+    let waiter = Redlock::builder(cluster.backends())
+        .retry_delay(Duration::from_millis(300), Duration::from_millis(300))
+        .wake_ups(false)
+        .build()
+        .expect("config");
+    let lock = holder.try_lock("polled", TTL).expect("free");
+    std::thread::scope(|s| {
+        let started = Instant::now();
+        let waiting = s.spawn(|| {
+            let got = waiter.lock("polled", TTL);
+            (got.map(|l| l.release()), Instant::now())
+        });
+        assert!(eventually(|| waiter
+            .stats()
+            .nodes
+            .iter()
+            .all(|n| n.requests >= 1)));
+        lock.release().expect("held");
+        let (got, at) = waiting.join().expect("no panic");
+        got.expect("acquired").expect("released");
+        assert!(
+            at - started >= Duration::from_millis(300),
+            "no pause without wake-ups"
+        );
+    });
+    let stats = waiter.stats().manager;
+    assert_eq!((stats.woken, stats.releases_heard), (0, 0), "{stats:?}");
+}
+
+#[test]
+fn a_key_waited_for_lately_is_acquired_in_turn_not_jumped() {
+    // `a` holds while `b` waits; `a` releases and asks again at once. `a`
+    // waited for this key before, so its first round is queued and gives
+    // way to `b`'s mark: `b` gets the lock first.
+    let cluster = MockCluster::new(3);
+    let a = manager(&cluster, true);
+    let b = manager(&cluster, true);
+    // `a` waits once for `b`: the key is contended for `a` from then on.
+    let theirs = b.try_lock("turns", TTL).expect("free");
+    assert!(b.flush(BOUND));
+    let lock = std::thread::scope(|s| {
+        let waiting = s.spawn(|| a.lock("turns", TTL));
+        assert!(marked(&a));
+        theirs.release().expect("held");
+        waiting.join().expect("no panic").expect("woken")
+    });
+    assert!(a.flush(BOUND));
+    let before = b.stats().nodes.iter().map(|n| n.requests).min();
+    let (b_at, a_at) = std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = b.lock("turns", TTL).expect("woken");
+            let at = Instant::now();
+            got.release().expect("held");
+            at
+        });
+        assert!(eventually(|| {
+            b.stats().nodes.iter().map(|n| n.requests).min() >= before.map(|r| r + 3)
+        }));
+        lock.release().expect("held");
+        let again = a.lock_timeout("turns", TTL, BOUND).expect("after b");
+        let a_at = Instant::now();
+        again.release().expect("held");
+        (waiting.join().expect("no panic"), a_at)
+    });
+    assert!(b_at < a_at, "the releaser jumped the waiter's line");
+    assert!(a.stats().manager.woken >= 1);
+}
