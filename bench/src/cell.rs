@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::measure::{FairRecord, Recorder, Usage};
+use crate::measure::{FairRecord, ProcsRecord, Recorder, Usage};
 use crate::runner::Setup;
 
 /// The TTL of every lock (the measurements used 10 s).
@@ -15,6 +15,8 @@ pub(crate) const HOT_CLIENTS: usize = 8;
 pub(crate) const FAIR_SIDES: usize = 2;
 /// Client threads per manager in the fair mode.
 pub(crate) const FAIR_THREADS: usize = 4;
+/// How many processes contend for one key in the procs mode.
+pub(crate) const PROCS: usize = 8;
 /// Which master the frozen mode stops (SIGSTOP).
 pub(crate) const FROZEN_NODE: usize = 0;
 
@@ -34,11 +36,15 @@ pub(crate) enum Mode {
     /// Two managers built separately (as two processes would), each with
     /// `FAIR_THREADS` threads, on one key, 5 masters: who gets the lock.
     Fair,
+    /// `PROCS` processes, each with a manager of default settings and one
+    /// thread, on one key, 5 masters: contention across processes, where no
+    /// local line helps.
+    Procs,
 }
 
 impl Mode {
     /// Every mode in run order, with their command-line names.
-    pub(crate) const ALL: [(Mode, &'static str); 9] = [
+    pub(crate) const ALL: [(Mode, &'static str); 10] = [
         (Mode::One, "1x1"),
         (Mode::Distinct(8), "8x"),
         (Mode::Distinct(32), "32x"),
@@ -48,6 +54,7 @@ impl Mode {
         (Mode::Nodes(7), "n7"),
         (Mode::Nodes(9), "n9"),
         (Mode::Fair, "fair"),
+        (Mode::Procs, "procs"),
     ];
 
     /// The name used on the command line and in keys.
@@ -73,6 +80,7 @@ impl Mode {
             Mode::Distinct(k) => k,
             Mode::Hot => HOT_CLIENTS,
             Mode::Fair => FAIR_SIDES * FAIR_THREADS,
+            Mode::Procs => PROCS,
         }
     }
 
@@ -83,7 +91,7 @@ impl Mode {
 
     /// Whether all clients share one key.
     pub(crate) fn one_key(self) -> bool {
-        matches!(self, Mode::Hot | Mode::Fair)
+        matches!(self, Mode::Hot | Mode::Fair | Mode::Procs)
     }
 
     /// The implementations measured in this mode, in run order.
@@ -96,7 +104,7 @@ impl Mode {
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
             Mode::Nodes(_) => &[RawFloor, Ours, Rslock],
-            Mode::Fair => &[Ours],
+            Mode::Fair | Mode::Procs => &[Ours],
         }
     }
 }
@@ -110,6 +118,7 @@ impl fmt::Display for Mode {
             Mode::Frozen => write!(f, "1×1, 1 of 5 frozen"),
             Mode::Nodes(n) => write!(f, "1×1, N={n}"),
             Mode::Fair => write!(f, "fair: {FAIR_SIDES} managers × {FAIR_THREADS}, one key"),
+            Mode::Procs => write!(f, "{PROCS} processes, one key"),
         }
     }
 }
@@ -194,4 +203,6 @@ pub(crate) struct Outcome {
     pub(crate) overlaps: Option<u64>,
     /// Fair mode: each manager's acquisitions and the hand-offs between them.
     pub(crate) fair: Option<FairRecord>,
+    /// Procs mode: each process's acquisitions and the waits.
+    pub(crate) procs: Option<ProcsRecord>,
 }

@@ -14,7 +14,9 @@ usage: redlock-bench [--quick] [--rounds R] [--secs S] [--warmup S] [--modes LIS
 Starts real redis-server masters on free loopback ports (5; 3, 7, 9 for the
 N modes), measures acquire+release cycles of our manager, the peers and the
 raw references, stops the servers, and prints a table and one summary line.
-The fair mode runs ours only: two managers, 4 threads each, on one key.
+The fair mode runs ours only: two managers, 4 threads each, on one key; so
+does the procs mode: 8 processes, each with a manager of default settings
+and one thread, on one key.
 
   --quick        1 round, each cell 1 s after 0.3 s of warm-up
                  (default: 3 rounds, each cell 2 s after 0.5 s of warm-up)
@@ -22,7 +24,7 @@ The fair mode runs ours only: two managers, 4 threads each, on one key.
                  so all implementations share the machine's noise
   --secs S       measured seconds per cell and round
   --warmup S     warm-up seconds per cell (not measured)
-  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair
+  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair,procs
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,rslock,
                  redlock,raw-seq,raw-floor,raw-ceiling
   --hot-retry MIN-MAX
@@ -198,12 +200,29 @@ mod tests {
         assert_eq!(options.impls, [Impl::Ours]);
         let options = parse(args(&["--modes", "hot, fair,1x1"]))?;
         assert_eq!(options.modes, [Mode::Hot, Mode::Fair, Mode::One]);
-        // Every mode by default, the fair one last; its name round-trips.
+        // Every mode by default, the fair and procs ones last; their names
+        // round-trip.
         let options = parse(args(&[]))?;
-        assert_eq!(options.modes.last(), Some(&Mode::Fair));
+        assert_eq!(
+            options.modes[options.modes.len() - 2..],
+            [Mode::Fair, Mode::Procs]
+        );
         assert_eq!(Mode::Fair.cli_name(), "fair");
         assert!(parse(args(&["--modes", "fairness"])).is_err());
         assert!(parse(args(&["--modes", "Fair"])).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn procs_mode_by_name_also_in_quick_runs() -> anyhow::Result<()> {
+        let options = parse(args(&["--modes", "procs"]))?;
+        assert_eq!(options.modes, [Mode::Procs]);
+        assert_eq!(Mode::Procs.cli_name(), "procs");
+        assert_eq!(Mode::Procs.impls(), [Impl::Ours]);
+        assert_eq!(Mode::Procs.clients(), crate::cell::PROCS);
+        assert!(Mode::Procs.one_key());
+        assert!(parse(args(&["--quick"]))?.modes.contains(&Mode::Procs));
+        assert!(parse(args(&["--modes", "proc"])).is_err());
         Ok(())
     }
 

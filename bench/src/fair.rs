@@ -118,6 +118,7 @@ pub(crate) fn run(cell: &Cell<'_>, retry: (Duration, Duration)) -> anyhow::Resul
         usage,
         overlaps: Some(detector.overlaps()),
         fair: Some(tracker.into_record()),
+        procs: None,
     })
 }
 

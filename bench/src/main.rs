@@ -18,6 +18,7 @@ mod measure;
 mod ours;
 mod peers;
 mod procfs;
+mod procs;
 mod raw;
 mod report;
 mod runner;
@@ -51,7 +52,11 @@ fn main() -> ExitCode {
 }
 
 fn run() -> anyhow::Result<()> {
-    let options = cli::parse(std::env::args().skip(1))?;
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some(procs::CHILD_ARG) {
+        return procs::child(args.skip(1));
+    }
+    let options = cli::parse(args)?;
     if options.help {
         println!("{}", cli::USAGE);
         return Ok(());
@@ -98,6 +103,16 @@ fn run() -> anyhow::Result<()> {
     println!("{}", Row::header());
     for row in &rows {
         println!("{}", row.markdown());
+    }
+    let contention: Vec<String> = rows.iter().filter_map(Row::contention).collect();
+    if !contention.is_empty() {
+        println!();
+        println!(
+            "Contention across processes (each with a manager of default settings, one thread):"
+        );
+        for line in contention {
+            println!("  {line}");
+        }
     }
     let fairness: Vec<String> = rows.iter().filter_map(Row::fairness).collect();
     if !fairness.is_empty() {
@@ -161,6 +176,7 @@ fn run_cell(
     };
     let outcome = match imp {
         Impl::Ours if mode == Mode::Fair => fair::run(&cell, options.hot_retry),
+        Impl::Ours if mode == Mode::Procs => procs::run(&cell),
         Impl::Ours => {
             let (min, max) = options.hot_retry;
             ours::run(&cell, ours::Jitter::Hot(min, max))
@@ -213,7 +229,7 @@ fn print_machine(options: &Options) {
     );
     println!(
         "plan: {} round(s) over all cells, each cell {:.1} s warm-up + {:.1} s measured; TTL {} s; \
-         ours: node timeout {} ms, hot-key and fair retry {}–{} ms",
+         ours: node timeout {} ms, hot-key and fair retry {}–{} ms, procs: {} processes with the defaults",
         options.rounds,
         options.plan.warmup.as_secs_f64(),
         options.plan.window.as_secs_f64(),
@@ -221,6 +237,7 @@ fn print_machine(options: &Options) {
         ours::NODE_TIMEOUT.as_millis(),
         options.hot_retry.0.as_secs_f64() * 1e3,
         options.hot_retry.1.as_secs_f64() * 1e3,
+        cell::PROCS,
     );
     println!();
 }

@@ -94,6 +94,23 @@ impl Recorder {
         }
     }
 
+    /// A successful cycle that another process found inside its window.
+    pub(crate) fn ok_counted(&mut self, latency: Duration) {
+        record_latency(&mut self.hist, latency);
+        self.ok += 1;
+    }
+
+    /// A failed cycle that another process recorded; `counted` when it
+    /// started inside the window.
+    pub(crate) fn error_counted(&mut self, counted: bool, error: impl fmt::Display) {
+        if self.first_error.is_none() {
+            self.first_error = Some(error.to_string());
+        }
+        if counted {
+            self.errors += 1;
+        }
+    }
+
     /// A failed cycle (error or not acquired) that started at `started`.
     pub(crate) fn error(&mut self, window: &Window, started: Instant, error: impl fmt::Display) {
         if self.first_error.is_none() {
@@ -225,6 +242,88 @@ impl FairRecord {
     }
 }
 
+/// The procs mode's figures beyond the cycles: each process's acquisitions
+/// and the wait from calling `lock` to holding the lock.
+#[derive(Debug)]
+pub(crate) struct ProcsRecord {
+    /// Acquisitions per process whose cycle counted (inside the window).
+    acquired: Vec<u64>,
+    /// Waits from calling `lock` to holding the lock.
+    waits: Histogram<u64>,
+    /// Hold intervals compared for overlaps, all of them (also outside the
+    /// window).
+    holds: u64,
+}
+
+impl ProcsRecord {
+    pub(crate) fn new(processes: usize) -> Self {
+        ProcsRecord {
+            acquired: vec![0; processes],
+            waits: latency_histogram(),
+            holds: 0,
+        }
+    }
+
+    /// One counted acquisition of process `index`.
+    pub(crate) fn count(&mut self, index: usize) {
+        if self.acquired.len() <= index {
+            self.acquired.resize(index + 1, 0);
+        }
+        self.acquired[index] += 1;
+    }
+
+    /// One wait that took `wait`.
+    pub(crate) fn wait(&mut self, wait: Duration) {
+        record_latency(&mut self.waits, wait);
+    }
+
+    /// `n` more hold intervals were checked for overlaps.
+    pub(crate) fn checked(&mut self, n: u64) {
+        self.holds += n;
+    }
+
+    /// Folds another round's record into this one.
+    pub(crate) fn merge(&mut self, other: &ProcsRecord) {
+        if self.acquired.len() < other.acquired.len() {
+            self.acquired.resize(other.acquired.len(), 0);
+        }
+        for (mine, theirs) in self.acquired.iter_mut().zip(&other.acquired) {
+            *mine += theirs;
+        }
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.waits.add(&other.waits);
+        self.holds += other.holds;
+    }
+
+    /// All processes' counted acquisitions.
+    pub(crate) fn total(&self) -> u64 {
+        self.acquired.iter().sum()
+    }
+
+    /// Hold intervals checked for overlaps.
+    pub(crate) fn holds(&self) -> u64 {
+        self.holds
+    }
+
+    /// The largest and the smallest process's share of the acquisitions, in
+    /// percent (100 / processes each when even); `None` without any.
+    pub(crate) fn max_min_share(&self) -> Option<(f64, f64)> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let share = |n: u64| n as f64 * 100.0 / total as f64;
+        let max = self.acquired.iter().copied().max().unwrap_or(0);
+        let min = self.acquired.iter().copied().min().unwrap_or(0);
+        Some((share(max), share(min)))
+    }
+
+    /// The wait at quantile `q`, if any wait counted.
+    pub(crate) fn wait_quantile(&self, q: f64) -> Option<Duration> {
+        (!self.waits.is_empty()).then(|| Duration::from_nanos(self.waits.value_at_quantile(q)))
+    }
+}
+
 /// Counts critical sections entered while another one is running: two
 /// holders of the same lock at once.
 #[derive(Debug, Default)]
@@ -302,23 +401,43 @@ impl Drop for DoneGuard {
 
 /// Counter readings at one instant.
 #[derive(Debug, Clone, Copy)]
-struct Snapshot {
+pub(crate) struct Snapshot {
     client_cpu: Duration,
     server_cpu: Duration,
     context_switches: u64,
 }
 
 impl Snapshot {
-    fn take(servers: &[u32]) -> anyhow::Result<Self> {
+    /// Reads the counters of the client processes `clients` (`"self"`, or
+    /// the pids of child processes) and of the servers.
+    pub(crate) fn take(clients: &[String], servers: &[u32]) -> anyhow::Result<Self> {
         let mut server_cpu = Duration::ZERO;
         for pid in servers {
             server_cpu += procfs::cpu_time(&pid.to_string())?;
         }
+        let mut client_cpu = Duration::ZERO;
+        let mut context_switches = 0;
+        for pid in clients {
+            client_cpu += procfs::cpu_time(pid)?;
+            context_switches += procfs::context_switches(pid)?;
+        }
         Ok(Snapshot {
-            client_cpu: procfs::cpu_time("self")?,
+            client_cpu,
             server_cpu,
-            context_switches: procfs::context_switches()?,
+            context_switches,
         })
+    }
+
+    /// What passed from `before` to this reading; `stalled` as given.
+    pub(crate) fn since(&self, before: &Snapshot, stalled: usize) -> Usage {
+        Usage {
+            client_cpu: self.client_cpu.saturating_sub(before.client_cpu),
+            server_cpu: self.server_cpu.saturating_sub(before.server_cpu),
+            context_switches: self
+                .context_switches
+                .saturating_sub(before.context_switches),
+            stalled,
+        }
     }
 }
 
@@ -385,24 +504,18 @@ pub(crate) fn coordinate(
             sleep_until(window.start - plan.warmup / 2);
             hook()?;
         }
+        let this = ["self".to_owned()];
         sleep_until(window.start);
-        let before = Snapshot::take(servers)?;
+        let before = Snapshot::take(&this, servers)?;
         sleep_until(window.end);
-        let after = Snapshot::take(servers);
+        let after = Snapshot::take(&this, servers);
         progress.release();
         let after = after?;
         let deadline = window.end + plan.grace;
         while progress.done() < clients && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
-        Ok(Usage {
-            client_cpu: after.client_cpu.saturating_sub(before.client_cpu),
-            server_cpu: after.server_cpu.saturating_sub(before.server_cpu),
-            context_switches: after
-                .context_switches
-                .saturating_sub(before.context_switches),
-            stalled: clients.saturating_sub(progress.done()),
-        })
+        Ok(after.since(&before, clients.saturating_sub(progress.done())))
     })();
     // Whatever happened: the threads may exit, a frozen node is resumed.
     progress.release();
@@ -412,7 +525,7 @@ pub(crate) fn coordinate(
     Ok(usage)
 }
 
-fn sleep_until(instant: Instant) {
+pub(crate) fn sleep_until(instant: Instant) {
     let now = Instant::now();
     if instant > now {
         std::thread::sleep(instant - now);
@@ -447,5 +560,27 @@ mod tests {
         let mut starved = FairRecord::new(2);
         starved.count(0);
         assert_eq!(starved.min_share(), Some(0.0));
+    }
+
+    #[test]
+    fn procs_shares_and_waits() {
+        let mut record = ProcsRecord::new(4);
+        assert_eq!(record.max_min_share(), None);
+        assert_eq!(record.wait_quantile(0.5), None);
+        for index in [0, 0, 1, 2] {
+            record.count(index);
+            record.wait(Duration::from_millis(2));
+        }
+        let mut other = ProcsRecord::new(4);
+        other.count(0);
+        other.wait(Duration::from_millis(2));
+        other.checked(7);
+        record.merge(&other);
+        assert_eq!(record.total(), 5);
+        assert_eq!(record.holds(), 7);
+        // Process 3 never got the lock.
+        assert_eq!(record.max_min_share(), Some((60.0, 0.0)));
+        let p50 = record.wait_quantile(0.5).expect("waits");
+        assert!(p50.abs_diff(Duration::from_millis(2)) < Duration::from_micros(10));
     }
 }

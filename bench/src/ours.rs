@@ -95,6 +95,7 @@ fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result
         usage,
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
+        procs: None,
     })
 }
 

@@ -55,6 +55,7 @@ pub(crate) fn rslock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         usage,
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
+        procs: None,
     })
 }
 
@@ -99,5 +100,6 @@ pub(crate) fn redlock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         usage,
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
+        procs: None,
     })
 }

@@ -28,12 +28,14 @@ pub(crate) fn cpu_time(pid: &str) -> anyhow::Result<Duration> {
     Ok(TICK * ticks)
 }
 
-/// Context switches (voluntary + involuntary) of this process's live
-/// threads. A voluntary one is a thread blocking: on a socket, a channel, a
-/// condition variable; so this counts thread hand-offs and waits.
-pub(crate) fn context_switches() -> anyhow::Result<u64> {
+/// Context switches (voluntary + involuntary) of the live threads of process
+/// `pid` (`"self"` for this one). A voluntary one is a thread blocking: on a
+/// socket, a channel, a condition variable; so this counts thread hand-offs
+/// and waits.
+pub(crate) fn context_switches(pid: &str) -> anyhow::Result<u64> {
     let mut total = 0;
-    for task in std::fs::read_dir("/proc/self/task").context("listing /proc/self/task")? {
+    let tasks = format!("/proc/{pid}/task");
+    for task in std::fs::read_dir(&tasks).with_context(|| format!("listing {tasks}"))? {
         let path = task?.path().join("status");
         // A thread may exit between the listing and the read.
         let Ok(status) = std::fs::read_to_string(&path) else {
@@ -74,7 +76,7 @@ mod tests {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
         }
         assert!(cpu_time("self")? < Duration::from_secs(3600));
-        assert!(context_switches()? < u64::MAX);
+        assert!(context_switches("self")? < u64::MAX);
         assert!(!cpu_model().is_empty());
         Ok(())
     }

@@ -194,6 +194,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         usage,
         overlaps: None,
         fair: None,
+        procs: None,
     })
 }
 

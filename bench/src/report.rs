@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cell::{Impl, Mode, Outcome, FAIR_SIDES};
-use crate::measure::{FairRecord, Recorder, Usage};
+use crate::cell::{Impl, Mode, Outcome, FAIR_SIDES, PROCS};
+use crate::measure::{FairRecord, ProcsRecord, Recorder, Usage};
 
 /// One implementation in one mode, over all rounds.
 #[derive(Debug)]
@@ -19,6 +19,8 @@ pub(crate) struct Row {
     overlaps: Option<u64>,
     /// Fair mode: the sides' acquisitions and the hand-offs between them.
     fair: Option<FairRecord>,
+    /// Procs mode: each process's acquisitions and the waits.
+    procs: Option<ProcsRecord>,
     /// A failure that ends the row: setup failed, a client stalled or could
     /// not go on. Later rounds skip the row.
     broken: Option<String>,
@@ -35,6 +37,7 @@ impl Row {
             usage: Usage::default(),
             overlaps: None,
             fair: None,
+            procs: None,
             broken: None,
         }
     }
@@ -64,6 +67,11 @@ impl Row {
                     self.fair
                         .get_or_insert_with(|| FairRecord::new(FAIR_SIDES))
                         .merge(fair);
+                }
+                if let Some(procs) = &outcome.procs {
+                    self.procs
+                        .get_or_insert_with(|| ProcsRecord::new(PROCS))
+                        .merge(procs);
                 }
             }
             Err(e) => {
@@ -98,6 +106,20 @@ impl Row {
             return None;
         }
         self.record.quantile(q)
+    }
+
+    /// Client CPU time per cycle of a row that succeeded, in µs.
+    pub(crate) fn client_cpu_per_cycle(&self) -> Option<f64> {
+        let ok = self.record.ok_count();
+        (self.failure().is_none() && self.rounds > 0 && ok > 0)
+            .then(|| self.usage.client_cpu.as_secs_f64() * 1e6 / ok as f64)
+    }
+
+    /// Client context switches per cycle of a row that succeeded.
+    pub(crate) fn context_switches_per_cycle(&self) -> Option<f64> {
+        let ok = self.record.ok_count();
+        (self.failure().is_none() && self.rounds > 0 && ok > 0)
+            .then(|| self.usage.context_switches as f64 / ok as f64)
     }
 
     /// The markdown header matching [`Row::markdown`].
@@ -191,6 +213,76 @@ impl Row {
         self.fair.as_ref().and_then(FairRecord::min_share)
     }
 
+    /// The procs mode's wait (calling `lock` to holding it) at quantile `q`,
+    /// of a row that succeeded.
+    pub(crate) fn procs_wait(&self, q: f64) -> Option<Duration> {
+        if self.failure().is_some() {
+            return None;
+        }
+        self.procs.as_ref().and_then(|p| p.wait_quantile(q))
+    }
+
+    /// The largest process's share of a procs-mode row that succeeded, in
+    /// percent.
+    pub(crate) fn procs_max_share(&self) -> Option<f64> {
+        if self.failure().is_some() {
+            return None;
+        }
+        self.procs
+            .as_ref()
+            .and_then(ProcsRecord::max_min_share)
+            .map(|(max, _)| max)
+    }
+
+    /// The procs mode's own figures, one line, or `None` for other rows.
+    pub(crate) fn contention(&self) -> Option<String> {
+        let procs = self.procs.as_ref()?;
+        let mut line = format!("{} / {}: ", self.mode, self.imp.name());
+        if let Some(failure) = self.failure() {
+            let _ = write!(line, "FAILED: {}", one_line(Some(&failure)));
+            return Some(line);
+        }
+        let secs = self.measured.as_secs_f64().max(f64::MIN_POSITIVE);
+        let _ = write!(
+            line,
+            "{} acquisitions, {:.0}/s; ",
+            procs.total(),
+            procs.total() as f64 / secs
+        );
+        let millis = |q: f64| {
+            procs.wait_quantile(q).map_or_else(
+                || "–".to_owned(),
+                |d| format!("{:.2}", d.as_secs_f64() * 1e3),
+            )
+        };
+        let _ = write!(
+            line,
+            "wait (lock called to held) p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms; ",
+            millis(0.5),
+            millis(0.99),
+            millis(0.999),
+            millis(1.0),
+        );
+        match procs.max_min_share() {
+            Some((max, min)) => {
+                let _ = write!(
+                    line,
+                    "shares: largest {max:.1} %, smallest {min:.1} % (even: {:.1} %); ",
+                    100.0 / PROCS as f64
+                );
+            }
+            None => line.push_str("no acquisition counted; "),
+        }
+        let _ = write!(
+            line,
+            "{} errors; {} overlaps in {} hold intervals",
+            self.record.errors(),
+            self.overlaps.unwrap_or(0),
+            procs.holds(),
+        );
+        Some(line)
+    }
+
     /// The fair mode's own figures, one line, or `None` for other rows.
     pub(crate) fn fairness(&self) -> Option<String> {
         let fair = self.fair.as_ref()?;
@@ -258,6 +350,16 @@ pub(crate) struct Summary {
     pub(crate) fair_min_share: Option<f64>,
     /// 8x distinct ok/s while `stats()` is read every second, over without.
     pub(crate) stats8_vs_ours: Option<f64>,
+    /// 1×1: our client CPU per cycle over the floor's.
+    pub(crate) cpu1_vs_floor: Option<f64>,
+    /// 1×1: our client context switches per cycle.
+    pub(crate) ctxsw1_per_cycle: Option<f64>,
+    /// Procs mode: acquisitions per second, all processes.
+    pub(crate) procs_okps: Option<f64>,
+    /// Procs mode: the wait's p99.9, in ms.
+    pub(crate) procs_p999_ms: Option<f64>,
+    /// Procs mode: the largest process's share of the acquisitions, in %.
+    pub(crate) procs_max_share: Option<f64>,
 }
 
 impl Summary {
@@ -291,6 +393,17 @@ impl Summary {
                 rate(Mode::Distinct(8), Impl::OursStats),
                 rate(Mode::Distinct(8), Impl::Ours),
             ),
+            cpu1_vs_floor: ratio(
+                find(rows, Mode::One, Impl::Ours).and_then(Row::client_cpu_per_cycle),
+                find(rows, Mode::One, Impl::RawFloor).and_then(Row::client_cpu_per_cycle),
+            ),
+            ctxsw1_per_cycle: find(rows, Mode::One, Impl::Ours)
+                .and_then(Row::context_switches_per_cycle),
+            procs_okps: rate(Mode::Procs, Impl::Ours),
+            procs_p999_ms: find(rows, Mode::Procs, Impl::Ours)
+                .and_then(|r| r.procs_wait(0.999))
+                .map(|d| d.as_secs_f64() * 1e3),
+            procs_max_share: find(rows, Mode::Procs, Impl::Ours).and_then(Row::procs_max_share),
         }
     }
 
@@ -362,6 +475,27 @@ impl Summary {
                 "(% of acquisitions; 50 = an even split)",
             ),
             ("stats8_vs_ours", self.stats8_vs_ours, ">= 0.97"),
+            (
+                "cpu1_vs_floor",
+                self.cpu1_vs_floor,
+                "(1×1 client CPU per cycle, ours / floor)",
+            ),
+            (
+                "ctxsw1_per_cycle",
+                self.ctxsw1_per_cycle,
+                "(1×1 context switches per cycle, ours)",
+            ),
+            (
+                "procs_okps",
+                self.procs_okps,
+                "(acquisitions/s of 8 processes; a later change: 3×)",
+            ),
+            ("procs_p999_ms", self.procs_p999_ms, "<= 20 (wait)"),
+            (
+                "procs_max_share",
+                self.procs_max_share,
+                "<= 20 (% of acquisitions; 12.5 = even)",
+            ),
         ];
         let mut out = String::new();
         for (name, value, target) in lines {
@@ -375,7 +509,8 @@ impl Summary {
         format!(
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
              distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
-             n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={}",
+             n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={} cpu1_vs_floor={} \
+             ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={}",
             number(self.p50_vs_floor),
             number(self.distinct8_vs_ceiling),
             number(self.distinct32_vs_ceiling),
@@ -386,6 +521,11 @@ impl Summary {
             number(self.n9_vs_n3_p50),
             number(self.fair_min_share),
             number(self.stats8_vs_ours),
+            number(self.cpu1_vs_floor),
+            number(self.ctxsw1_per_cycle),
+            number(self.procs_okps),
+            number(self.procs_p999_ms),
+            number(self.procs_max_share),
         )
     }
 }
@@ -441,6 +581,7 @@ mod tests {
                 usage: Usage::default(),
                 overlaps: Some(0),
                 fair: Some(fair),
+                procs: None,
             }),
         );
         let summary = Summary::from_rows(&[row]);
@@ -452,6 +593,72 @@ mod tests {
         );
     }
 
+    fn outcome(ok: u64, usage: Usage, procs: Option<ProcsRecord>) -> Outcome {
+        use std::time::Instant;
+
+        use crate::measure::Window;
+
+        let start = Instant::now();
+        let window = Window {
+            start,
+            end: start + Duration::from_secs(1),
+        };
+        let mut record = Recorder::new();
+        record.ok_at(&window, start, start + Duration::from_millis(1), ok);
+        Outcome {
+            record,
+            usage,
+            overlaps: procs.as_ref().map(|_| 0),
+            fair: None,
+            procs,
+        }
+    }
+
+    #[test]
+    fn procs_figures_and_one_by_one_costs_reach_the_summary() {
+        let mut procs = ProcsRecord::new(PROCS);
+        for index in [0, 0, 0, 1] {
+            procs.count(index);
+            procs.wait(Duration::from_millis(1));
+        }
+        procs.wait(Duration::from_millis(300));
+        let mut row = Row::new(Mode::Procs, Impl::Ours);
+        row.add(
+            Duration::from_secs(2),
+            Ok(outcome(4, Usage::default(), Some(procs))),
+        );
+        let usage = |cpu_ms, switches| Usage {
+            client_cpu: Duration::from_millis(cpu_ms),
+            context_switches: switches,
+            ..Usage::default()
+        };
+        let mut ours = Row::new(Mode::One, Impl::Ours);
+        ours.add(
+            Duration::from_secs(1),
+            Ok(outcome(100, usage(30, 250), None)),
+        );
+        let mut floor = Row::new(Mode::One, Impl::RawFloor);
+        floor.add(
+            Duration::from_secs(1),
+            Ok(outcome(100, usage(20, 100), None)),
+        );
+        let summary = Summary::from_rows(&[row, ours, floor]);
+        assert_eq!(summary.procs_okps, Some(2.0));
+        assert_eq!(summary.procs_max_share, Some(75.0));
+        let p999 = summary.procs_p999_ms.expect("a wait");
+        assert!((p999 - 300.0).abs() < 1.0, "{p999}");
+        assert_eq!(summary.cpu1_vs_floor, Some(1.5));
+        assert_eq!(summary.ctxsw1_per_cycle, Some(2.5));
+        let line = summary.line();
+        assert!(
+            line.ends_with(
+                " cpu1_vs_floor=1.50 ctxsw1_per_cycle=2.50 procs_okps=2.00 \
+                 procs_p999_ms=300.15 procs_max_share=75.00"
+            ),
+            "{line}"
+        );
+    }
+
     #[test]
     fn missing_ratios_print_as_nan() {
         let line = Summary::from_rows(&[]).line();
@@ -459,7 +666,8 @@ mod tests {
             line,
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
              distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
-             n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan"
+             n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan cpu1_vs_floor=nan \
+             ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan"
         );
     }
 }
