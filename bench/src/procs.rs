@@ -330,8 +330,13 @@ pub(crate) fn child(args: impl IntoIterator<Item = String>) -> anyhow::Result<()
         start: instant_at(start_ns),
         end: instant_at(end_ns),
     };
-    // The library's defaults, as an application would build it.
-    let locks = Redlock::connect(&urls).context("building the manager")?;
+    // The library's defaults, as an application would build it; wake-ups
+    // can be turned off (REDLOCK_BENCH_WAKE_UPS=0) to compare.
+    let wake_ups = std::env::var("REDLOCK_BENCH_WAKE_UPS").map_or(true, |v| v != "0");
+    let locks = Redlock::builder(Vec::new())
+        .wake_ups(wake_ups)
+        .connect(&urls)
+        .context("building the manager")?;
     let mut lines = String::new();
     while window.open() {
         let started = Instant::now();

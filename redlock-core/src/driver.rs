@@ -137,7 +137,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             rng: seeded.then(|| Mutex::new(rng)),
             waiting: AtomicUsize::new(0),
             observer,
-            wakeups: Wakeups::new(feeds, mark_ttl.as_duration()),
+            wakeups: Wakeups::new(feeds, id, mark_ttl.as_duration()),
         });
         Ok(Redlock {
             manager: Arc::new(Manager {

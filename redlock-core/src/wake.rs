@@ -42,7 +42,8 @@ use crate::Resources;
 /// feed.start(ReleaseSink::detached());
 /// let sink = feed.0.lock().unwrap().clone();
 /// if let Some(sink) = sink {
-///     sink.released("orders");
+///     // The node's waiting mark on "orders" named manager 42.
+///     sink.released("orders", Some(42));
 /// }
 /// ```
 pub trait ReleaseFeed: Send + Sync {
@@ -77,24 +78,30 @@ impl ReleaseSink {
     ///
     /// ```
     /// let sink = redlock_core::backend::ReleaseSink::detached();
-    /// sink.released("k");
+    /// sink.released("k", None);
     /// assert!(!sink.is_closed());
     /// ```
     #[must_use]
     pub fn detached() -> Self {
         ReleaseSink {
-            hub: Arc::new(Hub::new(Duration::ZERO)),
+            hub: Arc::new(Hub::new(0, Duration::ZERO)),
         }
     }
 
-    /// `key` was released: this manager's callers that wait for it try
-    /// again now.
+    /// `key` was released while the manager `waiter` (the id of
+    /// [`Queued::manager`](crate::backend::Queued::manager), from the
+    /// node's waiting mark) waited for it: if that is this manager, its
+    /// callers that wait for the key try again now. The others keep their
+    /// pause: the nodes would make them give way to `waiter` anyway, and
+    /// waking every waiter at once only makes them collide. `None` (the
+    /// waiter unknown) wakes every caller of this manager that waits for
+    /// the key.
     ///
     /// # Examples
     ///
     /// See [`ReleaseFeed`].
-    pub fn released(&self, key: &str) {
-        self.hub.released(key);
+    pub fn released(&self, key: &str, waiter: Option<u64>) {
+        self.hub.released(key, waiter);
     }
 
     /// The feed listens from now on (it subscribed, or subscribed again
@@ -137,6 +144,8 @@ impl fmt::Debug for ReleaseSink {
 
 /// What the sinks and the manager's waiting callers share.
 struct Hub {
+    /// This manager's id in the nodes' waiting marks.
+    manager: u64,
     closed: AtomicBool,
     next_id: AtomicU64,
     /// The callers waiting now, with their keys.
@@ -162,8 +171,9 @@ struct Seen {
 const CONTENDED_KEPT: usize = 1024;
 
 impl Hub {
-    fn new(memory: Duration) -> Self {
+    fn new(manager: u64, memory: Duration) -> Self {
         Hub {
+            manager,
             closed: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             waiters: Mutex::new(Vec::new()),
@@ -174,12 +184,16 @@ impl Hub {
         }
     }
 
-    fn released(&self, key: &str) {
+    fn released(&self, key: &str, waiter: Option<u64>) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
         self.heard.fetch_add(1, Ordering::Relaxed);
-        self.contend(key, true);
+        let ours = waiter.is_none_or(|w| w == self.manager);
+        self.contend(key, ours);
+        if !ours {
+            return;
+        }
         for (_, keys, flag) in self.waiters.lock().iter() {
             if keys.keys().iter().any(|k| k == key) {
                 flag.raise();
@@ -243,11 +257,11 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
-    /// Notifications from `feeds` (none: waiters poll); a key counts as
-    /// contended for `memory` after a sign of it.
-    pub(crate) fn new(feeds: Vec<Box<dyn ReleaseFeed>>, memory: Duration) -> Self {
+    /// Notifications from `feeds` (none: waiters poll) for the manager
+    /// `manager`; a key counts as contended for `memory` after a sign of it.
+    pub(crate) fn new(feeds: Vec<Box<dyn ReleaseFeed>>, manager: u64, memory: Duration) -> Self {
         Wakeups {
-            hub: Arc::new(Hub::new(memory)),
+            hub: Arc::new(Hub::new(manager, memory)),
             feeds,
             started: Once::new(),
         }
@@ -389,6 +403,7 @@ mod tests {
         let sinks = Arc::new(Mutex::new(Vec::new()));
         let wakeups = Wakeups::new(
             vec![Box::new(Keep(Arc::clone(&sinks)))],
+            7,
             Duration::from_secs(60),
         );
         assert!(sinks.lock().is_empty(), "feeds start lazily");
@@ -403,7 +418,7 @@ mod tests {
         let on_ab = wakeups.wait_for(&ab, since);
         let on_c = wakeups.wait_for(&c, since);
         assert!(!wakeups.is_contended(&a));
-        sinks.lock()[0].released("a");
+        sinks.lock()[0].released("a", None);
         assert!(on_a.flag().take());
         assert!(!on_a.flag().take(), "taken once");
         assert!(on_ab.flag().take());
@@ -411,8 +426,17 @@ mod tests {
         assert!(wakeups.is_contended(&ab));
         assert!(!wakeups.is_contended(&c));
         assert_eq!(wakeups.counts(), (1, 0), "counted by the woken");
+        // Another manager's turn: nobody here is woken, the key is
+        // contended all the same.
+        let on_a_too = wakeups.wait_for(&a, Instant::now());
+        sinks.lock()[0].released("a", Some(8));
+        assert!(!on_a_too.flag().take());
+        sinks.lock()[0].released("a", Some(7));
+        assert!(on_a_too.flag().take(), "our turn");
+        assert!(on_a.flag().take());
+        drop(on_a_too);
         wakeups.woke();
-        assert_eq!(wakeups.counts(), (1, 1));
+        assert_eq!(wakeups.counts(), (3, 1));
         drop((on_a, on_ab, on_c));
         assert!(wakeups.hub.waiters.lock().is_empty());
         // A feed that (re)subscribed wakes every waiter: it may have
@@ -431,24 +455,25 @@ mod tests {
         let sink = sinks.lock()[0].clone();
         drop(wakeups);
         assert!(sink.is_closed());
-        sink.released("a");
+        sink.released("a", None);
     }
 
     #[test]
     fn contended_keys_are_forgotten_and_bounded() {
-        let wakeups = Wakeups::new(vec![Box::new(Keep(Arc::default()))], Duration::ZERO);
+        let wakeups = Wakeups::new(vec![Box::new(Keep(Arc::default()))], 7, Duration::ZERO);
         let a = Resources::one("a").expect("valid key");
         wakeups.contended(&a);
         assert!(!wakeups.is_contended(&a), "zero memory");
         let wakeups = Wakeups::new(
             vec![Box::new(Keep(Arc::default()))],
+            7,
             Duration::from_secs(60),
         );
         for i in 0..CONTENDED_KEPT + 10 {
             wakeups.contended(&Resources::one(format!("k{i}")).expect("valid key"));
         }
         assert_eq!(wakeups.hub.contended.lock().len(), CONTENDED_KEPT);
-        let none = Wakeups::new(Vec::new(), Duration::from_secs(60));
+        let none = Wakeups::new(Vec::new(), 7, Duration::from_secs(60));
         none.contended(&a);
         assert!(!none.is_contended(&a), "without feeds nothing is kept");
     }

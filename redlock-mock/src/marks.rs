@@ -156,8 +156,17 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
     }
 
     /// Whether `key` carries a mark (purge expired ones first).
+    #[cfg(test)]
     pub(crate) fn is_marked(&self, key: &K) -> bool {
-        self.marks.iter().any(|(k, _)| k == key)
+        self.owner(key).is_some()
+    }
+
+    /// The manager whose mark `key` carries (purge expired ones first).
+    pub(crate) fn owner(&self, key: &K) -> Option<u64> {
+        self.marks
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, m)| m.manager)
     }
 
     /// How many keys carry a mark.

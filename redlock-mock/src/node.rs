@@ -537,8 +537,8 @@ impl LockBackend for MockNode {
                     .is_some_and(|e| &e.token == claim.token().as_bytes())
                 {
                     state.keys.remove(key);
-                    if state.marks.is_marked(key) {
-                        waited.push(key.clone());
+                    if let Some(owner) = state.marks.owner(key) {
+                        waited.push((key.clone(), owner));
                     }
                 }
             }
@@ -555,8 +555,8 @@ impl LockBackend for MockNode {
         })?;
         // Told after the node's lock is let go, as Redis publishes.
         for sink in &feeds {
-            for key in &waited {
-                sink.released(key);
+            for (key, owner) in &waited {
+                sink.released(key, Some(*owner));
             }
         }
         Ok(held)

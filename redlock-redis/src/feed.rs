@@ -15,7 +15,8 @@ use crate::scripts::Resp;
 use crate::wire::{Endpoint, Wire};
 
 /// The Pub/Sub channel on which the release script publishes the keys it
-/// deleted while another manager waited for them (see
+/// deleted while another manager waited for them, as `<that manager's id>
+/// <key>` (see
 /// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)). Pub/Sub ignores
 /// the database number: managers on other databases of the same server
 /// hear these too (an extra round for a waiter on a key of the same name,
@@ -119,9 +120,9 @@ impl Listener {
         while !self.sink.is_closed() {
             match wire.read() {
                 Ok(Value::Array(items)) if is(items.first(), b"message") => {
-                    if let Some(Value::BulkString(key)) = items.get(2) {
-                        if let Ok(key) = std::str::from_utf8(key) {
-                            self.sink.released(key);
+                    if let Some(Value::BulkString(payload)) = items.get(2) {
+                        if let Some((key, waiter)) = parse(payload) {
+                            self.sink.released(key, waiter);
                         }
                     }
                 }
@@ -144,6 +145,32 @@ impl Listener {
     }
 }
 
+/// A notification's `<waiting manager's id> <key>`; a payload without the
+/// id (published by something else) names the key alone.
+fn parse(payload: &[u8]) -> Option<(&str, Option<u64>)> {
+    let text = std::str::from_utf8(payload).ok()?;
+    Some(match text.split_once(' ') {
+        Some((id, key)) => match id.parse() {
+            Ok(id) => (key, Some(id)),
+            Err(_) => (text, None),
+        },
+        None => (text, None),
+    })
+}
+
 fn is(value: Option<&Value>, word: &[u8]) -> bool {
     matches!(value, Some(Value::BulkString(w)) if w.eq_ignore_ascii_case(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn a_payload_names_the_waiter_then_the_key() {
+        assert_eq!(parse(b"42 locks:a b"), Some(("locks:a b", Some(42))));
+        assert_eq!(parse(b"locks:a"), Some(("locks:a", None)));
+        assert_eq!(parse(b"x locks:a"), Some(("x locks:a", None)));
+        assert_eq!(parse(b"\xff"), None);
+    }
 }

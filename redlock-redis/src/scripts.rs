@@ -150,7 +150,8 @@ return top
 
 /// Deletes every lock key that holds our token and, for each deleted key
 /// that another manager waits for (its waiting mark exists), publishes the
-/// key on a channel, so that the waiters' managers try again at once.
+/// waiting manager's id and the key (`<id> <key>`) on a channel, so that
+/// that manager tries again at once.
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
 /// `ARGV`: token, channel. Returns 1 when all of them held the token, else 0.
@@ -169,8 +170,9 @@ for i = 1, n do
 end
 for _, i in ipairs(mine) do
   redis.call('DEL', KEYS[i])
-  if redis.call('GET', KEYS[n + i]) then
-    redis.pcall('PUBLISH', ARGV[2], KEYS[i])
+  local mark = redis.call('GET', KEYS[n + i])
+  if mark then
+    redis.pcall('PUBLISH', ARGV[2], string.match(mark, '^%S+') .. ' ' .. KEYS[i])
   end
 end
 return held

@@ -120,12 +120,21 @@ fn a_key_waited_for_lately_is_acquired_in_turn_not_jumped() {
     // `a` waits once for `b`: the key is contended for `a` from then on.
     let theirs = b.try_lock("turns", TTL).expect("free");
     assert!(b.flush(BOUND));
-    let lock = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let waiting = s.spawn(|| a.lock("turns", TTL));
         assert!(marked(&a));
         theirs.release().expect("held");
-        waiting.join().expect("no panic").expect("woken")
+        waiting
+            .join()
+            .expect("no panic")
+            .expect("woken")
+            .release()
+            .expect("held")
     });
+    // Every node free again (a woken round may have come to a node before
+    // the release there): `a` locks all three, and `b` is refused by each.
+    assert!(a.flush(BOUND) && b.flush(BOUND));
+    let lock = a.try_lock("turns", TTL).expect("free");
     assert!(a.flush(BOUND));
     let before = b.stats().nodes.iter().map(|n| n.requests).min();
     let (b_at, a_at) = std::thread::scope(|s| {
@@ -144,6 +153,11 @@ fn a_key_waited_for_lately_is_acquired_in_turn_not_jumped() {
         again.release().expect("held");
         (waiting.join().expect("no panic"), a_at)
     });
-    assert!(b_at < a_at, "the releaser jumped the waiter's line");
+    assert!(
+        b_at < a_at,
+        "the releaser jumped the waiter's line: a {:?} b {:?}",
+        a.stats().manager,
+        b.stats().manager
+    );
     assert!(a.stats().manager.woken >= 1);
 }
