@@ -71,7 +71,11 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// does to the order). Do not name resources so that one is another's
 /// counter or mark (`R` and `R:fence` or `R:waiting`). An ACL user for the
 /// lock needs `SET`, `GET`, `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and
-/// `EVALSHA` on those keys (and `SCRIPT`, optionally).
+/// `EVALSHA` on those keys (and `SCRIPT`, optionally); for waiters to be
+/// woken when a key is released, also `PUBLISH` and `SUBSCRIBE` on the
+/// channel [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL) (the release script
+/// publishes a released key that another manager waits for; see
+/// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)).
 ///
 /// # Timeouts
 ///

@@ -7,8 +7,11 @@
 //! Waiters pause 30 s between rounds: a call that returns within the 5 s
 //! bound after the release was woken, not timed.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use redlock_core::{Event, EventHandler};
 use redlock_redis::{Redlock, RELEASE_CHANNEL, WAIT_SUFFIX};
 use redlock_tests::harness::{
     connect, wait_until, AclUser, RedisCluster, ServerOptions, DEFAULT_CLIENT_TIMEOUT,
@@ -239,9 +242,11 @@ fn an_acl_user_without_pubsub_still_releases_and_its_waiters_poll() {
     // SUBSCRIBE too (the listener reports it and stops).
     let servers = acl_cluster(&[]);
     let holder = manager(&servers);
+    let reports = Arc::new(Reports::default());
     let waiter = Redlock::builder(backends(&servers, NODE_TIMEOUT))
         .node_timeout(NODE_TIMEOUT)
         .retry_delay(Duration::from_millis(20), Duration::from_millis(50))
+        .events(Arc::clone(&reports) as Arc<dyn EventHandler>)
         .build()
         .expect("valid manager");
     warm(&waiter);
@@ -259,6 +264,34 @@ fn an_acl_user_without_pubsub_still_releases_and_its_waiters_poll() {
             .expect("held");
     });
     assert_eq!(waiter.stats().manager.releases_heard, 0);
+    // Each listener reported its refused SUBSCRIBE once and stopped: no
+    // more reports for longer than its longest pause between tries (2 s).
+    wait_until(BOUND, "the listeners' reports", || {
+        reports.0.load(Ordering::SeqCst) >= 3
+    })
+    .expect("NOPERM reported");
+    assert!(waiter.stats().nodes.iter().all(|n| n
+        .last_error
+        .as_deref()
+        .is_some_and(|e| e.to_lowercase().contains("permission"))));
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        reports.0.load(Ordering::SeqCst),
+        3,
+        "a listener kept trying"
+    );
+}
+
+/// Counts connection events.
+#[derive(Default)]
+struct Reports(AtomicUsize);
+
+impl EventHandler for Reports {
+    fn on_event(&self, event: &Event<'_>) {
+        if matches!(event, Event::Connection { .. }) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 #[test]

@@ -16,7 +16,7 @@ const TTL: Duration = Duration::from_secs(10);
 const BOUND: Duration = Duration::from_secs(5);
 
 /// Polls `done` until it holds or [`BOUND`] passes; returns whether it held.
-fn eventually(mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn eventually(mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + BOUND;
     while Instant::now() < deadline {
         if done() {

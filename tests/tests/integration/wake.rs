@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use redlock_core::Redlock;
 use redlock_mock::{MockCluster, MockNode};
 
+use crate::regressions::eventually;
+
 const TTL: Duration = Duration::from_secs(60);
 const PAUSE: Duration = Duration::from_secs(30);
 /// Ten times and more what a wake-up takes: only a missed one fails.
@@ -23,18 +25,6 @@ fn manager(cluster: &MockCluster, wake_ups: bool) -> Redlock<MockNode> {
         .wake_ups(wake_ups)
         .build()
         .expect("config")
-}
-
-/// Polls `done` until it holds or [`BOUND`] passes.
-fn eventually(mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + BOUND;
-    while Instant::now() < deadline {
-        if done() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    done()
 }
 
 /// Waits until every node answered `waiter`'s queued round, which leaves
@@ -107,6 +97,38 @@ fn without_wake_ups_a_waiter_sleeps_its_pause() {
     });
     let stats = waiter.stats().manager;
     assert_eq!((stats.woken, stats.releases_heard), (0, 0), "{stats:?}");
+}
+
+#[test]
+fn a_clock_of_your_own_sleeps_its_pauses_whole() {
+    // Wake-ups need the system clock: with `Builder::clock` the pauses are
+    // slept on that clock, whole (a test clock may not run in real time).
+    let cluster = MockCluster::new(3);
+    let holder = manager(&cluster, true);
+    let waiter = Redlock::builder(cluster.backends())
+        .retry_delay(Duration::from_millis(300), Duration::from_millis(300))
+        .clock(std::sync::Arc::new(redlock_core::SystemClock))
+        .build()
+        .expect("config");
+    let lock = holder.try_lock("own-clock", TTL).expect("free");
+    assert!(holder.flush(BOUND));
+    std::thread::scope(|s| {
+        let started = Instant::now();
+        let waiting = s.spawn(|| waiter.lock("own-clock", TTL).map(|l| l.release()));
+        assert!(eventually(|| waiter
+            .stats()
+            .nodes
+            .iter()
+            .all(|n| n.requests >= 1)));
+        lock.release().expect("held");
+        waiting
+            .join()
+            .expect("no panic")
+            .expect("acquired")
+            .expect("held");
+        assert!(started.elapsed() >= Duration::from_millis(300), "woken");
+    });
+    assert_eq!(waiter.stats().manager.woken, 0);
 }
 
 #[test]
