@@ -191,6 +191,7 @@ pub struct Queued {
     manager: u64,
     mark_ttl: Ttl,
     yields: bool,
+    ticket: u64,
 }
 
 impl Queued {
@@ -214,7 +215,42 @@ impl Queued {
             manager,
             mark_ttl,
             yields,
+            ticket: 0,
         }
+    }
+
+    /// The same with `ticket`: the place in the nodes' lines of waiting
+    /// managers (lower first; equal ones in arrival order). Every node gets
+    /// the same ticket for a call, so their lines agree on who is first;
+    /// the manager uses the wall-clock time its caller started waiting, in
+    /// microseconds. Marks only ever refuse, so a wrong ticket can cost a
+    /// turn, never safety.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::Ttl;
+    /// # use redlock_core::backend::Queued;
+    /// let q = Queued::new(9, Ttl::new(Duration::from_millis(1))?, true).with_ticket(42);
+    /// assert_eq!(q.ticket(), 42);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_ticket(mut self, ticket: u64) -> Self {
+        self.ticket = ticket;
+        self
+    }
+
+    /// The place in the nodes' lines (see [`Queued::with_ticket`]; 0 by
+    /// default).
+    ///
+    /// # Examples
+    ///
+    /// See [`Queued::with_ticket`].
+    #[must_use]
+    pub fn ticket(&self) -> u64 {
+        self.ticket
     }
 
     /// The id of the manager that waits.

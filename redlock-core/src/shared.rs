@@ -169,7 +169,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// How an acquire of a caller in this manager's line waits; `yields`
     /// gives way to other managers' waiting marks.
     pub(crate) fn queued(&self, yields: bool) -> Queued {
-        Queued::new(self.id, self.mark_ttl, yields)
+        let ticket = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        Queued::new(self.id, self.mark_ttl, yields).with_ticket(ticket)
     }
 
     fn job(

@@ -1,68 +1,76 @@
 //! Waiting marks of queued acquires ([`Queued`]), as the Redis scripts keep
 //! them, in one place for both the in-memory [`MockNode`](crate::MockNode)
-//! and the simulator's nodes:
+//! and the simulator's nodes. Each key has a line of waiting managers in
+//! the order of their tickets ([`Queued::ticket`], the same on every node
+//! for one call, so the nodes' lines agree), each with its own expiry (the
+//! mark TTL from its last refusal); the first live one *owns* the key:
 //!
 //! - a yielding queued acquire gives way (is refused) while another
-//!   manager's live mark is on one of its keys, and is noted on those marks
-//!   as the next in line (the last to give way is);
-//! - a queued acquire refused because a key is held leaves its manager's
-//!   mark on every key, for the mark TTL (keeping the next in line);
-//! - a granted queued acquire removes its own manager's marks from its
-//!   keys, or hands each to the manager next in line on it (for the mark
-//!   TTL), so that a waiter that gave way is still waited for: a release
-//!   then notifies it (see `LockBackend::release_feed`).
+//!   manager owns one of its keys, and waits in those keys' lines;
+//! - a queued acquire refused because a key is held waits in every key's
+//!   line;
+//! - waiting again refreshes the manager's expiry (and its ticket); an
+//!   expired manager leaves the line (a waiter gone away holds nobody up
+//!   for longer than the mark TTL);
+//! - a granted queued acquire leaves its keys' lines, so the next one owns
+//!   them: a release then notifies it (see `LockBackend::release_feed`).
 //!
 //! A mark never grants anything: it only makes other managers' yielding
-//! hand-offs step aside, so that a manager whose callers pass the lock
-//! among themselves cannot starve the others.
+//! acquires step aside, so that managers take turns.
 
 use redlock_core::backend::Queued;
 
-/// One key's mark: the manager that left it and when it expires (on the
-/// node's clock).
+/// The most managers one key's line holds; more wait without a place.
+pub(crate) const LINE_MAX: usize = 16;
+
+/// A manager waiting in a key's line: its ticket, and when its wait
+/// expires (on the node's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mark<T> {
     pub(crate) manager: u64,
-    /// The last other manager that gave way to this mark.
-    pub(crate) next: Option<u64>,
+    pub(crate) ticket: u64,
     pub(crate) expires: T,
 }
 
-/// A node's marks, by key.
+/// A node's marks: a line of waiting managers per key.
 #[derive(Debug, Clone)]
 pub(crate) struct Marks<K, T> {
-    marks: Vec<(K, Mark<T>)>,
+    lines: Vec<(K, Vec<Mark<T>>)>,
 }
 
 impl<K, T> Default for Marks<K, T> {
     fn default() -> Self {
-        Marks { marks: Vec::new() }
+        Marks { lines: Vec::new() }
     }
 }
 
 impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
     /// No marks.
     pub(crate) fn new() -> Self {
-        Marks { marks: Vec::new() }
+        Marks { lines: Vec::new() }
     }
 
     /// Drops every mark (a flush, a restart without them).
     pub(crate) fn clear(&mut self) {
-        self.marks.clear();
+        self.lines.clear();
     }
 
-    /// Drops the marks whose expiry the node's clock (`now`) has reached.
+    /// Drops the waits whose expiry the node's clock (`now`) has reached.
     pub(crate) fn purge(&mut self, now: T) {
-        self.marks.retain(|(_, m)| m.expires > now);
+        for (_, line) in &mut self.lines {
+            line.retain(|m| m.expires > now);
+        }
+        self.lines.retain(|(_, line)| !line.is_empty());
     }
 
     /// Whether an acquire of `keys` with `queued` must give way: it yields
-    /// and another manager's mark is on one of its keys. When it does, its
-    /// manager becomes the next in line on those marks.
+    /// and another manager owns one of its keys. When it does, its manager
+    /// waits in those keys' lines until `expires`.
     pub(crate) fn gives_way<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K> + Clone,
         queued: Option<Queued>,
+        expires: T,
     ) -> bool
     where
         K: 'k,
@@ -71,25 +79,18 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
             return false;
         };
         let me = queued.manager();
-        let other = |m: &Mark<T>| m.manager != me;
         let gives_way = keys
             .clone()
             .into_iter()
-            .any(|key| self.marks.iter().any(|(k, m)| k == key && other(m)));
+            .any(|key| self.owner(key).is_some_and(|owner| owner != me));
         if gives_way {
-            for key in keys {
-                for (_, m) in self.marks.iter_mut().filter(|(k, _)| k == key) {
-                    if other(m) {
-                        m.next = Some(me);
-                    }
-                }
-            }
+            self.wait(keys, queued, expires);
         }
         gives_way
     }
 
     /// An acquire of `keys` with `queued` was refused because a key is
-    /// held: a queued one marks every key for its manager until `expires`.
+    /// held: a queued one waits in every key's line until `expires`.
     pub(crate) fn refused<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K>,
@@ -98,39 +99,51 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
     ) where
         K: 'k,
     {
-        let Some(queued) = queued else {
-            return;
-        };
-        let me = queued.manager();
-        for key in keys {
-            match self.marks.iter_mut().find(|(k, _)| k == key) {
-                Some((_, m)) => {
-                    *m = Mark {
-                        manager: me,
-                        next: m.next.filter(|&n| n != me),
-                        expires,
-                    }
-                }
-                None => self.marks.push((
-                    key.clone(),
-                    Mark {
-                        manager: me,
-                        next: None,
-                        expires,
-                    },
-                )),
-            }
+        if let Some(queued) = queued {
+            self.wait(keys, queued, expires);
         }
     }
 
-    /// An acquire of `keys` with `queued` was granted: its manager's marks
-    /// on them go to the manager next in line on each (until `expires`), or
-    /// are gone.
+    /// `queued`'s manager waits in the lines of `keys`, at its ticket's
+    /// place (behind equal tickets).
+    fn wait<'k>(&mut self, keys: impl IntoIterator<Item = &'k K>, queued: Queued, expires: T)
+    where
+        K: 'k,
+    {
+        let mark = Mark {
+            manager: queued.manager(),
+            ticket: queued.ticket(),
+            expires,
+        };
+        for key in keys {
+            let at = match self.lines.iter().position(|(k, _)| k == key) {
+                Some(at) => at,
+                None => {
+                    self.lines.push((key.clone(), Vec::new()));
+                    self.lines.len() - 1
+                }
+            };
+            let Some((_, line)) = self.lines.get_mut(at) else {
+                continue;
+            };
+            line.retain(|m| m.manager != mark.manager);
+            if line.len() < LINE_MAX {
+                let place = line
+                    .iter()
+                    .position(|m| m.ticket > mark.ticket)
+                    .unwrap_or(line.len());
+                line.insert(place, mark);
+            }
+        }
+        self.lines.retain(|(_, line)| !line.is_empty());
+    }
+
+    /// An acquire of `keys` with `queued` was granted: its manager leaves
+    /// their lines.
     pub(crate) fn granted<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K>,
         queued: Option<Queued>,
-        expires: T,
     ) where
         K: 'k,
     {
@@ -139,20 +152,11 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         };
         let me = queued.manager();
         for key in keys {
-            for (_, m) in self.marks.iter_mut().filter(|(k, _)| k == key) {
-                if m.manager == me {
-                    if let Some(next) = m.next.take() {
-                        *m = Mark {
-                            manager: next,
-                            next: None,
-                            expires,
-                        };
-                    }
-                }
+            for (_, line) in self.lines.iter_mut().filter(|(k, _)| k == key) {
+                line.retain(|m| m.manager != me);
             }
-            self.marks
-                .retain(|(k, m)| !(k == key && m.manager == me && m.next.is_none()));
         }
+        self.lines.retain(|(_, line)| !line.is_empty());
     }
 
     /// Whether `key` carries a mark (purge expired ones first).
@@ -161,18 +165,19 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         self.owner(key).is_some()
     }
 
-    /// The manager whose mark `key` carries (purge expired ones first).
+    /// The manager first in `key`'s line (purge expired ones first).
     pub(crate) fn owner(&self, key: &K) -> Option<u64> {
-        self.marks
+        self.lines
             .iter()
             .find(|(k, _)| k == key)
-            .map(|(_, m)| m.manager)
+            .and_then(|(_, line)| line.first())
+            .map(|m| m.manager)
     }
 
     /// How many keys carry a mark.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.marks.len()
+        self.lines.len()
     }
 }
 
@@ -183,7 +188,7 @@ mod tests {
     use redlock_core::backend::Queued;
     use redlock_core::Ttl;
 
-    use super::Marks;
+    use super::{Marks, LINE_MAX};
 
     #[test]
     fn marks_make_other_managers_yielding_acquires_give_way(
@@ -197,47 +202,52 @@ mod tests {
         assert_eq!(marks.len(), 2);
         // Another manager's yielding acquire gives way; mine, a plain or a
         // non-yielding one does not.
-        assert!(marks.gives_way(&[1u8], Some(theirs)));
-        assert!(!marks.gives_way(&[1u8], Some(mine)));
-        assert!(!marks.gives_way(&[1u8], Some(plain)));
-        assert!(!marks.gives_way(&[1u8], None));
-        assert!(!marks.gives_way(&[2u8], Some(theirs)));
+        assert!(!marks.gives_way(&[1u8], Some(mine), 100));
+        assert!(!marks.gives_way(&[1u8], Some(plain), 100));
+        assert!(!marks.gives_way(&[1u8], None, 100));
+        assert!(!marks.gives_way(&[2u8], Some(theirs), 100));
+        assert!(marks.gives_way(&[1u8], Some(theirs), 100));
         // Someone else's grant leaves my marks; mine removes them.
-        marks.granted(&keys, Some(theirs), 200);
-        assert_eq!(marks.len(), 2);
-        marks.granted(&[0u8], Some(mine), 200);
-        assert_eq!(marks.len(), 1);
+        marks.granted(&[0u8], Some(theirs));
+        assert_eq!(marks.owner(&0), Some(1));
+        marks.granted(&keys, Some(mine));
+        assert_eq!(marks.owner(&1), Some(2), "they waited behind me on 1");
+        assert_eq!(marks.owner(&0), None);
         marks.purge(100);
         assert_eq!(marks.len(), 0);
         Ok(())
     }
 
     #[test]
-    fn a_manager_that_gave_way_inherits_the_mark() -> Result<(), redlock_core::ConfigError> {
+    fn managers_take_turns_in_ticket_order() -> Result<(), redlock_core::ConfigError> {
         let ttl = Ttl::new(Duration::from_millis(10))?;
-        let (a, b, c) = (
-            Queued::new(1, ttl, true),
-            Queued::new(2, ttl, true),
-            Queued::new(3, ttl, true),
-        );
+        let q = |m, ticket| Queued::new(m, ttl, true).with_ticket(ticket);
         let mut marks: Marks<u8, i64> = Marks::new();
-        marks.refused(&[0u8], Some(a), 100);
-        // b, then c give way: c (the last) is next in line.
-        assert!(marks.gives_way(&[0u8], Some(b)));
-        assert!(marks.gives_way(&[0u8], Some(c)));
-        // a's grant hands the mark to c, with a fresh expiry.
-        marks.granted(&[0u8], Some(a), 300);
-        assert!(marks.gives_way(&[0u8], Some(b)), "c's mark now");
-        assert!(!marks.gives_way(&[0u8], Some(c)));
+        // Arriving 3, 1, 2 with tickets 30, 10, 20: the line is 1, 2, 3,
+        // as on any node that saw them in another order.
+        marks.refused(&[0u8], Some(q(3, 30)), 100);
+        marks.refused(&[0u8], Some(q(1, 10)), 100);
+        assert!(marks.gives_way(&[0u8], Some(q(2, 20)), 100));
+        marks.refused(&[0u8], Some(q(2, 20)), 150);
+        for turn in [1, 2, 3] {
+            assert_eq!(marks.owner(&0), Some(turn));
+            marks.granted(&[0u8], Some(q(turn, 0)));
+        }
+        assert!(!marks.is_marked(&0));
+        // A waiter gone away holds the line up only until its expiry.
+        marks.refused(&[0u8], Some(q(4, 1)), 100);
+        marks.refused(&[0u8], Some(q(5, 2)), 300);
         marks.purge(200);
-        assert!(marks.is_marked(&0), "the mark took the new expiry");
-        // Refused while held, c keeps b as next; c's grant hands it on.
-        marks.refused(&[0u8], Some(c), 400);
-        marks.granted(&[0u8], Some(c), 500);
-        assert!(marks.gives_way(&[0u8], Some(a)), "b's mark now");
-        marks.granted(&[0u8], Some(b), 600);
-        marks.granted(&[0u8], Some(a), 600);
-        assert!(!marks.is_marked(&0), "a's next: nobody; gone");
+        assert_eq!(marks.owner(&0), Some(5));
+        // A line holds at most LINE_MAX managers.
+        for m in 0..2 * LINE_MAX as u64 {
+            marks.refused(&[1u8], Some(q(100 + m, m)), 1_000);
+        }
+        for m in 0..LINE_MAX as u64 {
+            assert_eq!(marks.owner(&1), Some(100 + m));
+            marks.granted(&[1u8], Some(q(100 + m, 0)));
+        }
+        assert!(!marks.is_marked(&1));
         Ok(())
     }
 }

@@ -469,18 +469,17 @@ impl LockBackend for MockNode {
         self.call(|state, now| {
             state.marks.purge(now);
             let queued = claim.queue();
-            if state.marks.gives_way(claim.keys(), queued) {
+            let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
+            if state.marks.gives_way(claim.keys(), queued, mark_expiry) {
                 state.stats.refused += 1;
                 return AcquireOutcome::HeldByOther;
             }
             if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
-                let expires_at = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
-                state.marks.refused(claim.keys(), queued, expires_at);
+                state.marks.refused(claim.keys(), queued, mark_expiry);
                 state.stats.refused += 1;
                 return AcquireOutcome::HeldByOther;
             }
-            let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
-            state.marks.granted(claim.keys(), queued, mark_expiry);
+            state.marks.granted(claim.keys(), queued);
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
             let mut top = None;
             for key in claim.keys() {

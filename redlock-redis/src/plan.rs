@@ -157,6 +157,7 @@ impl<'a> Planned<'a> {
                     Arg::Int(queue.manager()),
                     Arg::Int(queue.mark_ttl().as_millis()),
                     Arg::Int(u64::from(queue.yields())),
+                    Arg::Int(queue.ticket()),
                 ];
                 QUEUED_ACQUIRE.write(packed, via, keys, &args);
             }
@@ -487,7 +488,7 @@ pub(crate) mod tests {
             Planned::acquire(&one, ttl, false),
             Planned::SetNx { .. }
         ));
-        let queued = claim(&["k"]).queued(Queued::new(42, mark_ttl, true));
+        let queued = claim(&["k"]).queued(Queued::new(42, mark_ttl, true).with_ticket(9));
         let packed = written(Planned::acquire(&queued, ttl, true), NEW);
         let expected = redis::cmd("EVALSHA")
             .arg(QUEUED_ACQUIRE.hash())
@@ -500,6 +501,7 @@ pub(crate) mod tests {
             .arg(42)
             .arg(300)
             .arg(1)
+            .arg(9)
             .get_packed_command();
         assert_eq!(packed, expected);
     }

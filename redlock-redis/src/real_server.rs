@@ -100,7 +100,10 @@ fn claim(keys: &[&str], queue: Option<(u64, bool)>) -> Claim {
         Token::random().expect("entropy"),
     );
     match queue {
-        Some((manager, yields)) => claim.queued(Queued::new(manager, ttl(3), yields)),
+        // Tickets in the managers' order: 1 waits before 2, and so on.
+        Some((manager, yields)) => {
+            claim.queued(Queued::new(manager, ttl(3), yields).with_ticket(manager * 10))
+        }
         None => claim,
     }
 }
@@ -127,9 +130,13 @@ fn a_queued_acquire_refused_by_a_held_key_marks_every_key_and_sets_none() {
     assert_eq!(server.get("b"), None, "a refused acquire set a key");
     assert_eq!(server.get(&format!("b{FENCE_SUFFIX}")), None);
     for key in ["a", "b"] {
-        assert_eq!(server.get(&mark(key)).as_deref(), Some("7"));
-        let left = server.pttl(&mark(key));
-        assert!(0 < left && left <= 3000, "mark TTL {left}");
+        // The line of waiting managers (`ticket:id`), and manager 7's own
+        // wait.
+        assert_eq!(server.get(&mark(key)).as_deref(), Some("70:7"));
+        for waited in [mark(key), format!("{}:7", mark(key))] {
+            let left = server.pttl(&waited);
+            assert!(0 < left && left <= 3000, "{waited} TTL {left}");
+        }
     }
 }
 
@@ -146,10 +153,9 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
         AcquireOutcome::HeldByOther
     );
     assert!(node.release(&holder).expect("up"));
-    // Manager 2 yields to manager 1's mark though "a" is free, and touches
-    // nothing but that mark, where it is noted next in line (its expiry
-    // kept): not the key, not the counter, no mark of its own.
-    let left = server.pttl(&mark("a"));
+    // Manager 2 yields to manager 1's mark though "a" is free, and waits
+    // in the lines of its keys, behind manager 1 on "a": no key, no
+    // counter is set.
     let second = claim(&["a", "c"], Some((2, true)));
     for fence in [false, true] {
         assert_eq!(
@@ -158,24 +164,34 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
         );
     }
     assert_eq!(server.get("a"), None);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("1 2"));
-    assert!(server.pttl(&mark("a")) <= left, "the expiry was kept");
-    assert_eq!(server.get(&mark("c")), None);
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("10:1 20:2"));
+    assert_eq!(server.get(&mark("c")).as_deref(), Some("20:2"));
     assert_eq!(server.get(&format!("a{FENCE_SUFFIX}")), None);
     // A claim without a queue ignores marks (no fairness asked) ...
     let plain = claim(&["c"], None);
     assert_eq!(node.acquire(&plain, ttl(5), false).expect("up"), GRANTED);
     assert!(node.release(&plain).expect("up"));
-    // ... and so does a queued one that does not yield: granted, and the
-    // other manager's mark stays.
+    // ... and so does a queued one that does not yield: granted, it
+    // leaves the line, and the other manager's place stays.
     let bold = claim(&["a"], Some((2, false)));
     assert_eq!(node.acquire(&bold, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("1 2"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("10:1"));
     assert!(node.release(&bold).expect("up"));
-    // Manager 1's grant hands its mark to manager 2, next in line.
+    // Manager 3 waits behind 1 (ticket 30 after 10), 0 before it (ticket
+    // 0); 0 gives up (its wait expires), 1's grant makes 3 the owner.
+    for early in [3, 0] {
+        let waiter = claim(&["a"], Some((early, true)));
+        assert_eq!(
+            node.acquire(&waiter, ttl(5), false).expect("up"),
+            AcquireOutcome::HeldByOther
+        );
+    }
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("0:0 10:1 30:3"));
+    server.command(&["DEL", &format!("{}:0", mark("a"))]);
     let again = claim(&["a"], Some((1, true)));
     assert_eq!(node.acquire(&again, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("2"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("30:3"));
+    assert_eq!(server.get(&format!("{}:1", mark("a"))), None, "1 left");
     let left = server.pttl(&mark("a"));
     assert!(0 < left && left <= 3000, "mark TTL {left}");
 }
@@ -210,10 +226,11 @@ fn a_free_resource_is_granted_to_the_marking_manager_which_removes_its_own_marks
     }
     assert!(node.release(&waiter).expect("up"));
     // Another manager's mark is left alone by a grant.
-    server.command(&["SET", &mark("d"), "5", "PX", "3000"]);
+    server.command(&["SET", &mark("d"), "50:5", "PX", "3000"]);
+    server.command(&["SET", &format!("{}:5", mark("d")), "1", "PX", "3000"]);
     let other = claim(&["d"], Some((6, false)));
     assert_eq!(node.acquire(&other, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("d")).as_deref(), Some("5"));
+    assert_eq!(server.get(&mark("d")).as_deref(), Some("50:5"));
 }
 
 #[test]
@@ -256,7 +273,7 @@ fn queued_acquires_go_in_pipelined_batches_also_after_script_flush() {
             Response::Acquire(AcquireOutcome::Granted { fence: Some(_) })
         ));
         assert_eq!(answers[3..], [Response::Held(true), Response::Held(true)]);
-        assert_eq!(server.get(&mark("x")).as_deref(), Some("3"));
+        assert_eq!(server.get(&mark("x")).as_deref(), Some("30:3"));
         server.command(&["DEL", &mark("x")]);
     }
 }

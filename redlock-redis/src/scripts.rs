@@ -56,17 +56,20 @@ return top
 /// (`c` is `n` with fencing, else 0); `KEYS[n+c+1..n+c+n]`: their waiting
 /// marks. `ARGV`: token, TTL in ms, `n`, fencing (`1` or `0`), the waiting
 /// manager's id, the marks' TTL in ms, whether to give way to other
-/// managers' marks (`1` or `0`).
+/// managers' marks (`1` or `0`), the manager's ticket.
 ///
-/// A mark's value is the waiting manager's id, then, after a space, the
-/// id of the last other manager that gave way to it, if any.
+/// A mark `M` is the line of managers waiting for its key, in the order of
+/// their tickets (the same on every node for one call, so the nodes' lines
+/// agree): `ticket:id` words separated by spaces, at most 16. Each waiting
+/// manager `id` also has a key `M:id` that lives for the marks' TTL from
+/// its last refusal: one whose key is gone has left the line. The first
+/// live one owns the mark.
 ///
-/// Returns -1 when it gave way to another manager's mark (noting itself on
-/// that mark as the next in line, its expiry kept) or when a lock key
-/// exists (then every key is marked as waited for by this manager, the
-/// next in line kept); else grants as [`ACQUIRE_LUA`] does, hands each of
-/// this manager's marks to the manager next in line on it (for the marks'
-/// TTL) or removes it, and returns the largest counter (0 without
+/// Returns -1 when it gave way to another manager's mark or when a lock
+/// key exists: then it waits in every key's line at its ticket's place
+/// (behind equal tickets) and its `M:id` keys live for the marks' TTL.
+/// Else it grants as [`ACQUIRE_LUA`] does, leaves its keys' lines (the next
+/// manager in each owns it) and returns the largest counter (0 without
 /// fencing).
 const QUEUED_ACQUIRE_LUA: &str = r"
 local n = tonumber(ARGV[3])
@@ -75,13 +78,21 @@ if ARGV[4] == '1' then
   c = n
 end
 local me = ARGV[5]
-local owner = {}
-local nxt = {}
+local ttl = ARGV[6]
+local ticket = tonumber(ARGV[8]) or 0
+local lines = {}
 for i = 1, n do
-  local v = redis.call('GET', KEYS[n + c + i])
+  local mark = KEYS[n + c + i]
+  local line = {}
+  local v = redis.call('GET', mark)
   if v then
-    owner[i], nxt[i] = string.match(v, '^(%S+) ?(%S*)$')
+    for t, id in string.gmatch(v, '(%d+):(%S+)') do
+      if id ~= me and redis.call('GET', mark .. ':' .. id) then
+        line[#line + 1] = {tonumber(t), id}
+      end
+    end
   end
+  lines[i] = line
 end
 local held = false
 for i = 1, n do
@@ -95,31 +106,56 @@ for i = n + 1, n + c do
     return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
   end
 end
-if ARGV[7] == '1' then
-  local yield = false
-  for i = 1, n do
-    if owner[i] and owner[i] ~= me then
-      yield = true
+local function save(i)
+  local mark = KEYS[n + c + i]
+  if #lines[i] == 0 then
+    redis.call('DEL', mark)
+  else
+    local words = {}
+    for k, e in ipairs(lines[i]) do
+      words[k] = string.format('%d', e[1]) .. ':' .. e[2]
     end
+    redis.call('SET', mark, table.concat(words, ' '), 'PX', ttl)
   end
-  if yield then
-    for i = 1, n do
-      if owner[i] and owner[i] ~= me then
-        redis.call('SET', KEYS[n + c + i], owner[i] .. ' ' .. me, 'KEEPTTL')
+end
+local function wait()
+  for i = 1, n do
+    local line = lines[i]
+    if #line < 16 then
+      local at = #line + 1
+      for k, e in ipairs(line) do
+        if e[1] > ticket then
+          at = k
+          break
+        end
+      end
+      table.insert(line, at, {ticket, me})
+    end
+    redis.call('SET', KEYS[n + c + i] .. ':' .. me, '1', 'PX', ttl)
+    save(i)
+  end
+  return -1
+end
+if ARGV[7] == '1' then
+  for i = 1, n do
+    local v = redis.call('GET', KEYS[n + c + i])
+    -- the first live entry, me included
+    local first = nil
+    if v then
+      for t, id in string.gmatch(v, '(%d+):(%S+)') do
+        if id == me or redis.call('GET', KEYS[n + c + i] .. ':' .. id) then
+          first = id
+          break
+        end
       end
     end
-    return -1
+    if first and first ~= me then
+      return wait()
+    end
   end
 end
 if held then
-  for i = 1, n do
-    local v = me
-    if nxt[i] and nxt[i] ~= '' and nxt[i] ~= me then
-      v = me .. ' ' .. nxt[i]
-    end
-    redis.call('SET', KEYS[n + c + i], v, 'PX', ARGV[6])
-  end
-  return -1
+  return wait()
 end
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
@@ -137,26 +173,22 @@ for i = n + 1, n + c do
   end
 end
 for i = 1, n do
-  if owner[i] == me then
-    if nxt[i] ~= '' then
-      redis.call('SET', KEYS[n + c + i], nxt[i], 'PX', ARGV[6])
-    else
-      redis.call('DEL', KEYS[n + c + i])
-    end
-  end
+  redis.call('DEL', KEYS[n + c + i] .. ':' .. me)
+  save(i)
 end
 return top
 ";
 
 /// Deletes every lock key that holds our token and, for each deleted key
-/// that another manager waits for (its waiting mark exists), publishes the
-/// waiting manager's id and the key (`<id> <key>`) on a channel, so that
-/// that manager tries again at once.
+/// that managers wait for, publishes the first live one's id and the key
+/// (`<id> <key>`) on a channel, so that that manager tries again at once
+/// (the marks' lines: see [`QUEUED_ACQUIRE_LUA`]).
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
 /// `ARGV`: token, channel. Returns 1 when all of them held the token, else 0.
-/// The notification is best effort: `PUBLISH` goes by `redis.pcall`, so a
-/// user the ACL does not let publish still releases (its waiters poll).
+/// The notification is best effort: marks are read and `PUBLISH` sent by
+/// `redis.pcall`, so neither a mark of another type nor a user the ACL does
+/// not let publish keeps the release from happening (its waiters poll).
 const RELEASE_LUA: &str = r"
 local n = #KEYS / 2
 local held = 1
@@ -170,9 +202,15 @@ for i = 1, n do
 end
 for _, i in ipairs(mine) do
   redis.call('DEL', KEYS[i])
-  local mark = redis.call('GET', KEYS[n + i])
-  if mark then
-    redis.pcall('PUBLISH', ARGV[2], string.match(mark, '^%S+') .. ' ' .. KEYS[i])
+  local mark = KEYS[n + i]
+  local v = redis.pcall('GET', mark)
+  if type(v) == 'string' then
+    for _, id in string.gmatch(v, '(%d+):(%S+)') do
+      if redis.pcall('GET', mark .. ':' .. id) then
+        redis.pcall('PUBLISH', ARGV[2], id .. ' ' .. KEYS[i])
+        break
+      end
+    end
   end
 end
 return held

@@ -110,6 +110,7 @@ impl Client {
         // A caller of a line queues, as `Redlock::lock` does.
         let queued = Self::lined(ctx).then(|| {
             redlock_core::backend::Queued::new(ctx.process.manager, ctx.process.mark_ttl, true)
+                .with_ticket(ctx.now)
         });
         let mut machine = Acquire::new(
             self.settings.clone(),

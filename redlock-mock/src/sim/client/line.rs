@@ -237,7 +237,8 @@ impl Client {
         lock: u32,
     ) -> bool {
         let now = self.now_at(ctx);
-        let queued = Queued::new(ctx.process.manager, ctx.process.mark_ttl, true);
+        let queued =
+            Queued::new(ctx.process.manager, ctx.process.mark_ttl, true).with_ticket(ctx.now);
         let mut issued = None;
         let mut entropy = SimEntropy {
             rng: &mut self.rng,

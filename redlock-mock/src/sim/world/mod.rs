@@ -579,7 +579,8 @@ impl<'s, 'o> World<'s, 'o> {
                     let counters = fence || sc.fencing;
                     let keys = node_keys(rec.mask);
                     node.marks.purge(local);
-                    if node.marks.gives_way(&keys, queued) {
+                    let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
+                    if node.marks.gives_way(&keys, queued, expiry(mark_ns)) {
                         Answer::Refused
                     } else {
                         match node.store.acquire(
@@ -590,12 +591,10 @@ impl<'s, 'o> World<'s, 'o> {
                             counters,
                         ) {
                             Some(fence) => {
-                                let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
-                                node.marks.granted(&keys, queued, expiry(mark_ns));
+                                node.marks.granted(&keys, queued);
                                 Answer::Granted(fence)
                             }
                             None => {
-                                let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
                                 node.marks.refused(&keys, queued, expiry(mark_ns));
                                 Answer::Refused
                             }
