@@ -35,29 +35,48 @@ fn marked(waiter: &Redlock<MockNode>) -> bool {
     eventually(|| waiter.stats().nodes.iter().all(|n| n.requests >= 3))
 }
 
+/// `holder` locks `key` on every node; `waiter` calls `lock` on it; once
+/// `ready(waiter)` holds, `holder` releases. Returns how long the waiter's
+/// call took in all, and from the release.
+fn wait_out(
+    holder: &Redlock<MockNode>,
+    waiter: &Redlock<MockNode>,
+    key: &str,
+    ready: impl Fn(&Redlock<MockNode>) -> bool,
+) -> (Duration, Duration) {
+    let lock = holder.try_lock(key, TTL).expect("free");
+    assert!(holder.flush(BOUND));
+    std::thread::scope(|s| {
+        let started = Instant::now();
+        let waiting = s.spawn(|| {
+            let got = waiter.lock(key, TTL).expect("acquired");
+            let at = Instant::now();
+            got.release().expect("held");
+            at
+        });
+        assert!(ready(waiter), "the waiter never got that far");
+        let released = Instant::now();
+        lock.release().expect("held");
+        let at = waiting.join().expect("no panic");
+        (at - started, at.saturating_duration_since(released))
+    })
+}
+
+/// The waiter's first round was answered by every node.
+fn asked(waiter: &Redlock<MockNode>) -> bool {
+    eventually(|| waiter.stats().nodes.iter().all(|n| n.requests >= 1))
+}
+
 #[test]
 fn a_waiter_of_another_manager_is_woken_by_the_release() {
     let cluster = MockCluster::new(3);
     let holder = manager(&cluster, true);
     let waiter = manager(&cluster, true);
-    let lock = holder.try_lock("woken", TTL).expect("free");
-    assert!(holder.flush(BOUND));
-    std::thread::scope(|s| {
-        let waiting = s.spawn(|| {
-            let got = waiter.lock("woken", TTL);
-            (got.map(|l| l.release()), Instant::now())
-        });
-        assert!(marked(&waiter), "the waiter never got to its queued round");
-        let released = Instant::now();
-        lock.release().expect("held");
-        let (got, at) = waiting.join().expect("no panic");
-        got.expect("acquired").expect("released");
-        assert!(
-            at - released < BOUND,
-            "acquired {:?} after the release: the pause ran out, no wake-up",
-            at - released
-        );
-    });
+    let (_, after) = wait_out(&holder, &waiter, "woken", marked);
+    assert!(
+        after < BOUND,
+        "acquired {after:?} after the release: the pause ran out, no wake-up"
+    );
     let stats = waiter.stats().manager;
     assert!(stats.woken >= 1, "{stats:?}");
     assert!(stats.releases_heard >= 1, "{stats:?}");
@@ -75,26 +94,11 @@ fn without_wake_ups_a_waiter_sleeps_its_pause() {
         .wake_ups(false)
         .build()
         .expect("config");
-    let lock = holder.try_lock("polled", TTL).expect("free");
-    std::thread::scope(|s| {
-        let started = Instant::now();
-        let waiting = s.spawn(|| {
-            let got = waiter.lock("polled", TTL);
-            (got.map(|l| l.release()), Instant::now())
-        });
-        assert!(eventually(|| waiter
-            .stats()
-            .nodes
-            .iter()
-            .all(|n| n.requests >= 1)));
-        lock.release().expect("held");
-        let (got, at) = waiting.join().expect("no panic");
-        got.expect("acquired").expect("released");
-        assert!(
-            at - started >= Duration::from_millis(300),
-            "no pause without wake-ups"
-        );
-    });
+    let (took, _) = wait_out(&holder, &waiter, "polled", asked);
+    assert!(
+        took >= Duration::from_millis(300),
+        "no pause without wake-ups"
+    );
     let stats = waiter.stats().manager;
     assert_eq!((stats.woken, stats.releases_heard), (0, 0), "{stats:?}");
 }
@@ -110,24 +114,8 @@ fn a_clock_of_your_own_sleeps_its_pauses_whole() {
         .clock(std::sync::Arc::new(redlock_core::SystemClock))
         .build()
         .expect("config");
-    let lock = holder.try_lock("own-clock", TTL).expect("free");
-    assert!(holder.flush(BOUND));
-    std::thread::scope(|s| {
-        let started = Instant::now();
-        let waiting = s.spawn(|| waiter.lock("own-clock", TTL).map(|l| l.release()));
-        assert!(eventually(|| waiter
-            .stats()
-            .nodes
-            .iter()
-            .all(|n| n.requests >= 1)));
-        lock.release().expect("held");
-        waiting
-            .join()
-            .expect("no panic")
-            .expect("acquired")
-            .expect("held");
-        assert!(started.elapsed() >= Duration::from_millis(300), "woken");
-    });
+    let (took, _) = wait_out(&holder, &waiter, "own-clock", asked);
+    assert!(took >= Duration::from_millis(300), "woken");
     assert_eq!(waiter.stats().manager.woken, 0);
 }
 
