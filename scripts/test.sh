@@ -3,7 +3,8 @@
 #
 #   scripts/test.sh            fmt + clippy + all tests (unit, integration, property,
 #                              simulation, real-Redis, doc) + the in-memory examples
-#                            + publishable checks (true rust-version, cargo package)
+#                            + rustdoc without broken links + publishable checks
+#                              (true rust-version, cargo package)
 #
 # Needs: a Rust toolchain (cargo, rustfmt, clippy). Installs redis-server from
 # Debian's packages when it is missing (the Redis backend's tests start their
@@ -36,6 +37,9 @@ cargo clippy --all-targets --locked -- -D warnings
 
 log "cargo test (unit, integration, doc tests)"
 cargo test --locked
+
+log "cargo doc (default members; broken or redundant links are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
 
 log "publishable: rust-version true for every dependency; cargo package (offline)"
 python3 scripts/check-rust-version.py

@@ -179,7 +179,7 @@ pub enum Response {
 ///   a frozen server and the release went on another), it would leave a key
 ///   nobody releases until its TTL. A Redis backend keeps one connection
 ///   per node in order and writes releases behind unanswered acquires on it.
-/// - **Fairness marks** ([`Queued`](crate::Queued)) are optional.
+/// - **Fairness marks** ([`Queued`]) are optional.
 ///
 /// `Send + Sync` so the manager can drive each node from its own worker
 /// thread. Blanket impls make `&B` and `Arc<B>` backends too.

@@ -16,7 +16,7 @@ use crate::Clock;
 /// (on the configured clock).
 const SLICE: Duration = Duration::from_millis(10);
 
-/// A handle that stops waiting [`Redlock::lock_cancellable`] calls from
+/// A handle that stops waiting [`Redlock::lock_cancellable`](crate::Redlock::lock_cancellable) calls from
 /// any thread.
 ///
 /// Clones share one state: cancelling any of them cancels every call made

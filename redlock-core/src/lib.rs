@@ -18,8 +18,8 @@
 //!   the errors, [`Cancel`], the event hook and [`Stats`], and
 //!   [`DynRedlock`] for code that runs over Redis and the mock alike.
 //! - [`backend`]: the per-node contract for backend authors
-//!   ([`LockBackend`](backend::LockBackend), its requests and answers, the
-//!   [`Claim`](backend::Claim) a node stores).
+//!   ([`backend::LockBackend`], its requests and answers, the
+//!   [`backend::Claim`] a node stores).
 //! - [`decide`]: the pure math and decisions, no clock, no I/O (quorum,
 //!   drift, validity, the vote counter and the round verdict, the fencing
 //!   step). Simulations drive exactly this code.
