@@ -81,13 +81,17 @@ local me = ARGV[5]
 local ttl = ARGV[6]
 local ticket = tonumber(ARGV[8]) or 0
 local lines = {}
+local first = {}
 for i = 1, n do
   local mark = KEYS[n + c + i]
   local line = {}
   local v = redis.call('GET', mark)
   if v then
     for t, id in string.gmatch(v, '(%d+):(%S+)') do
-      if id ~= me and redis.call('GET', mark .. ':' .. id) then
+      if id == me then
+        first[i] = first[i] or me
+      elseif redis.call('GET', mark .. ':' .. id) then
+        first[i] = first[i] or id
         line[#line + 1] = {tonumber(t), id}
       end
     end
@@ -138,18 +142,7 @@ local function wait()
 end
 if ARGV[7] == '1' then
   for i = 1, n do
-    local v = redis.call('GET', KEYS[n + c + i])
-    -- the first live entry, me included
-    local first = nil
-    if v then
-      for t, id in string.gmatch(v, '(%d+):(%S+)') do
-        if id == me or redis.call('GET', KEYS[n + c + i] .. ':' .. id) then
-          first = id
-          break
-        end
-      end
-    end
-    if first and first ~= me then
+    if first[i] and first[i] ~= me then
       return wait()
     end
   end
