@@ -15,6 +15,7 @@ use crate::keeper::Keeper;
 use crate::line::{Baton, Lines, Place};
 use crate::mailbox::Mailbox;
 use crate::manager::Manager;
+use crate::names::Names;
 use crate::shared::{Deadlines, Shared};
 use crate::wake::Wakeups;
 use crate::worker::Worker;
@@ -47,7 +48,7 @@ use crate::{
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Redlock<B: LockBackend> {
-    manager: Arc<Manager<B::Error>>,
+    pub(crate) manager: Arc<Manager<B::Error>>,
 }
 
 impl<B: LockBackend> Clone for Redlock<B> {
@@ -144,6 +145,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 shared,
                 keeper: Keeper::new(),
                 lines,
+                names: Names::default(),
             }),
         })
     }
@@ -176,6 +178,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let resources = resources.into_resources()?;
         crate::events::call_span!("redlock.try_lock", resources);
+        self.manager.names.check_lock(&resources)?;
         let shared = &self.manager.shared;
         let ttl = shared.config.check_ttl(ttl)?;
         let started = Instant::now();
@@ -332,6 +335,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         cancel: Option<&Cancel>,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         crate::events::call_span!("redlock.lock", resources);
+        self.manager.names.check_lock(&resources)?;
         let ttl = self.manager.shared.config.check_ttl(ttl)?;
         let started = Instant::now();
         let result = self.lock_in_line(&resources, ttl, deadline, cancel);
@@ -601,24 +605,11 @@ impl<B: LockBackend + 'static> Redlock<B> {
         policy: KeepAlive,
         f: impl FnOnce(&Lock<B>) -> T,
     ) -> Result<T, LockError<B::Error>> {
-        let lock = self.lock(resources, ttl)?;
-        lock.keep_alive(policy)?;
-        // On a panic in `f`, unwinding drops `lock`, which releases it.
-        let value = f(&lock);
-        let lost = lock.lost_error();
-        match (lost, lock.release()) {
-            (Some(lost), _) => Err(lost),
-            (None, Err(err @ LockError::NotHeld(_))) => Err(LockError::Lost {
-                reason: LostReason::Expired,
-                cause: Some(Arc::new(err)),
-            }),
-            // A release that some nodes missed still leaves their keys to expire.
-            (None, _) => Ok(value),
-        }
+        kept(self.lock(resources, ttl)?, policy, f)
     }
 
     /// Drives `acquire` from its first round on this thread.
-    fn acquire_with(
+    pub(crate) fn acquire_with(
         &self,
         mut acquire: Acquire<B::Error>,
         cancel: Option<&Cancel>,
@@ -635,6 +626,34 @@ impl<B: LockBackend + 'static> Redlock<B> {
             mailbox.set_cancel(cancel);
         }
         shared.drive(&mailbox, Deadlines::default())
+    }
+}
+
+/// Keeps `guard`'s lock alive while `f` runs, then releases it: `f`'s value,
+/// or the lost-lock error when the lock was lost at any point (see
+/// [`Redlock::with_lock`]). On a panic in `f`, unwinding drops the guard,
+/// which releases it.
+pub(crate) fn kept<B, G, T>(
+    guard: G,
+    policy: KeepAlive,
+    f: impl FnOnce(&G) -> T,
+) -> Result<T, LockError<B::Error>>
+where
+    B: LockBackend,
+    G: std::borrow::Borrow<Lock<B>> + Into<Lock<B>>,
+{
+    guard.borrow().keep_alive(policy)?;
+    let value = f(&guard);
+    let lock: Lock<B> = guard.into();
+    let lost = lock.lost_error();
+    match (lost, lock.release()) {
+        (Some(lost), _) => Err(lost),
+        (None, Err(err @ LockError::NotHeld(_))) => Err(LockError::Lost {
+            reason: LostReason::Expired,
+            cause: Some(Arc::new(err)),
+        }),
+        // A release that some nodes missed still leaves their keys to expire.
+        (None, _) => Ok(value),
     }
 }
 

@@ -80,6 +80,25 @@ pub enum ConfigError {
         /// The node as the second address names it.
         second: NodeId,
     },
+    /// A semaphore of zero permits.
+    NoPermits,
+    /// A semaphore of more permits than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS).
+    TooManyPermits {
+        /// The permits asked for.
+        permits: u32,
+        /// The most accepted.
+        max: u32,
+    },
+    /// The name is a semaphore on this manager: it was asked for as a
+    /// semaphore of another size, or locked as a mutex (its own name or one
+    /// of its permit keys).
+    SemaphoreName {
+        /// The semaphore's name.
+        name: String,
+        /// Its permits, as first defined.
+        permits: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -121,6 +140,16 @@ impl fmt::Display for ConfigError {
             ConfigError::SameNode { first, second } => write!(
                 f,
                 "{first} and {second} are the same server: it would count twice towards a quorum"
+            ),
+            ConfigError::NoPermits => f.write_str("a semaphore needs at least one permit"),
+            ConfigError::TooManyPermits { permits, max } => write!(
+                f,
+                "a semaphore of {permits} permits exceeds the most supported, {max}"
+            ),
+            ConfigError::SemaphoreName { name, permits } => write!(
+                f,
+                "`{name}` is a semaphore of {permits} permits on this manager: \
+                 use it only as that semaphore"
             ),
         }
     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::keeper::Keeper;
 use crate::line::Lines;
+use crate::names::Names;
 use crate::shared::Shared;
 
 /// What a manager's handles and guards hold.
@@ -14,4 +15,6 @@ pub(crate) struct Manager<E> {
     pub(crate) shared: Arc<Shared<E>>,
     pub(crate) keeper: Keeper<E>,
     pub(crate) lines: Lines<E>,
+    /// Names used as semaphores.
+    pub(crate) names: Names,
 }

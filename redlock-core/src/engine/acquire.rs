@@ -66,6 +66,19 @@ pub struct Acquire<E> {
     outcome: Option<Result<Acquired, LockError<E>>>,
     /// Decided rounds' records, with `Settings::observe`.
     records: VecDeque<RoundRecord>,
+    /// Alternatives, one of which is wanted ([`Acquire::one_of`]).
+    choices: Option<Choices>,
+}
+
+/// The alternatives of an [`Acquire::one_of`] and where the sweep over
+/// them stands.
+#[derive(Debug)]
+struct Choices {
+    all: Arc<[Resources]>,
+    /// The one the next round tries.
+    next: usize,
+    /// Rounds refused in a row in this sweep.
+    refused: usize,
 }
 
 #[derive(Debug)]
@@ -131,7 +144,64 @@ impl<E> Acquire<E> {
             transmits: VecDeque::new(),
             outcome: None,
             records: VecDeque::new(),
+            choices: None,
         }
+    }
+
+    /// Makes this an acquisition of *one* of `choices` (a semaphore's
+    /// permits, each a resource set of its own) instead of the resources
+    /// given to [`Acquire::new`]. Each round tries one choice, the first a
+    /// random one; a round refused by contention moves on to the next
+    /// choice at once, and the random pause comes only after every choice
+    /// was refused in a row. Without a deadline, one sweep over the choices
+    /// is the whole call. The lock won is on the choice its round tried
+    /// ([`Acquired::claim`]). Empty `choices` change nothing.
+    ///
+    /// Safety is the mutex's: each choice is a lock of its own, so at most
+    /// `choices.len()` callers hold one at a time.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use std::time::{Duration, Instant};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Machine, Message, Settings}};
+    /// # use redlock_core::backend::{AcquireOutcome, Response, Token};
+    /// # struct Zero;
+    /// # impl redlock_core::engine::Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { 0 }
+    /// # }
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let permits: Arc<[Resources]> = vec![Resources::one("s:permit:0")?, Resources::one("s:permit:1")?].into();
+    /// let now = Instant::now();
+    /// let mut acquire = Acquire::<std::io::Error>::new(settings, permits[0].clone(), ttl, None, None);
+    /// acquire.one_of(Arc::clone(&permits));
+    /// acquire.start(now, &mut Zero);
+    /// // The first permit is taken: refused, and the next is tried at once.
+    /// let first = acquire.poll_transmit().unwrap();
+    /// assert_eq!(first.claim().resources(), &permits[0]);
+    /// acquire.handle_reply(now, first.round(), 0, Ok(Response::Acquire(AcquireOutcome::HeldByOther)));
+    /// assert!(matches!(acquire.poll_transmit().unwrap().message(), Message::Release(_)));
+    /// acquire.handle_timeout(now, &mut Zero);
+    /// let second = acquire.poll_transmit().unwrap();
+    /// assert_eq!(second.claim().resources(), &permits[1]);
+    /// acquire.handle_reply(now, second.round(), 0, Ok(Response::Acquire(AcquireOutcome::Granted { fence: None })));
+    /// let lock = acquire.poll().unwrap()?;
+    /// assert_eq!(lock.claim.resources(), &permits[1]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn one_of(&mut self, choices: Arc<[Resources]>) {
+        if choices.is_empty() {
+            return;
+        }
+        self.choices = Some(Choices {
+            all: choices,
+            next: 0,
+            refused: 0,
+        });
     }
 
     /// Starts the first round, with a fresh token from `entropy`.
@@ -352,6 +422,15 @@ impl<E> Acquire<E> {
             Ok(token) => token,
             Err(e) => return self.finish(Err(LockError::Entropy(e))),
         };
+        if let Some(choices) = &mut self.choices {
+            let len = choices.all.len();
+            if self.attempts == 0 {
+                // Start at a random choice, so that callers spread out.
+                choices.next = usize::try_from(entropy.jitter() % len as u64).unwrap_or(0);
+            }
+            self.resources = choices.all[choices.next].clone();
+            choices.next = (choices.next + 1) % len;
+        }
         let mut claim = Claim::new(self.resources.clone(), token);
         // The first round is a plain acquire (the fast path: on the Redis
         // backend one `SET NX`, where a queued one runs a script); a caller
@@ -531,6 +610,22 @@ impl<E> Acquire<E> {
         else {
             return;
         };
+        // Refused by contention with choices left in this sweep: the next
+        // one at once.
+        let contended = matches!(error, LockError::Contended(_));
+        let next_choice = self.choices.as_mut().is_some_and(|choices| {
+            choices.refused = if contended { choices.refused + 1 } else { 0 };
+            if choices.refused < choices.all.len() {
+                contended
+            } else {
+                choices.refused = 0;
+                false
+            }
+        });
+        if next_choice && self.deadline.is_none_or(|deadline| now < deadline) {
+            self.phase = Phase::Pausing { until: now, error };
+            return;
+        }
         let Some(deadline) = self.deadline else {
             return self.finish(Err(error));
         };

@@ -1,0 +1,426 @@
+//! A counting semaphore over the same nodes: at most `permits` holders at
+//! once, each permit a Redlock lock of its own.
+//!
+//! Permit `i` of semaphore `name` is the lock on key `name:permit:i`. A
+//! caller holds a permit when it won that key's quorum round, so the
+//! mutex's safety argument applies to each permit unchanged and at most
+//! `permits` callers hold one at a time. (Sets of holders kept per node and
+//! won on a majority of nodes are *not* safe for more than one permit:
+//! majorities intersect pairwise, and `permits + 1` holders is no pairwise
+//! conflict; docs/safety.md shows the simulator catching that design.)
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::driver::{kept, Redlock};
+use crate::engine::Acquire;
+use crate::guard::Lock;
+use crate::keeper::KeepAlive;
+use crate::names::permit_key;
+use crate::{ConfigError, LockBackend, LockError, Resources};
+
+impl<B: LockBackend + 'static> Redlock<B> {
+    /// The semaphore `name` with `permits` permits on this manager's nodes:
+    /// at most `permits` callers, of any process, hold one at a time.
+    ///
+    /// Every process must use one number of permits for one name: the
+    /// nodes do not store it, so processes that disagree admit as many
+    /// holders as the largest number says. Within one manager a name is
+    /// one semaphore: asking for it with another number, or locking it (or
+    /// a permit key) as a mutex, is an error.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::NoPermits`], [`ConfigError::TooManyPermits`] (more
+    /// than [`MAX_PERMITS`](crate::MAX_PERMITS)), [`ConfigError::EmptyKey`],
+    /// [`ConfigError::SemaphoreName`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let api = locks.semaphore("partner-api", 2)?;
+    /// let a = api.try_acquire(Duration::from_secs(10))?;
+    /// let b = api.try_acquire(Duration::from_secs(10))?;
+    /// assert_ne!(a.slot(), b.slot());
+    /// assert!(api.try_acquire(Duration::from_secs(10)).is_err(), "both permits are taken");
+    /// drop(a);
+    /// let c = api.acquire(Duration::from_secs(10))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore<B>, ConfigError> {
+        self.manager.names.define(name, permits)?;
+        let slots = (0..permits)
+            .map(|slot| Resources::one(permit_key(name, slot)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Semaphore {
+            locks: self.clone(),
+            name: name.into(),
+            slots: slots.into(),
+        })
+    }
+}
+
+/// A counting semaphore: at most [`Semaphore::permits`] holders at once,
+/// across every process whose managers use the same nodes. Made by
+/// [`Redlock::semaphore`]; cheap to clone.
+///
+/// Each permit is a lock of its own (key `name:permit:i`), taken with the
+/// mutex's rounds, validity and release rules. A round tries one permit,
+/// the first one at random; a permit refused because it is held moves the
+/// call on to the next one at once, and a call pauses (with the manager's
+/// random retry delay) only after every permit was refused in a row. So a
+/// call that finds all `k` permits taken costs `k` rounds, and
+/// [`Semaphore::try_acquire`] makes at most `k` rounds.
+///
+/// Waiting callers poll: the local lines, the waiting marks and the
+/// release notifications of [`Redlock::lock`] are for mutexes. A waiter is
+/// therefore not served in turn; it tries again after each random pause.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(5).backends())?;
+/// let heavy_jobs = locks.semaphore("heavy-jobs", 3)?;
+/// let done = heavy_jobs.with_permit(Duration::from_secs(30), |permit| {
+///     // ... at most 3 of these run at once, fleet-wide ...
+///     permit.ensure_held()?; // before committing
+///     Ok::<_, redlock_core::LockError<_>>(permit.slot())
+/// })??;
+/// assert!(done < 3);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Semaphore<B: LockBackend> {
+    locks: Redlock<B>,
+    name: Arc<str>,
+    /// The permits' resources, by slot.
+    slots: Arc<[Resources]>,
+}
+
+impl<B: LockBackend> Clone for Semaphore<B> {
+    fn clone(&self) -> Self {
+        Semaphore {
+            locks: self.locks.clone(),
+            name: Arc::clone(&self.name),
+            slots: Arc::clone(&self.slots),
+        }
+    }
+}
+
+impl<B: LockBackend> fmt::Debug for Semaphore<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name)
+            .field("permits", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: LockBackend + 'static> Semaphore<B> {
+    /// The semaphore's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(1).backends())?;
+    /// assert_eq!(locks.semaphore("s", 2)?.name(), "s");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many holders it admits at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(1).backends())?;
+    /// assert_eq!(locks.semaphore("s", 2)?.permits(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn permits(&self) -> u32 {
+        u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Takes a free permit without waiting: one round per permit at most,
+    /// each bounded as [`Redlock::try_lock`]'s round.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Contended`] when every permit is held (the last
+    /// round's report), [`LockError::NoQuorum`] when too many nodes failed,
+    /// and the other errors of [`Redlock::try_lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::LockError;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let one = locks.semaphore("one", 1)?;
+    /// let held = one.try_acquire(Duration::from_secs(5))?;
+    /// assert!(matches!(one.try_acquire(Duration::from_secs(5)), Err(LockError::Contended(_))));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_acquire(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.semaphore.try_acquire", self.slots[0]);
+        self.acquire_until(ttl, None)
+    }
+
+    /// Takes a permit, waiting up to the manager's acquire timeout (default
+    /// 10 s), as [`Redlock::lock`] waits.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Timeout`] carrying the last round's error, or a
+    /// non-retryable error at once.
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::semaphore`].
+    pub fn acquire(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
+        let timeout = self.locks.manager.shared.config.acquire_timeout;
+        self.acquire_timeout(ttl, timeout)
+    }
+
+    /// Takes a permit, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let s = locks.semaphore("s", 1)?;
+    /// let permit = s.acquire_timeout(Duration::from_secs(5), Duration::from_millis(200))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_timeout(
+        &self,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Permit<B>, LockError<B::Error>> {
+        let now = self.locks.manager.shared.config.clock.now();
+        self.acquire_deadline(ttl, crate::config::later(now, timeout))
+    }
+
+    /// Takes a permit, trying until `deadline` (an instant of the
+    /// manager's clock). Rounds start only before the deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let s = locks.semaphore("s", 1)?;
+    /// let permit = s.acquire_deadline(Duration::from_secs(5), Instant::now() + Duration::from_secs(1))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_deadline(
+        &self,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Permit<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.semaphore.acquire", self.slots[0]);
+        self.acquire_until(ttl, Some(deadline))
+    }
+
+    /// Takes a permit (waiting as [`Semaphore::acquire`]), keeps it alive
+    /// while `f` runs and releases it when `f` returns or panics, as
+    /// [`Redlock::with_lock`] does for a lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`], and [`LockError::Lost`] when the permit
+    /// was lost at any point while `f` ran.
+    ///
+    /// # Examples
+    ///
+    /// See [`Semaphore`].
+    pub fn with_permit<T>(
+        &self,
+        ttl: Duration,
+        f: impl FnOnce(&Permit<B>) -> T,
+    ) -> Result<T, LockError<B::Error>> {
+        self.with_permit_kept(ttl, KeepAlive::new(), f)
+    }
+
+    /// [`Semaphore::with_permit`] with other bounds on automatic extension.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::with_permit`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::KeepAlive;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let s = locks.semaphore("s", 2)?;
+    /// let policy = KeepAlive::new().max_hold(Duration::from_secs(60));
+    /// s.with_permit_kept(Duration::from_secs(5), policy, |permit| permit.slot())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_permit_kept<T>(
+        &self,
+        ttl: Duration,
+        policy: KeepAlive,
+        f: impl FnOnce(&Permit<B>) -> T,
+    ) -> Result<T, LockError<B::Error>> {
+        kept(self.acquire(ttl)?, policy, f)
+    }
+
+    /// The rounds of one call: the same `Acquire` machine as a lock's, over
+    /// the permits as alternatives.
+    fn acquire_until(
+        &self,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Permit<B>, LockError<B::Error>> {
+        let manager = &self.locks.manager;
+        let shared = &manager.shared;
+        let ttl = shared.config.check_ttl(ttl)?;
+        let started = Instant::now();
+        let mut acquire = Acquire::new(
+            shared.settings.clone(),
+            self.slots[0].clone(),
+            ttl,
+            deadline,
+            None,
+        );
+        acquire.one_of(Arc::clone(&self.slots));
+        let result = self.locks.acquire_with(acquire, None);
+        let rounds = match &result {
+            Ok(acquired) => acquired.attempts,
+            Err(LockError::Timeout { attempts, .. }) => *attempts,
+            Err(_) => 1,
+        };
+        let kept = shared
+            .observer
+            .wants_events()
+            .then(|| self.slots[0].clone());
+        shared.observe_lock(kept.as_ref(), started, rounds, &result);
+        let acquired = result?;
+        let slot = self
+            .slots
+            .iter()
+            .position(|slot| slot == acquired.claim.resources())
+            .unwrap_or_default();
+        Ok(Permit {
+            lock: Lock::new(Arc::clone(manager), acquired),
+            slot: u32::try_from(slot).unwrap_or_default(),
+        })
+    }
+}
+
+/// A permit of a [`Semaphore`]: a [`Lock`] on one permit's key, with the
+/// lock's whole life (validity, [`Lock::extend`], [`Lock::keep_alive`],
+/// release on drop, fencing token when fencing is on), which it
+/// dereferences to.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+/// let mut permit = locks.semaphore("s", 4)?.try_acquire(Duration::from_secs(5))?;
+/// assert!(permit.is_valid());
+/// permit.extend(Duration::from_secs(10))?;
+/// assert_eq!(permit.resources().keys(), [format!("s:permit:{}", permit.slot())]);
+/// permit.release()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "if unused the permit is released immediately"]
+pub struct Permit<B: LockBackend> {
+    lock: Lock<B>,
+    slot: u32,
+}
+
+impl<B: LockBackend> Permit<B> {
+    /// Which permit this is, from 0 to `permits - 1`.
+    ///
+    /// # Examples
+    ///
+    /// See [`Permit`].
+    #[must_use]
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// Releases the permit on every node, as [`Lock::release`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::release`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Permit`].
+    pub fn release(self) -> Result<(), LockError<B::Error>> {
+        self.lock.release()
+    }
+
+    /// The permit's lock, for code written against [`Lock`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let lock: redlock_core::Lock<_> = locks.semaphore("s", 1)?.try_acquire(Duration::from_secs(5))?.into_lock();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn into_lock(self) -> Lock<B> {
+        self.lock
+    }
+}
+
+impl<B: LockBackend> Deref for Permit<B> {
+    type Target = Lock<B>;
+    fn deref(&self) -> &Lock<B> {
+        &self.lock
+    }
+}
+
+impl<B: LockBackend> DerefMut for Permit<B> {
+    fn deref_mut(&mut self) -> &mut Lock<B> {
+        &mut self.lock
+    }
+}
+
+impl<B: LockBackend> Borrow<Lock<B>> for Permit<B> {
+    fn borrow(&self) -> &Lock<B> {
+        &self.lock
+    }
+}
+
+impl<B: LockBackend> From<Permit<B>> for Lock<B> {
+    fn from(permit: Permit<B>) -> Self {
+        permit.lock
+    }
+}
+
+impl<B: LockBackend> fmt::Debug for Permit<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("slot", &self.slot)
+            .field("lock", &self.lock)
+            .finish()
+    }
+}
