@@ -311,11 +311,12 @@ impl<B: LockBackend + 'static> Semaphore<B> {
             Err(LockError::Timeout { attempts, .. }) => *attempts,
             Err(_) => 1,
         };
-        let kept = shared
-            .observer
-            .wants_events()
-            .then(|| self.slots[0].clone());
-        shared.observe_lock(kept.as_ref(), started, rounds, &result);
+        // Events name the permit won, or the first permit of a failed call.
+        let named = shared.observer.wants_events().then(|| match &result {
+            Ok(acquired) => acquired.claim.resources().clone(),
+            Err(_) => self.slots[0].clone(),
+        });
+        shared.observe_lock(named.as_ref(), started, rounds, &result);
         let acquired = result?;
         let slot = self
             .slots
