@@ -179,6 +179,15 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let resources = resources.into_resources()?;
         crate::events::call_span!("redlock.try_lock", resources);
         self.manager.names.check_lock(&resources)?;
+        self.try_lock_resources(resources, ttl)
+    }
+
+    /// [`Redlock::try_lock`] on resources already checked.
+    pub(crate) fn try_lock_resources(
+        &self,
+        resources: Resources,
+        ttl: Duration,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let shared = &self.manager.shared;
         let ttl = shared.config.check_ttl(ttl)?;
         let started = Instant::now();
@@ -326,7 +335,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
         Ok(lock)
     }
 
-    /// The lock calls once the resources are known: counted and reported.
+    /// The lock calls once the resources are known: checked, counted and
+    /// reported.
     fn lock_until(
         &self,
         resources: Resources,
@@ -334,8 +344,20 @@ impl<B: LockBackend + 'static> Redlock<B> {
         deadline: Instant,
         cancel: Option<&Cancel>,
     ) -> Result<Lock<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.lock", resources);
         self.manager.names.check_lock(&resources)?;
+        self.lock_resources(resources, ttl, deadline, cancel)
+    }
+
+    /// [`Redlock::lock_deadline`] on resources already checked: the local
+    /// line, then the rounds.
+    pub(crate) fn lock_resources(
+        &self,
+        resources: Resources,
+        ttl: Duration,
+        deadline: Instant,
+        cancel: Option<&Cancel>,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.lock", resources);
         let ttl = self.manager.shared.config.check_ttl(ttl)?;
         let started = Instant::now();
         let result = self.lock_in_line(&resources, ttl, deadline, cancel);

@@ -99,6 +99,25 @@ pub enum ConfigError {
         /// Its permits, as first defined.
         permits: u32,
     },
+    /// A read-write lock of zero reader slots.
+    NoReaders,
+    /// A read-write lock of more reader slots than
+    /// [`MAX_PERMITS`](crate::MAX_PERMITS).
+    TooManyReaders {
+        /// The reader slots asked for.
+        readers: u32,
+        /// The most accepted.
+        max: u32,
+    },
+    /// The name is a read-write lock on this manager: it was asked for
+    /// with another number of reader slots, as a semaphore, or locked as a
+    /// mutex (its own name or one of its reader-slot keys).
+    RwLockName {
+        /// The read-write lock's name.
+        name: String,
+        /// Its reader slots, as first defined.
+        readers: u32,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -150,6 +169,18 @@ impl fmt::Display for ConfigError {
                 f,
                 "`{name}` is a semaphore of {permits} permits on this manager: \
                  use it only as that semaphore"
+            ),
+            ConfigError::NoReaders => {
+                f.write_str("a read-write lock needs at least one reader slot")
+            }
+            ConfigError::TooManyReaders { readers, max } => write!(
+                f,
+                "a read-write lock of {readers} reader slots exceeds the most supported, {max}"
+            ),
+            ConfigError::RwLockName { name, readers } => write!(
+                f,
+                "`{name}` is a read-write lock of {readers} reader slots on this manager: \
+                 use it only as that read-write lock"
             ),
         }
     }

@@ -1,15 +1,18 @@
-//! The names a manager uses as semaphores, so that one is not also locked
-//! as a mutex, or as a semaphore of another size, through the same manager.
+//! The names a manager uses as semaphores and read-write locks, so that one
+//! is not also locked as a mutex, or used as something else, through the
+//! same manager; and the writers of each read-write lock waiting on it.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::{ConfigError, Resources};
 
-/// The most permits a semaphore may have: a call that finds every permit
-/// taken makes one round per permit (see `Semaphore`).
+/// The most permits a semaphore, or reader slots a read-write lock, may
+/// have: a call that finds every permit taken makes one round per permit
+/// (see `Semaphore`), and a writer's rounds cover every reader slot.
 pub const MAX_PERMITS: u32 = 64;
 
 /// The key of permit `slot` of semaphore `name`.
@@ -17,69 +20,169 @@ pub(crate) fn permit_key(name: &str, slot: u32) -> String {
     format!("{name}:permit:{slot}")
 }
 
-/// The semaphore a permit key belongs to, if `key` has a permit key's form.
-fn semaphore_of(key: &str) -> Option<&str> {
-    let (name, slot) = key.rsplit_once(":permit:")?;
-    (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+/// The key of reader slot `slot` of read-write lock `name`.
+pub(crate) fn reader_key(name: &str, slot: u32) -> String {
+    format!("{name}:read:{slot}")
 }
 
-/// Semaphore names and their permits, for one manager.
+/// The name a permit or reader-slot key belongs to, if `key` has such a
+/// key's form.
+fn owner_of(key: &str) -> Option<&str> {
+    [":permit:", ":read:"].into_iter().find_map(|infix| {
+        let (name, slot) = key.rsplit_once(infix)?;
+        (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+    })
+}
+
+/// What a name is used as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Semaphore(u32),
+    RwLock(u32),
+}
+
+impl Kind {
+    fn error(self, name: &str) -> ConfigError {
+        let name = name.to_owned();
+        match self {
+            Kind::Semaphore(permits) => ConfigError::SemaphoreName { name, permits },
+            Kind::RwLock(readers) => ConfigError::RwLockName { name, readers },
+        }
+    }
+}
+
+/// The writers of one read-write lock that wait on this manager, by the
+/// order they came in: a reader that came later waits for them (the
+/// nodes' waiting marks do that for other managers).
+#[derive(Debug, Default)]
+pub(crate) struct Writers {
+    next: AtomicU64,
+    waiting: Mutex<BTreeSet<u64>>,
+}
+
+impl Writers {
+    /// A number in arrival order, for a reader or a writer.
+    pub(crate) fn arrive(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The writer that arrived as `seq` waits until the returned guard
+    /// drops.
+    pub(crate) fn wait(self: &Arc<Self>, seq: u64) -> Waiting {
+        self.waiting.lock().insert(seq);
+        Waiting {
+            writers: Arc::clone(self),
+            seq,
+        }
+    }
+
+    /// Whether a writer that arrived before `seq` still waits.
+    pub(crate) fn ahead_of(&self, seq: u64) -> bool {
+        self.waiting
+            .lock()
+            .first()
+            .is_some_and(|&first| first < seq)
+    }
+}
+
+/// A writer waiting; dropped when it acquired or gave up.
+pub(crate) struct Waiting {
+    writers: Arc<Writers>,
+    seq: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.writers.waiting.lock().remove(&self.seq);
+    }
+}
+
+struct Entry {
+    kind: Kind,
+    writers: Arc<Writers>,
+}
+
+/// Semaphore and read-write lock names, for one manager.
 #[derive(Default)]
 pub(crate) struct Names {
-    /// Whether any semaphore was defined: a lock call reads only this
-    /// until one is.
+    /// Whether any name was defined: a lock call reads only this until one
+    /// is.
     any: AtomicBool,
-    semaphores: Mutex<HashMap<String, u32>>,
+    defined: Mutex<HashMap<String, Entry>>,
 }
 
 impl Names {
     /// Records `name` as a semaphore of `permits`; an error if this manager
-    /// knows it with another number.
+    /// knows it as something else.
     pub(crate) fn define(&self, name: &str, permits: u32) -> Result<(), ConfigError> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyKey);
-        }
         if permits == 0 {
             return Err(ConfigError::NoPermits);
         }
-        if permits > MAX_PERMITS {
-            return Err(ConfigError::TooManyPermits {
-                permits,
-                max: MAX_PERMITS,
+        self.define_as(name, Kind::Semaphore(permits), permits)
+            .map(drop)
+    }
+
+    /// Records `name` as a read-write lock of `readers` reader slots; an
+    /// error if this manager knows it as something else. Its waiting
+    /// writers, shared by every handle of the name on this manager.
+    pub(crate) fn define_rwlock(
+        &self,
+        name: &str,
+        readers: u32,
+    ) -> Result<Arc<Writers>, ConfigError> {
+        if readers == 0 {
+            return Err(ConfigError::NoReaders);
+        }
+        self.define_as(name, Kind::RwLock(readers), readers)
+    }
+
+    fn define_as(&self, name: &str, kind: Kind, count: u32) -> Result<Arc<Writers>, ConfigError> {
+        if name.is_empty() {
+            return Err(ConfigError::EmptyKey);
+        }
+        if count > MAX_PERMITS {
+            return Err(match kind {
+                Kind::Semaphore(_) => ConfigError::TooManyPermits {
+                    permits: count,
+                    max: MAX_PERMITS,
+                },
+                Kind::RwLock(_) => ConfigError::TooManyReaders {
+                    readers: count,
+                    max: MAX_PERMITS,
+                },
             });
         }
-        let mut semaphores = self.semaphores.lock();
-        match semaphores.get(name) {
-            Some(&known) if known != permits => Err(ConfigError::SemaphoreName {
-                name: name.to_owned(),
-                permits: known,
-            }),
-            Some(_) => Ok(()),
+        let mut defined = self.defined.lock();
+        match defined.get(name) {
+            Some(entry) if entry.kind != kind => Err(entry.kind.error(name)),
+            Some(entry) => Ok(Arc::clone(&entry.writers)),
             None => {
-                semaphores.insert(name.to_owned(), permits);
+                let writers = Arc::default();
+                defined.insert(
+                    name.to_owned(),
+                    Entry {
+                        kind,
+                        writers: Arc::clone(&writers),
+                    },
+                );
                 self.any.store(true, Ordering::Release);
-                Ok(())
+                Ok(writers)
             }
         }
     }
 
-    /// An error if a key of `resources` is a semaphore's name or one of its
-    /// permit keys: those are locked only through the semaphore.
+    /// An error if a key of `resources` is a semaphore's or read-write
+    /// lock's name or one of their slot keys: those are locked only through
+    /// them.
     pub(crate) fn check_lock(&self, resources: &Resources) -> Result<(), ConfigError> {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
-        let semaphores = self.semaphores.lock();
+        let defined = self.defined.lock();
         for key in resources.keys() {
-            for name in [Some(key.as_str()), semaphore_of(key)]
-                .into_iter()
-                .flatten()
-            {
-                if let Some(&permits) = semaphores.get(name) {
-                    return Err(ConfigError::SemaphoreName {
-                        name: name.to_owned(),
-                        permits,
-                    });
+            for name in [Some(key.as_str()), owner_of(key)].into_iter().flatten() {
+                if let Some(entry) = defined.get(name) {
+                    return Err(entry.kind.error(name));
                 }
             }
         }
@@ -93,11 +196,12 @@ mod tests {
 
     #[test]
     fn a_permit_key_names_its_semaphore() {
-        assert_eq!(semaphore_of(&permit_key("jobs", 3)), Some("jobs"));
-        assert_eq!(semaphore_of("a:permit:b:permit:12"), Some("a:permit:b"));
-        assert_eq!(semaphore_of("jobs:permit:"), None);
-        assert_eq!(semaphore_of("jobs:permit:x"), None);
-        assert_eq!(semaphore_of("jobs"), None);
+        assert_eq!(owner_of(&permit_key("jobs", 3)), Some("jobs"));
+        assert_eq!(owner_of("a:permit:b:permit:12"), Some("a:permit:b"));
+        assert_eq!(owner_of("jobs:permit:"), None);
+        assert_eq!(owner_of("jobs:permit:x"), None);
+        assert_eq!(owner_of("jobs"), None);
+        assert_eq!(owner_of(&reader_key("doc", 0)), Some("doc"));
     }
 
     #[test]
@@ -115,6 +219,18 @@ mod tests {
         assert_eq!(names.check_lock(&one("jobs")), taken);
         assert_eq!(names.check_lock(&one("jobs:permit:2")), taken);
         assert_eq!(names.check_lock(&one("jobs:other")), Ok(()));
+        assert!(names.define_rwlock("doc", 4).is_ok());
+        let doc: Result<(), ConfigError> = Err(ConfigError::RwLockName {
+            name: "doc".into(),
+            readers: 4,
+        });
+        assert_eq!(names.check_lock(&one("doc:read:3")), doc);
+        assert_eq!(names.define("doc", 4), doc);
+        assert_eq!(names.define_rwlock("jobs", 3).map(drop), taken);
+        assert_eq!(
+            names.define_rwlock("d", 0).map(drop),
+            Err(ConfigError::NoReaders)
+        );
         assert_eq!(names.define("", 1), Err(ConfigError::EmptyKey));
         assert_eq!(names.define("x", 0), Err(ConfigError::NoPermits));
         assert_eq!(

@@ -286,48 +286,61 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         kept(self.acquire(ttl)?, policy, f)
     }
 
-    /// The rounds of one call: the same `Acquire` machine as a lock's, over
-    /// the permits as alternatives.
     fn acquire_until(
         &self,
         ttl: Duration,
         deadline: Option<Instant>,
     ) -> Result<Permit<B>, LockError<B::Error>> {
-        let manager = &self.locks.manager;
-        let shared = &manager.shared;
-        let ttl = shared.config.check_ttl(ttl)?;
-        let started = Instant::now();
-        let mut acquire = Acquire::new(
-            shared.settings.clone(),
-            self.slots[0].clone(),
-            ttl,
-            deadline,
-            None,
-        );
-        acquire.one_of(Arc::clone(&self.slots));
-        let result = self.locks.acquire_with(acquire, None);
-        let rounds = match &result {
-            Ok(acquired) => acquired.attempts,
-            Err(LockError::Timeout { attempts, .. }) => *attempts,
-            Err(_) => 1,
-        };
-        // Events name the permit won, or the first permit of a failed call.
-        let named = shared.observer.wants_events().then(|| match &result {
-            Ok(acquired) => acquired.claim.resources().clone(),
-            Err(_) => self.slots[0].clone(),
-        });
-        shared.observe_lock(named.as_ref(), started, rounds, &result);
-        let acquired = result?;
-        let slot = self
-            .slots
-            .iter()
-            .position(|slot| slot == acquired.claim.resources())
-            .unwrap_or_default();
-        Ok(Permit {
-            lock: Lock::new(Arc::clone(manager), acquired),
-            slot: u32::try_from(slot).unwrap_or_default(),
-        })
+        acquire_one_of(&self.locks, &self.slots, ttl, deadline, false)
     }
+}
+
+/// The rounds of one call for one of `slots`: the same `Acquire` machine as
+/// a lock's, over the slots as alternatives. With `queued`, every round
+/// (the first too) carries the manager's waiting mark and gives way to
+/// other managers' marks (a read-write lock's readers give way to waiting
+/// writers so).
+pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
+    locks: &Redlock<B>,
+    slots: &Arc<[Resources]>,
+    ttl: Duration,
+    deadline: Option<Instant>,
+    queued: bool,
+) -> Result<Permit<B>, LockError<B::Error>> {
+    let manager = &locks.manager;
+    let shared = &manager.shared;
+    let ttl = shared.config.check_ttl(ttl)?;
+    let started = Instant::now();
+    let mut acquire = Acquire::new(
+        shared.settings.clone(),
+        slots[0].clone(),
+        ttl,
+        deadline,
+        queued.then(|| shared.queued(true)),
+    );
+    acquire.one_of(Arc::clone(slots));
+    acquire.queue_first();
+    let result = locks.acquire_with(acquire, None);
+    let rounds = match &result {
+        Ok(acquired) => acquired.attempts,
+        Err(LockError::Timeout { attempts, .. }) => *attempts,
+        Err(_) => 1,
+    };
+    // Events name the slot won, or the first slot of a failed call.
+    let named = shared.observer.wants_events().then(|| match &result {
+        Ok(acquired) => acquired.claim.resources().clone(),
+        Err(_) => slots[0].clone(),
+    });
+    shared.observe_lock(named.as_ref(), started, rounds, &result);
+    let acquired = result?;
+    let slot = slots
+        .iter()
+        .position(|slot| slot == acquired.claim.resources())
+        .unwrap_or_default();
+    Ok(Permit {
+        lock: Lock::new(Arc::clone(manager), acquired),
+        slot: u32::try_from(slot).unwrap_or_default(),
+    })
 }
 
 /// A permit of a [`Semaphore`]: a [`Lock`] on one permit's key, with the

@@ -1,0 +1,81 @@
+//! The read-write lock on real redis-server masters: readers and writers of
+//! several managers never meet, and a writer is not starved by readers.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::redis_common::{cluster, key, manager, NODE_TIMEOUT};
+use crate::rwlock::Room;
+
+const TTL: Duration = Duration::from_secs(10);
+
+#[test]
+fn readers_and_writers_of_eight_threads_never_meet() {
+    let cluster = cluster(5);
+    // Four managers, as four processes would have, of two threads each.
+    let managers: Vec<_> = (0..4).map(|_| manager(&cluster, NODE_TIMEOUT)).collect();
+    let name = key("rwlock-eight");
+    let room = Room::default();
+    const ROUNDS: usize = 12;
+    std::thread::scope(|s| {
+        for (m, locks) in managers.iter().enumerate() {
+            for t in 0..2 {
+                let (room, name) = (&room, name.as_str());
+                s.spawn(move || {
+                    let doc = locks.rwlock(name, 8).expect("rwlock");
+                    for i in 0..ROUNDS {
+                        if (m + t + i) % 3 == 0 {
+                            let w = doc
+                                .write_timeout(TTL, Duration::from_secs(60))
+                                .expect("a write within the minute");
+                            room.write(|| std::thread::sleep(Duration::from_millis(1)));
+                            w.release().expect("released");
+                        } else {
+                            let r = doc
+                                .read_timeout(TTL, Duration::from_secs(60))
+                                .expect("a read within the minute");
+                            room.read(|| std::thread::sleep(Duration::from_millis(1)));
+                            r.release().expect("released");
+                        }
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(room.done(), 8 * ROUNDS);
+    assert!(!room.clashed(), "a writer met someone");
+    assert!(room.most_readers() >= 2, "readers never shared: a mutex?");
+}
+
+#[test]
+fn a_writer_gets_in_while_readers_of_another_manager_keep_reading() {
+    let cluster = cluster(3);
+    let readers_on = manager(&cluster, NODE_TIMEOUT);
+    let writer_on = manager(&cluster, NODE_TIMEOUT);
+    let name = key("rwlock-busy");
+    let stop = AtomicBool::new(false);
+    let reads = AtomicUsize::new(0);
+    let written = std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (stop, reads, readers_on, name) = (&stop, &reads, &readers_on, name.as_str());
+            s.spawn(move || {
+                let doc = readers_on.rwlock(name, 8).expect("rwlock");
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(100)) {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(3));
+                        drop(r);
+                    }
+                }
+            });
+        }
+        while reads.load(Ordering::SeqCst) < 20 {
+            std::thread::yield_now();
+        }
+        let doc = writer_on.rwlock(&name, 8).expect("rwlock");
+        let written = doc.write_timeout(TTL, Duration::from_secs(30)).map(drop);
+        stop.store(true, Ordering::SeqCst);
+        written
+    });
+    written.expect("the writer is not starved by the readers");
+}

@@ -1,0 +1,214 @@
+//! The read-write lock on in-memory nodes: readers share, a writer
+//! excludes everyone, a waiting writer is not starved by readers, and bad
+//! input is refused.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use redlock_core::{ConfigError, LockError, Redlock, MAX_PERMITS};
+use redlock_mock::{MockCluster, MockNode};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn manager(cluster: &MockCluster) -> Redlock<MockNode> {
+    Redlock::builder(cluster.backends())
+        .node_timeout(Duration::from_secs(1))
+        .retry_delay(Duration::from_millis(1), Duration::from_millis(5))
+        .build()
+        .expect("valid config")
+}
+
+/// Readers and writers inside, and whether a writer ever had company.
+#[derive(Default)]
+pub(crate) struct Room {
+    readers: AtomicUsize,
+    writers: AtomicUsize,
+    most_readers: AtomicUsize,
+    clash: AtomicBool,
+    done: AtomicUsize,
+}
+
+impl Room {
+    pub(crate) fn read(&self, inside: impl FnOnce()) {
+        let now = self.readers.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_readers.fetch_max(now, Ordering::SeqCst);
+        if self.writers.load(Ordering::SeqCst) != 0 {
+            self.clash.store(true, Ordering::SeqCst);
+        }
+        inside();
+        self.readers.fetch_sub(1, Ordering::SeqCst);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn write(&self, inside: impl FnOnce()) {
+        if self.writers.fetch_add(1, Ordering::SeqCst) != 0
+            || self.readers.load(Ordering::SeqCst) != 0
+        {
+            self.clash.store(true, Ordering::SeqCst);
+        }
+        inside();
+        if self.readers.load(Ordering::SeqCst) != 0 {
+            self.clash.store(true, Ordering::SeqCst);
+        }
+        self.writers.fetch_sub(1, Ordering::SeqCst);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+    pub(crate) fn clashed(&self) -> bool {
+        self.clash.load(Ordering::SeqCst)
+    }
+    pub(crate) fn done(&self) -> usize {
+        self.done.load(Ordering::SeqCst)
+    }
+    pub(crate) fn most_readers(&self) -> usize {
+        self.most_readers.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn readers_share_and_a_writer_excludes_readers_and_writers_of_other_managers() {
+    let cluster = MockCluster::new(5);
+    let (a, b) = (manager(&cluster), manager(&cluster));
+    let doc_a = a.rwlock("doc", 4).expect("rwlock");
+    let doc_b = b.rwlock("doc", 4).expect("rwlock");
+    let r1 = doc_a.try_read(TTL).expect("free");
+    let r2 = doc_b.try_read(TTL).expect("readers share");
+    assert_ne!(r1.slot(), r2.slot());
+    let err = doc_b.try_write(TTL).expect_err("readers inside");
+    assert!(matches!(err, LockError::Contended(_)), "{err}");
+    r1.release().expect("released");
+    r2.release().expect("released");
+    let w = doc_a.try_write(TTL).expect("free again");
+    assert_eq!(w.resources().keys().len(), 4, "a writer holds every slot");
+    for err in [
+        doc_b.try_read(TTL).map(drop).expect_err("a writer inside"),
+        doc_b.try_write(TTL).map(drop).expect_err("a writer inside"),
+        doc_a.try_read(TTL).map(drop).expect_err("a writer inside"),
+    ] {
+        assert!(matches!(err, LockError::Contended(_)), "{err}");
+    }
+    w.release().expect("released");
+    let _read = doc_b.try_read(TTL).expect("free again");
+}
+
+#[test]
+fn readers_and_writers_of_several_managers_never_meet() {
+    let cluster = MockCluster::new(5);
+    let managers: Vec<_> = (0..3).map(|_| manager(&cluster)).collect();
+    let room = Room::default();
+    std::thread::scope(|s| {
+        for (m, locks) in managers.iter().enumerate() {
+            for t in 0..3 {
+                let room = &room;
+                s.spawn(move || {
+                    let doc = locks.rwlock("shared-doc", 8).expect("rwlock");
+                    for i in 0..20 {
+                        if (m + t + i) % 4 == 0 {
+                            let w = doc
+                                .write_timeout(TTL, Duration::from_secs(60))
+                                .expect("a write within the minute");
+                            room.write(std::thread::yield_now);
+                            w.release().expect("released");
+                        } else {
+                            let r = doc
+                                .read_timeout(TTL, Duration::from_secs(60))
+                                .expect("a read within the minute");
+                            room.read(std::thread::yield_now);
+                            r.release().expect("released");
+                        }
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(room.done(), 3 * 3 * 20);
+    assert!(!room.clashed(), "a writer met someone");
+    assert!(room.most_readers() <= 8);
+}
+
+/// Readers of `readers_on` keep the lock read (overlapping, so that it is
+/// never free) while a writer of `writer_on` asks to write: it gets in.
+fn a_writer_gets_in_against_a_stream_of_readers(same_manager: bool) {
+    let cluster = MockCluster::new(3);
+    let readers_on = manager(&cluster);
+    let other = manager(&cluster);
+    let writer_on = if same_manager { &readers_on } else { &other };
+    let stop = AtomicBool::new(false);
+    let reads = AtomicUsize::new(0);
+    let written = std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (stop, reads, readers_on) = (&stop, &reads, &readers_on);
+            s.spawn(move || {
+                let doc = readers_on.rwlock("busy-doc", 8).expect("rwlock");
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(50)) {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(3));
+                        drop(r);
+                    }
+                }
+            });
+        }
+        // The readers are in before the writer asks.
+        while reads.load(Ordering::SeqCst) < 20 {
+            std::thread::yield_now();
+        }
+        let doc = writer_on.rwlock("busy-doc", 8).expect("rwlock");
+        let written = doc.write_timeout(TTL, Duration::from_secs(20)).map(drop);
+        stop.store(true, Ordering::SeqCst);
+        written
+    });
+    written.expect("the writer is not starved by the readers");
+}
+
+#[test]
+fn a_waiting_writer_is_not_starved_by_readers_of_another_manager() {
+    a_writer_gets_in_against_a_stream_of_readers(false);
+}
+
+#[test]
+fn a_waiting_writer_is_not_starved_by_readers_of_its_own_manager() {
+    a_writer_gets_in_against_a_stream_of_readers(true);
+}
+
+#[test]
+fn bad_input_gets_a_typed_error() {
+    let cluster = MockCluster::new(3);
+    let locks = manager(&cluster);
+    assert_eq!(locks.rwlock("r", 0).err(), Some(ConfigError::NoReaders));
+    assert_eq!(
+        locks.rwlock("r", MAX_PERMITS + 1).err(),
+        Some(ConfigError::TooManyReaders {
+            readers: MAX_PERMITS + 1,
+            max: MAX_PERMITS
+        })
+    );
+    assert_eq!(locks.rwlock("", 2).err(), Some(ConfigError::EmptyKey));
+    let doc = locks.rwlock("r", 2).expect("rwlock");
+    let taken = ConfigError::RwLockName {
+        name: "r".into(),
+        readers: 2,
+    };
+    assert_eq!(locks.rwlock("r", 3).err(), Some(taken.clone()));
+    assert_eq!(locks.semaphore("r", 2).err(), Some(taken.clone()));
+    for key in ["r", "r:read:1"] {
+        let err = locks.try_lock(key, TTL).expect_err("the lock's key");
+        assert!(matches!(&err, LockError::Config(e) if *e == taken), "{err}");
+    }
+    locks.semaphore("s", 2).expect("semaphore");
+    assert_eq!(
+        locks.rwlock("s", 2).err(),
+        Some(ConfigError::SemaphoreName {
+            name: "s".into(),
+            permits: 2
+        })
+    );
+    let err = doc.try_read(Duration::ZERO).expect_err("bad TTL");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::TtlZero)),
+        "{err}"
+    );
+    let err = doc.try_write(Duration::ZERO).expect_err("bad TTL");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::TtlZero)),
+        "{err}"
+    );
+}
