@@ -169,6 +169,55 @@ fn a_waiting_writer_is_not_starved_by_readers_of_its_own_manager() {
     a_writer_gets_in_against_a_stream_of_readers(true);
 }
 
+/// A reader holds; a writer of `writer_on` comes and waits (its rounds are
+/// refused on every node); then a reader of `reader_on` that comes after
+/// it is refused, though seven reader slots are free.
+fn a_reader_after_a_waiting_writer_waits(same_manager: bool) {
+    let cluster = MockCluster::new(3);
+    let (first, second) = (manager(&cluster), manager(&cluster));
+    let reader_on = if same_manager { &first } else { &second };
+    let doc = first.rwlock("queue-doc", 8).expect("rwlock");
+    let held = doc.try_read(TTL).expect("free");
+    let refused_before: Vec<u64> = (0..3).map(|i| cluster.node(i).stats().refused).collect();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| doc.write_timeout(TTL, Duration::from_secs(30)).map(drop));
+        // The writer's plain round and its queued round (which leaves its
+        // waiting marks) were refused on every node.
+        for (i, before) in refused_before.iter().enumerate() {
+            let node = cluster.node(i);
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while node.stats().refused < before + 2 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the writer never waited"
+                );
+                std::thread::yield_now();
+            }
+        }
+        let late = reader_on.rwlock("queue-doc", 8).expect("rwlock");
+        let err = late
+            .try_read(TTL)
+            .map(drop)
+            .expect_err("a reader after a waiting writer waits");
+        assert!(matches!(err, LockError::Contended(_)), "{err}");
+        drop(held);
+        writer
+            .join()
+            .expect("no panic")
+            .expect("the writer gets in once the reader left");
+    });
+}
+
+#[test]
+fn a_reader_of_another_manager_waits_for_a_writer_that_waits() {
+    a_reader_after_a_waiting_writer_waits(false);
+}
+
+#[test]
+fn a_reader_of_the_same_manager_waits_for_a_writer_that_waits() {
+    a_reader_after_a_waiting_writer_waits(true);
+}
+
 #[test]
 fn bad_input_gets_a_typed_error() {
     let cluster = MockCluster::new(3);
