@@ -123,6 +123,10 @@ impl<B: LockBackend + 'static> Conformance<B> {
                 Self::manager_contention_and_handover,
             ),
             ("manager_extend_and_expiry", Self::manager_extend_and_expiry),
+            (
+                "manager_semaphore_and_rwlock",
+                Self::manager_semaphore_and_rwlock,
+            ),
         ]
     }
 
