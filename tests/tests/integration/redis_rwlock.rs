@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::redis_common::{cluster, key, manager, NODE_TIMEOUT};
+use redlock_tests::harness::wait_until;
+
+use crate::redis_common::{cluster, exists, key, manager, NODE_TIMEOUT};
 use crate::rwlock::Room;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -45,6 +47,17 @@ fn readers_and_writers_of_eight_threads_never_meet() {
     assert_eq!(room.done(), 8 * ROUNDS);
     assert!(!room.clashed(), "a writer met someone");
     assert!(room.most_readers() >= 2, "readers never shared: a mutex?");
+    // Nothing is left behind: every read and write, and every refused
+    // round, was released on every master.
+    for server in cluster.iter() {
+        for slot in 0..8 {
+            let slot_key = format!("{name}:read:{slot}");
+            wait_until(Duration::from_secs(10), &slot_key, || {
+                !exists(server, &slot_key)
+            })
+            .unwrap_or_else(|e| panic!("left on a master: {e}"));
+        }
+    }
 }
 
 #[test]
