@@ -1,13 +1,12 @@
 //! The read-write lock on real redis-server masters: readers and writers of
 //! several managers never meet, and a writer is not starved by readers.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use redlock_tests::harness::wait_until;
 
 use crate::redis_common::{cluster, exists, key, manager, NODE_TIMEOUT};
-use crate::rwlock::Room;
+use crate::rwlock::{a_writer_against_a_stream_of_readers, Room};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -65,30 +64,6 @@ fn a_writer_gets_in_while_readers_of_another_manager_keep_reading() {
     let cluster = cluster(3);
     let readers_on = manager(&cluster, NODE_TIMEOUT);
     let writer_on = manager(&cluster, NODE_TIMEOUT);
-    let name = key("rwlock-busy");
-    let stop = AtomicBool::new(false);
-    let reads = AtomicUsize::new(0);
-    let written = std::thread::scope(|s| {
-        for _ in 0..4 {
-            let (stop, reads, readers_on, name) = (&stop, &reads, &readers_on, name.as_str());
-            s.spawn(move || {
-                let doc = readers_on.rwlock(name, 8).expect("rwlock");
-                while !stop.load(Ordering::SeqCst) {
-                    if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(100)) {
-                        reads.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(3));
-                        drop(r);
-                    }
-                }
-            });
-        }
-        while reads.load(Ordering::SeqCst) < 20 {
-            std::thread::yield_now();
-        }
-        let doc = writer_on.rwlock(&name, 8).expect("rwlock");
-        let written = doc.write_timeout(TTL, Duration::from_secs(30)).map(drop);
-        stop.store(true, Ordering::SeqCst);
-        written
-    });
-    written.expect("the writer is not starved by the readers");
+    a_writer_against_a_stream_of_readers(&readers_on, &writer_on, &key("rwlock-busy"))
+        .expect("the writer is not starved by the readers");
 }

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use redlock_core::backend::LockBackend;
 use redlock_core::{ConfigError, LockError, Redlock, MAX_PERMITS};
 use redlock_mock::{MockCluster, MockNode};
 
@@ -124,22 +125,23 @@ fn readers_and_writers_of_several_managers_never_meet() {
     assert!(room.most_readers() <= 8);
 }
 
-/// Readers of `readers_on` keep the lock read (overlapping, so that it is
-/// never free) while a writer of `writer_on` asks to write: it gets in.
-fn a_writer_gets_in_against_a_stream_of_readers(same_manager: bool) {
-    let cluster = MockCluster::new(3);
-    let readers_on = manager(&cluster);
-    let other = manager(&cluster);
-    let writer_on = if same_manager { &readers_on } else { &other };
+/// Four readers of `readers_on` keep `name` read (overlapping, so that it
+/// is never free) while a writer of `writer_on` asks to write for at most
+/// 20 s: whether it got in.
+pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
+    readers_on: &Redlock<B>,
+    writer_on: &Redlock<B>,
+    name: &str,
+) -> Result<(), LockError<B::Error>> {
     let stop = AtomicBool::new(false);
     let reads = AtomicUsize::new(0);
-    let written = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         for _ in 0..4 {
-            let (stop, reads, readers_on) = (&stop, &reads, &readers_on);
+            let (stop, reads) = (&stop, &reads);
             s.spawn(move || {
-                let doc = readers_on.rwlock("busy-doc", 8).expect("rwlock");
+                let doc = readers_on.rwlock(name, 8).expect("rwlock");
                 while !stop.load(Ordering::SeqCst) {
-                    if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(50)) {
+                    if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(100)) {
                         reads.fetch_add(1, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(3));
                         drop(r);
@@ -151,12 +153,20 @@ fn a_writer_gets_in_against_a_stream_of_readers(same_manager: bool) {
         while reads.load(Ordering::SeqCst) < 20 {
             std::thread::yield_now();
         }
-        let doc = writer_on.rwlock("busy-doc", 8).expect("rwlock");
+        let doc = writer_on.rwlock(name, 8).expect("rwlock");
         let written = doc.write_timeout(TTL, Duration::from_secs(20)).map(drop);
         stop.store(true, Ordering::SeqCst);
         written
-    });
-    written.expect("the writer is not starved by the readers");
+    })
+}
+
+fn a_writer_gets_in_against_a_stream_of_readers(same_manager: bool) {
+    let cluster = MockCluster::new(3);
+    let readers_on = manager(&cluster);
+    let other = manager(&cluster);
+    let writer_on = if same_manager { &readers_on } else { &other };
+    a_writer_against_a_stream_of_readers(&readers_on, writer_on, "busy-doc")
+        .expect("the writer is not starved by the readers");
 }
 
 #[test]
