@@ -172,7 +172,7 @@ pub use redlock_core::{
     backend, decide, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError, DynBackend,
     DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts, FailureKind,
     FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents, NodeId, NodeStats,
-    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT,
+    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT, MAX_PERMITS,
 };
 
 /// The lock manager over Redis masters.
@@ -196,6 +196,39 @@ pub type Redlock = redlock_core::Redlock<RedisBackend>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub type Lock = redlock_core::Lock<RedisBackend>;
+
+/// A counting semaphore on Redis masters (see [`Redlock::semaphore`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+/// let api: redlock_redis::Semaphore = locks.semaphore("partner-api", 4)?;
+/// let permit: redlock_redis::Permit = api.acquire(Duration::from_secs(5))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Semaphore = redlock_core::Semaphore<RedisBackend>;
+
+/// A held permit of a [`Semaphore`] on Redis masters; released on drop.
+///
+/// # Examples
+///
+/// See [`Semaphore`].
+pub type Permit = redlock_core::Permit<RedisBackend>;
+
+/// A read-write lock on Redis masters (see [`Redlock::rwlock`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+/// let doc: redlock_redis::RwLock = locks.rwlock("doc:7", 8)?;
+/// let reading: redlock_redis::Permit = doc.read(Duration::from_secs(5))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type RwLock = redlock_core::RwLock<RedisBackend>;
 
 /// The manager's builder for Redis masters.
 ///

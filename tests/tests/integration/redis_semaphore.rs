@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redlock_redis::{ConfigError, LockError};
+use redlock_redis::{ConfigError, LockError, MAX_PERMITS};
 use redlock_tests::harness::wait_until;
 
 use crate::redis_common::{cluster, exists, key, manager, NODE_TIMEOUT};
@@ -69,7 +69,10 @@ fn sixteen_contenders_on_three_permits_never_exceed_three_while_two_masters_are_
     // Only permits held across a kill can have lost their quorum: at most
     // three across each of the two.
     let cut_short = cut_short.load(Ordering::SeqCst);
-    assert!(cut_short <= 6, "{cut_short} releases failed, more than were held across the kills");
+    assert!(
+        cut_short <= 6,
+        "{cut_short} releases failed, more than were held across the kills"
+    );
     let most = most.load(Ordering::SeqCst);
     assert!(most <= 3, "{most} holders at once");
     assert!(most >= 2, "the permits were never held together: a mutex?");
@@ -87,10 +90,21 @@ fn sixteen_contenders_on_three_permits_never_exceed_three_while_two_masters_are_
 }
 
 #[test]
-fn a_name_is_a_semaphore_or_a_mutex_not_both() {
+fn bad_input_gets_a_typed_error_and_a_name_is_a_semaphore_or_a_mutex_not_both() {
     let cluster = cluster(3);
     let locks = manager(&cluster, NODE_TIMEOUT);
     let name = key("semaphore-mixed");
+    assert_eq!(
+        locks.semaphore(&name, 0).err(),
+        Some(ConfigError::NoPermits)
+    );
+    assert_eq!(
+        locks.semaphore(&name, MAX_PERMITS + 1).err(),
+        Some(ConfigError::TooManyPermits {
+            permits: MAX_PERMITS + 1,
+            max: MAX_PERMITS
+        })
+    );
     let s = locks.semaphore(&name, 2).expect("semaphore");
     let err = locks.try_lock(name.as_str(), TTL).expect_err("mixed");
     assert!(
