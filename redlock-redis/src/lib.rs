@@ -159,8 +159,8 @@ mod wire;
 
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
 pub use check::{
-    check_deployment, key_status, DeploymentCheck, Finding, KeyState, ServerCheck, ServerInfo,
-    Severity,
+    check_deployment, key_status, keys_status, DeploymentCheck, Finding, KeyState, ServerCheck,
+    ServerInfo, Severity,
 };
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use feed::RELEASE_CHANNEL;
@@ -172,7 +172,7 @@ pub use redlock_core::{
     backend, decide, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError, DynBackend,
     DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts, FailureKind,
     FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents, NodeId, NodeStats,
-    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT,
+    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT, MAX_PERMITS,
 };
 
 /// The lock manager over Redis masters.
@@ -196,6 +196,27 @@ pub type Redlock = redlock_core::Redlock<RedisBackend>;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub type Lock = redlock_core::Lock<RedisBackend>;
+
+/// A counting semaphore on Redis masters: at most `permits` holders at
+/// once (see [`redlock_core::Semaphore`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
+/// let jobs: redlock_redis::Semaphore = locks.semaphore("heavy-jobs", 3)?;
+/// let permit: redlock_redis::Permit = jobs.acquire(Duration::from_secs(30))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub type Semaphore = redlock_core::Semaphore<RedisBackend>;
+
+/// A held permit of a [`Semaphore`]: a [`Lock`] on one permit's key.
+///
+/// # Examples
+///
+/// See [`Semaphore`].
+pub type Permit = redlock_core::Permit<RedisBackend>;
 
 /// The manager's builder for Redis masters.
 ///
