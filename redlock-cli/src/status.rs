@@ -83,7 +83,14 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
             .filter(|state| state.is_held())
             .collect();
         if held.is_empty() {
-            println!("permit {slot} ({key}): free");
+            if answers.len() == n {
+                println!("permit {slot} ({key}): free");
+            } else {
+                println!(
+                    "permit {slot} ({key}): free on the {} of {n} server(s) that answered",
+                    answers.len()
+                );
+            }
             continue;
         }
         let (token, on) = most_common_token(&held);
