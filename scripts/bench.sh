@@ -21,6 +21,9 @@
 #   scripts/bench.sh --help     every option (--rounds, --secs, --modes, --impls ...)
 #   scripts/bench.sh --quick --modes procs --impls ours
 #                               only the procs mode: 8 processes on one key
+#   scripts/bench.sh --quick --modes semaphore,mutex4x4 --impls ours
+#                               the semaphore mode (4 managers x 4 threads on
+#                               4 permits) next to the same layout on a mutex
 #
 # With one setup the last line is its `bench ...` summary line; with both it
 # is `bench children.NAME=... own_sessions.NAME=...`, every figure of both.

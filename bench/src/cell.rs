@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::measure::{FairRecord, ProcsRecord, Recorder, Usage};
+use crate::measure::{FairRecord, ProcsRecord, Recorder, SharedRecord, Usage};
 use crate::runner::Setup;
 
 /// The TTL of every lock (the measurements used 10 s).
@@ -17,6 +17,13 @@ pub(crate) const FAIR_SIDES: usize = 2;
 pub(crate) const FAIR_THREADS: usize = 4;
 /// How many processes contend for one key in the procs mode.
 pub(crate) const PROCS: usize = 8;
+/// Managers in the semaphore mode and its mutex twin, as that many
+/// processes would have.
+pub(crate) const SEM_MANAGERS: usize = 4;
+/// Client threads per manager in the semaphore mode and its mutex twin.
+pub(crate) const SEM_THREADS: usize = 4;
+/// Permits of the semaphore mode's semaphore.
+pub(crate) const SEM_PERMITS: u32 = 4;
 /// Which master the frozen mode stops (SIGSTOP).
 pub(crate) const FROZEN_NODE: usize = 0;
 
@@ -40,11 +47,17 @@ pub(crate) enum Mode {
     /// thread, on one key, 5 masters: contention across processes, where no
     /// local line helps.
     Procs,
+    /// `SEM_MANAGERS` managers built separately, each with `SEM_THREADS`
+    /// threads, on one semaphore of `SEM_PERMITS` permits, 5 masters.
+    Semaphore,
+    /// The semaphore mode's layout on one mutex (one key): its mutex
+    /// figures of the same run.
+    Mutex4x4,
 }
 
 impl Mode {
     /// Every mode in run order, with their command-line names.
-    pub(crate) const ALL: [(Mode, &'static str); 10] = [
+    pub(crate) const ALL: [(Mode, &'static str); 12] = [
         (Mode::One, "1x1"),
         (Mode::Distinct(8), "8x"),
         (Mode::Distinct(32), "32x"),
@@ -55,6 +68,8 @@ impl Mode {
         (Mode::Nodes(9), "n9"),
         (Mode::Fair, "fair"),
         (Mode::Procs, "procs"),
+        (Mode::Semaphore, "semaphore"),
+        (Mode::Mutex4x4, "mutex4x4"),
     ];
 
     /// The name used on the command line and in keys.
@@ -81,6 +96,7 @@ impl Mode {
             Mode::Hot => HOT_CLIENTS,
             Mode::Fair => FAIR_SIDES * FAIR_THREADS,
             Mode::Procs => PROCS,
+            Mode::Semaphore | Mode::Mutex4x4 => SEM_MANAGERS * SEM_THREADS,
         }
     }
 
@@ -91,7 +107,10 @@ impl Mode {
 
     /// Whether all clients share one key.
     pub(crate) fn one_key(self) -> bool {
-        matches!(self, Mode::Hot | Mode::Fair | Mode::Procs)
+        matches!(
+            self,
+            Mode::Hot | Mode::Fair | Mode::Procs | Mode::Semaphore | Mode::Mutex4x4
+        )
     }
 
     /// The implementations measured in this mode, in run order.
@@ -104,7 +123,7 @@ impl Mode {
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
             Mode::Nodes(_) => &[RawFloor, Ours, Rslock],
-            Mode::Fair | Mode::Procs => &[Ours],
+            Mode::Fair | Mode::Procs | Mode::Semaphore | Mode::Mutex4x4 => &[Ours],
         }
     }
 }
@@ -119,6 +138,11 @@ impl fmt::Display for Mode {
             Mode::Nodes(n) => write!(f, "1×1, N={n}"),
             Mode::Fair => write!(f, "fair: {FAIR_SIDES} managers × {FAIR_THREADS}, one key"),
             Mode::Procs => write!(f, "{PROCS} processes, one key"),
+            Mode::Semaphore => write!(
+                f,
+                "semaphore: {SEM_MANAGERS} managers × {SEM_THREADS}, {SEM_PERMITS} permits"
+            ),
+            Mode::Mutex4x4 => write!(f, "mutex: {SEM_MANAGERS} managers × {SEM_THREADS}, one key"),
         }
     }
 }
@@ -205,4 +229,7 @@ pub(crate) struct Outcome {
     pub(crate) fair: Option<FairRecord>,
     /// Procs mode: each process's acquisitions and the waits.
     pub(crate) procs: Option<ProcsRecord>,
+    /// Semaphore and mutex4x4 modes: each manager's acquisitions, the
+    /// waits, and the most holders inside at once.
+    pub(crate) shared: Option<SharedRecord>,
 }

@@ -16,7 +16,8 @@ N modes), measures acquire+release cycles of our manager, the peers and the
 raw references, stops the servers, and prints a table and one summary line.
 The fair mode runs ours only: two managers, 4 threads each, on one key; so
 does the procs mode: 8 processes, each with a manager of default settings
-and one thread, on one key.
+and one thread, on one key; and the semaphore mode: 4 managers × 4 threads
+on a semaphore of 4 permits, next to mutex4x4, the same layout on one key.
 
   --quick        1 round, each cell 1 s after 0.3 s of warm-up
                  (default: 3 rounds, each cell 2 s after 0.5 s of warm-up)
@@ -24,11 +25,13 @@ and one thread, on one key.
                  so all implementations share the machine's noise
   --secs S       measured seconds per cell and round
   --warmup S     warm-up seconds per cell (not measured)
-  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair,procs
+  --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair,procs,
+                 semaphore,mutex4x4
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,rslock,
                  redlock,raw-seq,raw-floor,raw-ceiling
   --hot-retry MIN-MAX
-                 our retry pauses in the hot-key and fair modes, in ms
+                 our retry pauses in the hot-key, fair, semaphore and mutex4x4
+                 modes, in ms
                  (default 1-5)
   --own-sessions each server in a session of its own (through setsid), as
                  daemons or servers of a service manager run: with autogroup
@@ -45,7 +48,7 @@ pub(crate) struct Options {
     pub(crate) rounds: usize,
     pub(crate) modes: Vec<Mode>,
     pub(crate) impls: Vec<Impl>,
-    /// Our retry pauses (min, max) in the hot-key and fair modes.
+    /// Our retry pauses (min, max) in the hot-key, fair, semaphore and mutex4x4 modes.
     pub(crate) hot_retry: (Duration, Duration),
     /// Servers in sessions of their own instead of the benchmark's.
     pub(crate) own_sessions: bool,
@@ -200,12 +203,12 @@ mod tests {
         assert_eq!(options.impls, [Impl::Ours]);
         let options = parse(args(&["--modes", "hot, fair,1x1"]))?;
         assert_eq!(options.modes, [Mode::Hot, Mode::Fair, Mode::One]);
-        // Every mode by default, the fair and procs ones last; their names
-        // round-trip.
+        // Every mode by default, the fair, procs and semaphore ones last;
+        // their names round-trip.
         let options = parse(args(&[]))?;
         assert_eq!(
-            options.modes[options.modes.len() - 2..],
-            [Mode::Fair, Mode::Procs]
+            options.modes[options.modes.len() - 4..],
+            [Mode::Fair, Mode::Procs, Mode::Semaphore, Mode::Mutex4x4]
         );
         assert_eq!(Mode::Fair.cli_name(), "fair");
         assert!(parse(args(&["--modes", "fairness"])).is_err());
@@ -223,6 +226,20 @@ mod tests {
         assert!(Mode::Procs.one_key());
         assert!(parse(args(&["--quick"]))?.modes.contains(&Mode::Procs));
         assert!(parse(args(&["--modes", "proc"])).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn semaphore_mode_and_its_mutex_twin_by_name() -> anyhow::Result<()> {
+        let options = parse(args(&["--quick", "--modes", "semaphore,mutex4x4"]))?;
+        assert_eq!(options.modes, [Mode::Semaphore, Mode::Mutex4x4]);
+        for mode in [Mode::Semaphore, Mode::Mutex4x4] {
+            assert_eq!(mode.impls(), [Impl::Ours]);
+            assert_eq!(mode.clients(), 16);
+            assert_eq!(mode.nodes(), 5);
+        }
+        assert_eq!(Mode::Semaphore.cli_name(), "semaphore");
+        assert!(parse(args(&["--modes", "sem"])).is_err());
         Ok(())
     }
 

@@ -119,6 +119,7 @@ pub(crate) fn run(cell: &Cell<'_>, retry: (Duration, Duration)) -> anyhow::Resul
         overlaps: Some(detector.overlaps()),
         fair: Some(tracker.into_record()),
         procs: None,
+        shared: None,
     })
 }
 

@@ -22,6 +22,7 @@ mod procs;
 mod raw;
 mod report;
 mod runner;
+mod semaphore;
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
@@ -122,6 +123,18 @@ fn run() -> anyhow::Result<()> {
             println!("  {line}");
         }
     }
+    let shared: Vec<String> = rows.iter().filter_map(Row::shared).collect();
+    if !shared.is_empty() {
+        println!();
+        println!(
+            "{} managers × {} threads (wait: acquire called to held; inside: holders at once, counted in the benchmark):",
+            cell::SEM_MANAGERS,
+            cell::SEM_THREADS
+        );
+        for line in shared {
+            println!("  {line}");
+        }
+    }
     let summary = Summary::from_rows(&rows);
     println!();
     println!(
@@ -177,6 +190,9 @@ fn run_cell(
     let outcome = match imp {
         Impl::Ours if mode == Mode::Fair => fair::run(&cell, options.hot_retry),
         Impl::Ours if mode == Mode::Procs => procs::run(&cell),
+        Impl::Ours if matches!(mode, Mode::Semaphore | Mode::Mutex4x4) => {
+            semaphore::run(&cell, options.hot_retry)
+        }
         Impl::Ours => {
             let (min, max) = options.hot_retry;
             ours::run(&cell, ours::Jitter::Hot(min, max))
@@ -229,7 +245,8 @@ fn print_machine(options: &Options) {
     );
     println!(
         "plan: {} round(s) over all cells, each cell {:.1} s warm-up + {:.1} s measured; TTL {} s; \
-         ours: node timeout {} ms, hot-key and fair retry {}–{} ms, procs: {} processes with the defaults",
+         ours: node timeout {} ms, hot-key, fair, semaphore and mutex4x4 retry {}–{} ms, \
+         procs: {} processes with the defaults",
         options.rounds,
         options.plan.warmup.as_secs_f64(),
         options.plan.window.as_secs_f64(),

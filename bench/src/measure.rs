@@ -324,20 +324,70 @@ impl ProcsRecord {
     }
 }
 
-/// Counts critical sections entered while another one is running: two
-/// holders of the same lock at once.
-#[derive(Debug, Default)]
+/// The semaphore and mutex4x4 modes' figures beyond the cycles: each
+/// manager's acquisitions and the waits (as [`ProcsRecord`], a manager for
+/// a process), and the most holders that were inside at once.
+#[derive(Debug)]
+pub(crate) struct SharedRecord {
+    pub(crate) by_manager: ProcsRecord,
+    pub(crate) peak: u32,
+}
+
+impl SharedRecord {
+    pub(crate) fn new(managers: usize) -> Self {
+        SharedRecord {
+            by_manager: ProcsRecord::new(managers),
+            peak: 0,
+        }
+    }
+
+    /// Folds another round's record into this one.
+    pub(crate) fn merge(&mut self, other: &SharedRecord) {
+        self.by_manager.merge(&other.by_manager);
+        self.peak = self.peak.max(other.peak);
+    }
+}
+
+/// Counts critical sections entered while `capacity` others are running:
+/// two holders of the same lock at once (capacity 1, the default), or more
+/// holders than a semaphore's permits. Also keeps the most inside at once.
+#[derive(Debug)]
 pub(crate) struct OverlapDetector {
+    capacity: u32,
     inside: AtomicU32,
+    peak: AtomicU32,
     overlaps: AtomicU64,
 }
 
+impl Default for OverlapDetector {
+    fn default() -> Self {
+        Self::with_capacity(1)
+    }
+}
+
 impl OverlapDetector {
+    /// A detector for `capacity` holders at once.
+    pub(crate) fn with_capacity(capacity: u32) -> Self {
+        OverlapDetector {
+            capacity,
+            inside: AtomicU32::new(0),
+            peak: AtomicU32::new(0),
+            overlaps: AtomicU64::new(0),
+        }
+    }
+
     /// Call right after the lock was acquired.
     pub(crate) fn enter(&self) {
-        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+        let before = self.inside.fetch_add(1, Ordering::SeqCst);
+        self.peak.fetch_max(before + 1, Ordering::SeqCst);
+        if before >= self.capacity {
             self.overlaps.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// The most holders inside at once so far.
+    pub(crate) fn peak(&self) -> u32 {
+        self.peak.load(Ordering::SeqCst)
     }
 
     /// Call right before the lock is released.

@@ -96,6 +96,7 @@ fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
         procs: None,
+        shared: None,
     })
 }
 

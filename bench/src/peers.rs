@@ -56,6 +56,7 @@ pub(crate) fn rslock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
         procs: None,
+        shared: None,
     })
 }
 
@@ -101,5 +102,6 @@ pub(crate) fn redlock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         overlaps: detector.map(|d| d.overlaps()),
         fair: None,
         procs: None,
+        shared: None,
     })
 }

@@ -104,6 +104,7 @@ pub(crate) fn run(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         overlaps: Some(overlaps(holds)),
         fair: None,
         procs: Some(procs),
+        shared: None,
     })
 }
 

@@ -195,6 +195,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         overlaps: None,
         fair: None,
         procs: None,
+        shared: None,
     })
 }
 

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cell::{Impl, Mode, Outcome, FAIR_SIDES, PROCS};
-use crate::measure::{FairRecord, ProcsRecord, Recorder, Usage};
+use crate::cell::{Impl, Mode, Outcome, FAIR_SIDES, PROCS, SEM_MANAGERS, SEM_PERMITS};
+use crate::measure::{FairRecord, ProcsRecord, Recorder, SharedRecord, Usage};
 
 /// One implementation in one mode, over all rounds.
 #[derive(Debug)]
@@ -21,6 +21,9 @@ pub(crate) struct Row {
     fair: Option<FairRecord>,
     /// Procs mode: each process's acquisitions and the waits.
     procs: Option<ProcsRecord>,
+    /// Semaphore and mutex4x4 modes: each manager's acquisitions, the
+    /// waits, the most inside at once.
+    shared: Option<SharedRecord>,
     /// A failure that ends the row: setup failed, a client stalled or could
     /// not go on. Later rounds skip the row.
     broken: Option<String>,
@@ -38,6 +41,7 @@ impl Row {
             overlaps: None,
             fair: None,
             procs: None,
+            shared: None,
             broken: None,
         }
     }
@@ -72,6 +76,11 @@ impl Row {
                     self.procs
                         .get_or_insert_with(|| ProcsRecord::new(PROCS))
                         .merge(procs);
+                }
+                if let Some(shared) = &outcome.shared {
+                    self.shared
+                        .get_or_insert_with(|| SharedRecord::new(SEM_MANAGERS))
+                        .merge(shared);
                 }
             }
             Err(e) => {
@@ -283,6 +292,83 @@ impl Row {
         Some(line)
     }
 
+    /// The semaphore or mutex4x4 mode's wait at quantile `q`, of a row that
+    /// succeeded.
+    pub(crate) fn shared_wait(&self, q: f64) -> Option<Duration> {
+        if self.failure().is_some() {
+            return None;
+        }
+        self.shared
+            .as_ref()
+            .and_then(|s| s.by_manager.wait_quantile(q))
+    }
+
+    /// The most holders inside at once, of a semaphore or mutex4x4 row
+    /// that succeeded.
+    pub(crate) fn shared_peak(&self) -> Option<f64> {
+        if self.failure().is_some() {
+            return None;
+        }
+        self.shared.as_ref().map(|s| f64::from(s.peak))
+    }
+
+    /// The semaphore and mutex4x4 modes' own figures, one line, or `None`
+    /// for other rows.
+    pub(crate) fn shared(&self) -> Option<String> {
+        let shared = self.shared.as_ref()?;
+        let mut line = format!("{} / {}: ", self.mode, self.imp.name());
+        if let Some(failure) = self.failure() {
+            let _ = write!(line, "FAILED: {}", one_line(Some(&failure)));
+            return Some(line);
+        }
+        let by = &shared.by_manager;
+        let secs = self.measured.as_secs_f64().max(f64::MIN_POSITIVE);
+        let what = if self.mode == Mode::Semaphore {
+            "permits"
+        } else {
+            "locks"
+        };
+        let _ = write!(
+            line,
+            "{} {what} taken, {:.0}/s; ",
+            by.total(),
+            by.total() as f64 / secs
+        );
+        let millis = |q: f64| {
+            by.wait_quantile(q).map_or_else(
+                || "–".to_owned(),
+                |d| format!("{:.2}", d.as_secs_f64() * 1e3),
+            )
+        };
+        let _ = write!(
+            line,
+            "wait p50 {} ms, p99 {} ms, p99.9 {} ms, max {} ms; ",
+            millis(0.5),
+            millis(0.99),
+            millis(0.999),
+            millis(1.0),
+        );
+        if let Some((max, min)) = by.max_min_share() {
+            let _ = write!(
+                line,
+                "managers' shares: largest {max:.1} %, smallest {min:.1} %; "
+            );
+        }
+        let allowed = if self.mode == Mode::Semaphore {
+            SEM_PERMITS
+        } else {
+            1
+        };
+        let _ = write!(
+            line,
+            "inside at once: at most {} (allowed {allowed}); {} errors; {} overlaps",
+            shared.peak,
+            self.record.errors(),
+            self.overlaps.unwrap_or(0),
+        );
+        Some(line)
+    }
+
     /// The fair mode's own figures, one line, or `None` for other rows.
     pub(crate) fn fairness(&self) -> Option<String> {
         let fair = self.fair.as_ref()?;
@@ -360,6 +446,19 @@ pub(crate) struct Summary {
     pub(crate) procs_p999_ms: Option<f64>,
     /// Procs mode: the largest process's share of the acquisitions, in %.
     pub(crate) procs_max_share: Option<f64>,
+    /// Semaphore mode: permits taken per second, all threads.
+    pub(crate) sem_okps: Option<f64>,
+    /// Semaphore mode's permits per second over mutex4x4's locks per
+    /// second, in the same run.
+    pub(crate) sem_vs_mutex4x4: Option<f64>,
+    /// Semaphore mode: the wait's p50, in ms.
+    pub(crate) sem_wait_p50_ms: Option<f64>,
+    /// Semaphore mode: the wait's p99, in ms.
+    pub(crate) sem_wait_p99_ms: Option<f64>,
+    /// Semaphore mode's wait p99 over mutex4x4's.
+    pub(crate) sem_wait_p99_vs_mutex4x4: Option<f64>,
+    /// Semaphore mode: the most holders inside at once.
+    pub(crate) sem_peak: Option<f64>,
 }
 
 impl Summary {
@@ -404,6 +503,18 @@ impl Summary {
                 .and_then(|r| r.procs_wait(0.999))
                 .map(|d| d.as_secs_f64() * 1e3),
             procs_max_share: find(rows, Mode::Procs, Impl::Ours).and_then(Row::procs_max_share),
+            sem_okps: rate(Mode::Semaphore, Impl::Ours),
+            sem_vs_mutex4x4: ratio(
+                rate(Mode::Semaphore, Impl::Ours),
+                rate(Mode::Mutex4x4, Impl::Ours),
+            ),
+            sem_wait_p50_ms: shared_wait_ms(rows, Mode::Semaphore, 0.5),
+            sem_wait_p99_ms: shared_wait_ms(rows, Mode::Semaphore, 0.99),
+            sem_wait_p99_vs_mutex4x4: ratio(
+                shared_wait_ms(rows, Mode::Semaphore, 0.99),
+                shared_wait_ms(rows, Mode::Mutex4x4, 0.99),
+            ),
+            sem_peak: find(rows, Mode::Semaphore, Impl::Ours).and_then(Row::shared_peak),
         }
     }
 
@@ -496,6 +607,32 @@ impl Summary {
                 self.procs_max_share,
                 "<= 20 (% of acquisitions; 12.5 = even)",
             ),
+            (
+                "sem_okps",
+                self.sem_okps,
+                "(permits/s, 16 threads over 4 managers, 4 permits)",
+            ),
+            (
+                "sem_vs_mutex4x4",
+                self.sem_vs_mutex4x4,
+                "(permits/s over the same layout's locks/s)",
+            ),
+            (
+                "sem_wait_p50_ms",
+                self.sem_wait_p50_ms,
+                "(wait for a permit)",
+            ),
+            (
+                "sem_wait_p99_ms",
+                self.sem_wait_p99_ms,
+                "(wait for a permit)",
+            ),
+            (
+                "sem_wait_p99_vs_mutex4x4",
+                self.sem_wait_p99_vs_mutex4x4,
+                "(wait p99, semaphore / mutex)",
+            ),
+            ("sem_peak", self.sem_peak, "<= 4 (holders inside at once)"),
         ];
         let mut out = String::new();
         for (name, value, target) in lines {
@@ -510,7 +647,9 @@ impl Summary {
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
              distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
              n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={} cpu1_vs_floor={} \
-             ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={}",
+             ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={} \
+             sem_okps={} sem_vs_mutex4x4={} sem_wait_p50_ms={} sem_wait_p99_ms={} \
+             sem_wait_p99_vs_mutex4x4={} sem_peak={}",
             number(self.p50_vs_floor),
             number(self.distinct8_vs_ceiling),
             number(self.distinct32_vs_ceiling),
@@ -526,8 +665,21 @@ impl Summary {
             number(self.procs_okps),
             number(self.procs_p999_ms),
             number(self.procs_max_share),
+            number(self.sem_okps),
+            number(self.sem_vs_mutex4x4),
+            number(self.sem_wait_p50_ms),
+            number(self.sem_wait_p99_ms),
+            number(self.sem_wait_p99_vs_mutex4x4),
+            number(self.sem_peak),
         )
     }
+}
+
+/// The semaphore or mutex4x4 mode's wait at quantile `q`, in ms.
+fn shared_wait_ms(rows: &[Row], mode: Mode, q: f64) -> Option<f64> {
+    find(rows, mode, Impl::Ours)
+        .and_then(|r| r.shared_wait(q))
+        .map(|d| d.as_secs_f64() * 1e3)
 }
 
 fn find(rows: &[Row], mode: Mode, imp: Impl) -> Option<&Row> {
@@ -582,6 +734,7 @@ mod tests {
                 overlaps: Some(0),
                 fair: Some(fair),
                 procs: None,
+                shared: None,
             }),
         );
         let summary = Summary::from_rows(&[row]);
@@ -611,6 +764,7 @@ mod tests {
             overlaps: procs.as_ref().map(|_| 0),
             fair: None,
             procs,
+            shared: None,
         }
     }
 
@@ -653,10 +807,71 @@ mod tests {
         assert!(
             line.ends_with(
                 " cpu1_vs_floor=1.50 ctxsw1_per_cycle=2.50 procs_okps=2.00 \
-                 procs_p999_ms=300.15 procs_max_share=75.00"
+                 procs_p999_ms=300.15 procs_max_share=75.00 sem_okps=nan sem_vs_mutex4x4=nan \
+                 sem_wait_p50_ms=nan sem_wait_p99_ms=nan sem_wait_p99_vs_mutex4x4=nan sem_peak=nan"
             ),
             "{line}"
         );
+    }
+
+    #[test]
+    fn semaphore_figures_reach_the_summary_next_to_the_mutex_and_an_overlap_fails_the_row() {
+        let shared = |waits_ms: &[u64], peak| {
+            let mut shared = SharedRecord::new(SEM_MANAGERS);
+            for (i, &wait) in waits_ms.iter().enumerate() {
+                shared.by_manager.count(i % SEM_MANAGERS);
+                shared.by_manager.wait(Duration::from_millis(wait));
+            }
+            shared.peak = peak;
+            shared
+        };
+        let mut sem = Row::new(Mode::Semaphore, Impl::Ours);
+        sem.add(
+            Duration::from_secs(1),
+            Ok(Outcome {
+                shared: Some(shared(&[1, 1, 1, 2], 4)),
+                ..outcome(400, Usage::default(), None)
+            }),
+        );
+        let mut mutex = Row::new(Mode::Mutex4x4, Impl::Ours);
+        mutex.add(
+            Duration::from_secs(1),
+            Ok(Outcome {
+                shared: Some(shared(&[4, 4, 4, 8], 1)),
+                ..outcome(100, Usage::default(), None)
+            }),
+        );
+        assert!(
+            sem.shared()
+                .is_some_and(|l| l.contains("at most 4 (allowed 4)")),
+            "{:?}",
+            sem.shared()
+        );
+        let summary = Summary::from_rows(&[sem, mutex]);
+        assert_eq!(summary.sem_okps, Some(400.0));
+        assert_eq!(summary.sem_vs_mutex4x4, Some(4.0));
+        assert_eq!(summary.sem_peak, Some(4.0));
+        let p99 = summary.sem_wait_p99_vs_mutex4x4.expect("both waits");
+        assert!((p99 - 0.25).abs() < 0.01, "{p99}");
+        assert!(
+            summary.line().contains(" sem_vs_mutex4x4=4.00 "),
+            "{}",
+            summary.line()
+        );
+
+        // The benchmark found five inside: the row fails, its figures go.
+        let mut bad = Row::new(Mode::Semaphore, Impl::Ours);
+        let mut failed = Outcome {
+            shared: Some(shared(&[1], 5)),
+            ..outcome(400, Usage::default(), None)
+        };
+        failed
+            .record
+            .fault("1 entries while 4 holder(s) were inside");
+        bad.add(Duration::from_secs(1), Ok(failed));
+        assert!(bad.shared().is_some_and(|l| l.contains("FAILED")));
+        let summary = Summary::from_rows(&[bad]);
+        assert_eq!((summary.sem_okps, summary.sem_peak), (None, None));
     }
 
     #[test]
@@ -667,7 +882,9 @@ mod tests {
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
              distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
              n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan cpu1_vs_floor=nan \
-             ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan"
+             ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan \
+             sem_okps=nan sem_vs_mutex4x4=nan sem_wait_p50_ms=nan sem_wait_p99_ms=nan \
+             sem_wait_p99_vs_mutex4x4=nan sem_peak=nan"
         );
     }
 }

@@ -14,11 +14,12 @@ Exit codes:
   0         check: fit for Redlock; status: a quorum of servers answered
   1         check: not fit for Redlock (see the errors)
   64        bad usage: arguments, no servers, a malformed URL or duration,
-            an empty key, one server listed twice
+            an empty key, one server listed twice, --limit not in 1..=64
   69        unavailable: no quorum, servers unreachable
   70        an unexpected error
-  75        run: the lock is held by another holder (--no-wait, or --wait
-            ran out); change it with --conflict-exit-code
+  75        run: the lock is held by another holder, or with --limit all
+            permits are (--no-wait, or --wait ran out); change it with
+            --conflict-exit-code
   79        run: the lock was lost while the command ran; it was stopped
   126, 127  run: the command could not be started, was not found
   130, 143  run: SIGINT, SIGTERM while waiting for the lock
@@ -38,14 +39,15 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Acquire KEY, run COMMAND while keeping the lock alive, release it
-    /// when COMMAND exits, and exit with its code.
+    /// Acquire KEY (or, with --limit K, one of K permits named KEY), run
+    /// COMMAND while keeping it alive, release it when COMMAND exits, and
+    /// exit with its code.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// Check that the servers are fit for Redlock (docs/operations.md).
     Check(ServerArgs),
     /// Show, per server, whether KEY is held, for how long, and the first
-    /// bytes of its token.
+    /// bytes of its token; with --limit K, who holds each of the K permits.
     Status(StatusArgs),
 }
 
@@ -65,6 +67,10 @@ pub(crate) struct ServerArgs {
 pub(crate) struct StatusArgs {
     #[command(flatten)]
     pub(crate) servers: ServerArgs,
+    /// KEY is a semaphore of K permits (as `run --limit K`): show each
+    /// permit's holder.
+    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = permits)]
+    pub(crate) limit: Option<u32>,
     /// The lock's key.
     pub(crate) key: String,
 }
@@ -99,6 +105,11 @@ pub(crate) struct RunArgs {
     /// each holder).
     #[arg(long)]
     pub(crate) fencing: bool,
+    /// Take one of K permits of the semaphore KEY instead of the lock KEY:
+    /// at most K commands run at once (1 to 64; every run on KEY must give
+    /// the same K).
+    #[arg(long, value_name = "K", allow_hyphen_values = true, value_parser = permits)]
+    pub(crate) limit: Option<u32>,
     /// Progress on stderr: waiting, attempts, acquired, extended, released.
     #[arg(short, long)]
     pub(crate) verbose: bool,
@@ -110,6 +121,24 @@ pub(crate) struct RunArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,
+}
+
+/// A number of permits, from 1 to [`redlock_redis::MAX_PERMITS`].
+fn permits(text: &str) -> Result<u32, String> {
+    let max = redlock_redis::MAX_PERMITS;
+    let text = text.trim();
+    match text.parse::<u32>() {
+        Ok(k) if (1..=max).contains(&k) => Ok(k),
+        Ok(0) => Err(format!(
+            "0 permits would admit nobody (expected a number of permits from 1 to {max})"
+        )),
+        _ if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => Err(format!(
+            "at most {max} permits (a call that finds all taken tries each one)"
+        )),
+        _ => Err(format!(
+            "not a number (expected a number of permits from 1 to {max})"
+        )),
+    }
 }
 
 /// A duration such as `30s`, `1m 30s`, `500ms`; `0` allowed.
@@ -145,5 +174,18 @@ mod tests {
         assert!(any_duration("-5s").is_err());
         assert!(any_duration("99999999999999999999999s").is_err());
         assert!(any_duration("").is_err());
+    }
+
+    #[test]
+    fn permit_counts() {
+        let says = |text: &str, what: &str| permits(text).is_err_and(|e| e.contains(what));
+        assert_eq!(permits("1"), Ok(1));
+        assert_eq!(permits(" 64 "), Ok(redlock_redis::MAX_PERMITS));
+        assert!(says("0", "from 1 to 64"));
+        assert!(says("65", "at most 64"));
+        assert!(says("99999999999999999999", "at most 64"));
+        for bad in ["", "two", "-1", "2.5", "+"] {
+            assert!(says(bad, "not a number"), "{bad:?}");
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! `redlock run`: acquire, run the command with the lock kept alive,
-//! stop it if the lock is lost, release, exit with its code.
+//! stop it if the lock is lost, release, exit with its code. With
+//! `--limit K` the lock is one of the K permits of the semaphore KEY, a
+//! lock of its own (`KEY:permit:i`), so all the rest is the same.
 
 use std::io;
 use std::process::{Command, ExitStatus};
@@ -8,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Redlock};
+use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -29,6 +31,40 @@ const TICK: Duration = Duration::from_millis(100);
 struct Progress {
     on: bool,
     key: String,
+}
+
+/// What `run` waits for: the lock KEY, or a permit of the semaphore KEY.
+enum Target {
+    Lock,
+    Permit(Semaphore),
+}
+
+/// The lock held, and which permit it is with `--limit`.
+struct Held {
+    lock: Lock,
+    slot: Option<u32>,
+}
+
+impl Held {
+    fn lock(lock: Lock) -> Self {
+        Held { lock, slot: None }
+    }
+
+    fn permit(permit: Permit) -> Self {
+        let slot = Some(permit.slot());
+        Held {
+            lock: permit.into_lock(),
+            slot,
+        }
+    }
+
+    /// "" or " permit i of K" (numbered from 0), for the progress messages.
+    fn which(&self, args: &RunArgs) -> String {
+        match (self.slot, args.limit) {
+            (Some(slot), Some(k)) => format!(" permit {slot} of {k}"),
+            _ => String::new(),
+        }
+    }
 }
 
 impl Progress {
@@ -69,9 +105,25 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
         });
     }
     let locks = crate::servers::connect(&urls, args.node_timeout, args.fencing)?;
-    let lock = acquire(&locks, &args, &cancel, &events, &progress, urls.len());
-    let lock = match lock {
-        Ok(lock) => lock,
+    let target = match args.limit {
+        None => Target::Lock,
+        Some(k) => Target::Permit(
+            locks
+                .semaphore(&args.key, k)
+                .map_err(|e| Exit::usage(format!("{}: {e}", args.key)))?,
+        ),
+    };
+    let held = acquire(
+        &locks,
+        &target,
+        &args,
+        &cancel,
+        &events,
+        &progress,
+        urls.len(),
+    );
+    let Held { lock, slot } = match held {
+        Ok(held) => held,
         Err(exit) => {
             handle.close();
             return Err(exit);
@@ -90,11 +142,14 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
             format!("cannot keep the lock alive: {e}"),
         ));
     }
-    let result = supervise(&lock, &args, &events, &progress);
+    let result = supervise(&lock, slot, &args, &events, &progress);
     handle.close();
     let released = lock.release();
     match &released {
-        Ok(()) => progress.say(format_args!("released")),
+        Ok(()) => progress.say(format_args!(
+            "released{}",
+            slot.map_or_else(String::new, |slot| format!(" permit {slot}"))
+        )),
         // Worth knowing without -v: the lock was gone before the end, or
         // some server missed the release (its key then expires).
         Err(e) => eprintln!("redlock: {}: release: {e}", args.key),
@@ -102,35 +157,43 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     result
 }
 
-/// Waits for the lock as the options say.
+/// Waits for the lock (or a permit) as the options say.
 fn acquire(
     locks: &Redlock,
+    target: &Target,
     args: &RunArgs,
     cancel: &Cancel,
     events: &Receiver<Event>,
     progress: &Progress,
     n: usize,
-) -> Result<Lock, Exit> {
+) -> Result<Held, Exit> {
     let start = Instant::now();
+    let what = match args.limit {
+        Some(k) => format!("for one of {k} permits "),
+        None => String::new(),
+    };
     progress.say(format_args!(
-        "waiting on {n} servers (quorum {}), ttl {}",
+        "waiting {what}on {n} servers (quorum {}), ttl {}",
         locks.quorum(),
         humantime::format_duration(args.ttl)
     ));
-    let result = if args.no_wait {
-        locks.try_lock(args.key.as_str(), args.ttl)
-    } else {
-        let deadline = args.wait.map(|wait| later(start, wait));
-        wait(locks, args, deadline, cancel, progress)
+    let result = match (target, args.no_wait) {
+        (Target::Lock, true) => locks.try_lock(args.key.as_str(), args.ttl).map(Held::lock),
+        (Target::Permit(semaphore), true) => semaphore.try_acquire(args.ttl).map(Held::permit),
+        (_, false) => {
+            let deadline = args.wait.map(|wait| later(start, wait));
+            wait(locks, target, args, deadline, cancel, progress)
+        }
     };
     match result {
-        Ok(lock) => {
+        Ok(held) => {
             progress.say(format_args!(
-                "acquired after {}, valid for {}",
+                "acquired{} after {}, valid for {}",
+                held.which(args),
                 ms(start.elapsed()),
-                ms(lock.validity())
+                ms(held.lock.validity())
             ));
-            Ok(lock)
+            Ok(held)
         }
         Err(LockError::Cancelled) => {
             let signal = events
@@ -142,30 +205,48 @@ fn acquire(
                 .unwrap_or(SIGINT);
             Err(Exit::new(
                 exit::of_signal(signal),
-                format!("{}: interrupted while waiting for the lock", args.key),
+                format!(
+                    "{}: interrupted while waiting for {}",
+                    args.key,
+                    if args.limit.is_some() {
+                        "a permit"
+                    } else {
+                        "the lock"
+                    }
+                ),
             ))
         }
-        Err(err) => Err(refusal(&args.key, args.conflict_exit_code, &err)),
+        Err(err) => Err(refusal(args, &err)),
     }
 }
 
-/// `lock_cancellable` until `deadline`; with `-v`, in slices of a second
-/// that report the attempts and the last round.
+/// `lock_cancellable` (or `acquire_cancellable` for a permit) until
+/// `deadline`; with `-v`, in slices of a second that report the attempts
+/// and the last round.
 fn wait(
     locks: &Redlock,
+    target: &Target,
     args: &RunArgs,
     deadline: Option<Instant>,
     cancel: &Cancel,
     progress: &Progress,
-) -> Result<Lock, LockError> {
+) -> Result<Held, LockError> {
+    let attempt = |until: Option<Instant>| match target {
+        Target::Lock => locks
+            .lock_cancellable(args.key.as_str(), args.ttl, until, cancel)
+            .map(Held::lock),
+        Target::Permit(semaphore) => semaphore
+            .acquire_cancellable(args.ttl, until, cancel)
+            .map(Held::permit),
+    };
     if !progress.on {
-        return locks.lock_cancellable(args.key.as_str(), args.ttl, deadline, cancel);
+        return attempt(deadline);
     }
     let mut attempts: u64 = 0;
     loop {
         let slice = later(Instant::now(), Duration::from_secs(1));
         let until = deadline.map_or(slice, |d| d.min(slice));
-        match locks.lock_cancellable(args.key.as_str(), args.ttl, Some(until), cancel) {
+        match attempt(Some(until)) {
             Err(LockError::Timeout { attempts: a, last })
                 if deadline.is_none_or(|d| Instant::now() < d) =>
             {
@@ -197,17 +278,24 @@ fn describe(err: &LockError) -> String {
     }
 }
 
-/// The exit for a lock that was not acquired.
-fn refusal(key: &str, conflict: u8, err: &LockError) -> Exit {
+/// The exit for a lock (or permit) that was not acquired.
+fn refusal(args: &RunArgs, err: &LockError) -> Exit {
+    let key = &args.key;
     let last = match err {
         LockError::Timeout { last, .. } => last.as_ref(),
         other => other,
     };
     match last {
-        LockError::Contended(_) => Exit::new(
-            conflict,
-            format!("{key}: held by another holder ({})", describe(err)),
-        ),
+        LockError::Contended(_) => {
+            let held = match args.limit {
+                Some(k) => format!("all {k} permits held by other holders"),
+                None => "held by another holder".to_owned(),
+            };
+            Exit::new(
+                args.conflict_exit_code,
+                format!("{key}: {held} ({})", describe(err)),
+            )
+        }
         LockError::NoQuorum(_) | LockError::ValidityExhausted { .. } => {
             Exit::new(UNAVAILABLE, format!("{key}: no quorum: {err}"))
         }
@@ -219,6 +307,7 @@ fn refusal(key: &str, conflict: u8, err: &LockError) -> Exit {
 /// Runs the command and watches it, the signals and the lock.
 fn supervise(
     lock: &Lock,
+    slot: Option<u32>,
     args: &RunArgs,
     events: &Receiver<Event>,
     progress: &Progress,
@@ -229,6 +318,9 @@ fn supervise(
         .ok_or_else(|| Exit::usage("no command after --"))?;
     let mut command = Command::new(program);
     command.args(rest).env("REDLOCK_KEY", &args.key);
+    if let Some(slot) = slot {
+        command.env("REDLOCK_PERMIT", slot.to_string());
+    }
     if let Some(token) = lock.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
@@ -292,10 +384,11 @@ fn supervise(
         valid_until = until;
     };
     if let Some(reason) = lost {
+        let what = slot.map_or_else(|| "the lock".to_owned(), |slot| format!("permit {slot}"));
         return Err(Exit::new(
             LOST,
             format!(
-                "{}: lost the lock while the command ran ({reason}); the command was stopped ({})",
+                "{}: lost {what} while the command ran ({reason}); the command was stopped ({})",
                 args.key,
                 describe_status(status)
             ),

@@ -1,8 +1,11 @@
 //! `redlock status KEY`: per server, held or not, the time left, and the
-//! first bytes of the token.
+//! first bytes of the token. With `--limit K`, the same for each permit of
+//! the semaphore KEY, one line per permit.
+
+use std::time::Duration;
 
 use redlock_redis::decide::quorum;
-use redlock_redis::key_status;
+use redlock_redis::{key_status, keys_status, KeyState};
 
 use crate::cli::StatusArgs;
 use crate::exit::{Exit, UNAVAILABLE};
@@ -12,7 +15,23 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, Exit> {
         return Err(Exit::usage("the key must not be empty"));
     }
     let urls = crate::servers::urls(&args.servers.servers)?;
-    let states = key_status(&urls, &args.key, args.servers.timeout)
+    let (answered, n) = match args.limit {
+        None => lock_status(args, &urls)?,
+        Some(k) => permits_status(args, &urls, k)?,
+    };
+    let q = quorum(n);
+    if answered < q {
+        return Err(Exit::new(
+            UNAVAILABLE,
+            format!("only {answered} of {n} servers answered"),
+        ));
+    }
+    Ok(0)
+}
+
+/// One line per server; returns (servers that answered, servers).
+fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exit> {
+    let states = key_status(urls, &args.key, args.servers.timeout)
         .map_err(|e| Exit::usage(e.to_string()))?;
     let mut answered = 0;
     let mut held = 0;
@@ -35,20 +54,95 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, Exit> {
         }
     }
     let n = states.len();
-    let q = quorum(n);
     println!(
-        "{}: held on {held} of {n} server(s) (a lock needs {q})",
-        args.key
+        "{}: held on {held} of {n} server(s) (a lock needs {})",
+        args.key,
+        quorum(n)
     );
-    if answered < q {
-        return Err(Exit::new(
-            UNAVAILABLE,
-            format!("only {answered} of {n} servers answered"),
-        ));
-    }
-    Ok(0)
+    Ok((answered, n))
 }
 
-fn round_ms(d: std::time::Duration) -> std::time::Duration {
-    std::time::Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// One line per permit (the key `KEY:permit:i` of each, read from every
+/// server in one pipeline), then the servers that did not answer and a
+/// count; returns (servers that answered, servers).
+fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, usize), Exit> {
+    // The permit keys' form is the library's (docs/design.md, `Semaphore`).
+    let keys: Vec<String> = (0..k)
+        .map(|slot| format!("{}:permit:{slot}", args.key))
+        .collect();
+    let states =
+        keys_status(urls, &keys, args.servers.timeout).map_err(|e| Exit::usage(e.to_string()))?;
+    let n = states.len();
+    let q = quorum(n);
+    let answers: Vec<&Vec<KeyState>> = states.iter().filter_map(|(_, s)| s.as_ref().ok()).collect();
+    let mut taken = 0;
+    for (slot, key) in keys.iter().enumerate() {
+        let held: Vec<&KeyState> = answers
+            .iter()
+            .filter_map(|states| states.get(slot))
+            .filter(|state| state.is_held())
+            .collect();
+        if held.is_empty() {
+            if answers.len() == n {
+                println!("permit {slot} ({key}): free");
+            } else {
+                println!(
+                    "permit {slot} ({key}): free on the {} of {n} server(s) that answered",
+                    answers.len()
+                );
+            }
+            continue;
+        }
+        let (token, on) = most_common_token(&held);
+        if on >= q {
+            taken += 1;
+        }
+        let left = held
+            .iter()
+            .filter(|state| state.token_prefix.as_deref() == Some(token))
+            .filter_map(|state| state.ttl)
+            .min()
+            .unwrap_or_default();
+        let others = if on < held.len() {
+            format!(" ({} server(s) hold other tokens)", held.len() - on)
+        } else {
+            String::new()
+        };
+        println!(
+            "permit {slot} ({key}): held on {on} of {n} server(s), {} left, token {token}…{others}",
+            humantime::format_duration(round_ms(left))
+        );
+    }
+    for (node, state) in &states {
+        if let Err(err) = state {
+            println!("{node}: unreachable: {err}");
+        }
+    }
+    println!(
+        "{}: {taken} of {k} permit(s) held on a quorum ({q} of {n} servers)",
+        args.key
+    );
+    Ok((answers.len(), n))
+}
+
+/// The token most of `held` show, and on how many servers.
+fn most_common_token<'a>(held: &[&'a KeyState]) -> (&'a str, usize) {
+    let mut best = ("", 0);
+    for state in held {
+        let Some(token) = state.token_prefix.as_deref() else {
+            continue;
+        };
+        let count = held
+            .iter()
+            .filter(|other| other.token_prefix.as_deref() == Some(token))
+            .count();
+        if count > best.1 {
+            best = (token, count);
+        }
+    }
+    best
+}
+
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

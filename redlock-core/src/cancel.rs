@@ -16,8 +16,9 @@ use crate::Clock;
 /// (on the configured clock).
 const SLICE: Duration = Duration::from_millis(10);
 
-/// A handle that stops waiting [`Redlock::lock_cancellable`](crate::Redlock::lock_cancellable) calls from
-/// any thread.
+/// A handle that stops waiting [`Redlock::lock_cancellable`](crate::Redlock::lock_cancellable) calls
+/// (and [`Semaphore::acquire_cancellable`](crate::Semaphore::acquire_cancellable) calls) from any
+/// thread.
 ///
 /// Clones share one state: cancelling any of them cancels every call made
 /// with any of them, now and later (a handle does not reset). A cancelled

@@ -385,6 +385,6 @@ impl<B: LockBackend + 'static> RwLock<B> {
             let pause = shared.settings.retry.pick(shared.entropy().jitter());
             clock.sleep(pause.min(deadline - now).max(Duration::from_millis(1)));
         }
-        acquire_one_of(&self.locks, &self.slots, ttl, deadline, true)
+        acquire_one_of(&self.locks, &self.slots, ttl, deadline, true, None)
     }
 }

@@ -20,7 +20,7 @@ use crate::engine::Acquire;
 use crate::guard::Lock;
 use crate::keeper::KeepAlive;
 use crate::names::permit_key;
-use crate::{ConfigError, LockBackend, LockError, Resources};
+use crate::{Cancel, ConfigError, LockBackend, LockError, Resources};
 
 impl<B: LockBackend + 'static> Redlock<B> {
     /// The semaphore `name` with `permits` permits on this manager's nodes:
@@ -240,6 +240,65 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         self.acquire_until(ttl, Some(deadline))
     }
 
+    /// Takes a permit as [`Semaphore::acquire_deadline`] (with no deadline
+    /// when `deadline` is `None`), unless `cancel` is cancelled first, from
+    /// any thread: then it returns [`LockError::Cancelled`] promptly and
+    /// holds no permit, as [`Redlock::lock_cancellable`] does for a lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Semaphore::acquire`], and [`LockError::Cancelled`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Cancel, LockError};
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let s = locks.semaphore("s", 1)?;
+    /// let cancel = Cancel::new();
+    /// let held = s.acquire_cancellable(Duration::from_secs(5), None, &cancel)?;
+    /// let stopper = cancel.clone();
+    /// let waiter = std::thread::spawn(move || {
+    ///     // No deadline: waits until the permit is free or the call is cancelled.
+    ///     s.acquire_cancellable(Duration::from_secs(5), None, &cancel).map(|p| p.slot())
+    /// });
+    /// std::thread::sleep(Duration::from_millis(50));
+    /// stopper.cancel();
+    /// assert!(matches!(waiter.join().expect("no panic"), Err(LockError::Cancelled)));
+    /// drop(held);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn acquire_cancellable(
+        &self,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        cancel: &Cancel,
+    ) -> Result<Permit<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.semaphore.acquire", self.slots[0]);
+        if cancel.is_cancelled() {
+            return Err(LockError::Cancelled);
+        }
+        let deadline = deadline.unwrap_or_else(|| {
+            crate::config::later(self.locks.manager.shared.config.clock.now(), Duration::MAX)
+        });
+        let _watch = cancel.watch();
+        let permit = acquire_one_of(
+            &self.locks,
+            &self.slots,
+            ttl,
+            Some(deadline),
+            false,
+            Some(cancel),
+        )?;
+        if cancel.is_cancelled() {
+            // Won by a round already under way: not wanted any more.
+            let _ = permit.release();
+            return Err(LockError::Cancelled);
+        }
+        Ok(permit)
+    }
+
     /// Takes a permit (waiting as [`Semaphore::acquire`]), keeps it alive
     /// while `f` runs and releases it when `f` returns or panics, as
     /// [`Redlock::with_lock`] does for a lock.
@@ -291,7 +350,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         ttl: Duration,
         deadline: Option<Instant>,
     ) -> Result<Permit<B>, LockError<B::Error>> {
-        acquire_one_of(&self.locks, &self.slots, ttl, deadline, false)
+        acquire_one_of(&self.locks, &self.slots, ttl, deadline, false, None)
     }
 }
 
@@ -299,13 +358,14 @@ impl<B: LockBackend + 'static> Semaphore<B> {
 /// a lock's, over the slots as alternatives. With `queued`, every round
 /// (the first too) carries the manager's waiting mark and gives way to
 /// other managers' marks (a read-write lock's readers give way to waiting
-/// writers so).
+/// writers so). A `cancel` stops the pauses between rounds.
 pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     locks: &Redlock<B>,
     slots: &Arc<[Resources]>,
     ttl: Duration,
     deadline: Option<Instant>,
     queued: bool,
+    cancel: Option<&Cancel>,
 ) -> Result<Permit<B>, LockError<B::Error>> {
     let manager = &locks.manager;
     let shared = &manager.shared;
@@ -320,7 +380,7 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     );
     acquire.one_of(Arc::clone(slots));
     acquire.queue_first();
-    let result = locks.acquire_with(acquire, None);
+    let result = locks.acquire_with(acquire, cancel);
     let rounds = match &result {
         Ok(acquired) => acquired.attempts,
         Err(LockError::Timeout { attempts, .. }) => *attempts,

@@ -607,6 +607,57 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
+    let states = keys_status(urls, &[key], timeout)?;
+    Ok(states
+        .into_iter()
+        .map(|(node, states)| {
+            let state = states.and_then(|states| {
+                states.into_iter().next().ok_or_else(|| {
+                    RedisNodeError::new(
+                        node.clone(),
+                        crate::RedisErrorKind::Io,
+                        Stage::Command,
+                        "no answer for the key",
+                    )
+                })
+            });
+            (node, state)
+        })
+        .collect())
+}
+
+/// [`key_status`] for several keys at once, such as the permit keys of a
+/// semaphore (`name:permit:0` ...): one connection per server, all the
+/// keys' commands in one pipeline. One entry per URL, in order, with the
+/// states of `keys` in their order.
+///
+/// # Errors
+///
+/// As [`key_status`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let permits: Vec<String> = (0..3).map(|i| format!("jobs:permit:{i}")).collect();
+/// let states = redlock_redis::keys_status(["redis://a:6379", "redis://b:6379"], &permits, Duration::from_secs(1))?;
+/// for (node, states) in states {
+///     let held = states.map(|states| states.iter().filter(|s| s.is_held()).count());
+///     println!("{node}: {held:?} of 3 permits held");
+/// }
+/// # Ok::<(), redlock_redis::RedisNodeError>(())
+/// ```
+#[allow(clippy::type_complexity)] // a list of (node, answers) is the plainest shape
+pub fn keys_status<I, K>(
+    urls: I,
+    keys: &[K],
+    timeout: Duration,
+) -> Result<Vec<(NodeId, Result<Vec<KeyState>, RedisNodeError>)>, RedisNodeError>
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+    K: AsRef<str> + Sync,
+{
     let targets = urls
         .into_iter()
         .map(|url| {
@@ -618,7 +669,7 @@ where
     Ok(std::thread::scope(|scope| {
         let handles: Vec<_> = targets
             .iter()
-            .map(|target| scope.spawn(move || look(target, key)))
+            .map(|target| scope.spawn(move || look(target, keys)))
             .collect();
         handles
             .into_iter()
@@ -638,28 +689,41 @@ where
     }))
 }
 
-fn look(target: &Target, key: &str) -> Result<KeyState, RedisNodeError> {
+/// `GET` and `PTTL` of each of `keys` on one server, pipelined.
+fn look<K: AsRef<str>>(target: &Target, keys: &[K]) -> Result<Vec<KeyState>, RedisNodeError> {
     let error = |stage, err| {
         RedisNodeError::from_redis(target.node.clone(), stage, err, target.password.as_ref())
     };
     let mut wire = Wire::connect(&target.endpoint, target.timeout, &[])
         .map_err(|e| error(Stage::Connect, e))?;
     let mut packed = Vec::new();
-    Resp(&mut packed)
-        .command(2)
-        .bulk(b"GET")
-        .bulk(key.as_bytes())
-        .command(2)
-        .bulk(b"PTTL")
-        .bulk(key.as_bytes());
+    for key in keys {
+        let key = key.as_ref().as_bytes();
+        Resp(&mut packed)
+            .command(2)
+            .bulk(b"GET")
+            .bulk(key)
+            .command(2)
+            .bulk(b"PTTL")
+            .bulk(key);
+    }
     wire.write(&packed)
         .map_err(|e| error(Stage::Command, e.into()))?;
     let mut read = || match wire.read().map_err(|e| error(Stage::Command, e))? {
         Value::ServerError(err) => Err(error(Stage::Command, err.into())),
         value => Ok(value),
     };
-    let token = read()?;
-    let pttl = read()?;
+    let mut states = Vec::with_capacity(keys.len());
+    for _ in keys {
+        let token = read()?;
+        let pttl = read()?;
+        states.push(key_state(token, pttl));
+    }
+    Ok(states)
+}
+
+/// What a key's `GET` and `PTTL` replies say.
+fn key_state(token: Value, pttl: Value) -> KeyState {
     let token_prefix = match token {
         Value::BulkString(bytes) => Some(
             bytes
@@ -675,10 +739,10 @@ fn look(target: &Target, key: &str) -> Result<KeyState, RedisNodeError> {
         (Value::Int(-1), Some(_)) => Some(Duration::MAX),
         _ => None,
     };
-    Ok(KeyState {
+    KeyState {
         ttl,
         token_prefix: ttl.and(token_prefix),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -159,8 +159,8 @@ mod wire;
 
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
 pub use check::{
-    check_deployment, key_status, DeploymentCheck, Finding, KeyState, ServerCheck, ServerInfo,
-    Severity,
+    check_deployment, key_status, keys_status, DeploymentCheck, Finding, KeyState, ServerCheck,
+    ServerInfo, Severity,
 };
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use feed::RELEASE_CHANNEL;

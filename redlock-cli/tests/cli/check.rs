@@ -116,4 +116,22 @@ fn unreachable_servers_are_ex_unavailable() {
     status.arg("k");
     let status = finish(status);
     assert_eq!(status.code(), Some(69), "{status:?}");
+    // A semaphore's permits are not called free when nobody answered.
+    let mut permits = redlock();
+    permits.arg("status");
+    for url in &urls {
+        permits.args(["--server", url]);
+    }
+    permits.args(["--limit", "3", "k"]);
+    let permits = finish(permits);
+    assert_eq!(permits.code(), Some(69), "{permits:?}");
+    assert_eq!(
+        permits
+            .stdout
+            .matches("free on the 0 of 3 server(s) that answered")
+            .count(),
+        3,
+        "{}",
+        permits.stdout
+    );
 }

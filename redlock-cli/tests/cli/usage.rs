@@ -97,6 +97,52 @@ fn bad_input_gets_a_message_and_ex_usage() {
         None,
         "key",
     );
+    // A number of permits out of 1..=64, or not a number.
+    assert_usage(
+        &with(&["--limit", "0", "k", "--", "true"]),
+        None,
+        "from 1 to 64",
+    );
+    assert_usage(
+        &with(&["--limit", "65", "k", "--", "true"]),
+        None,
+        "at most 64 permits",
+    );
+    assert_usage(
+        &with(&["--limit", "two", "k", "--", "true"]),
+        None,
+        "--limit",
+    );
+    assert_usage(
+        &with(&["--limit", "-1", "k", "--", "true"]),
+        None,
+        "--limit",
+    );
+    assert_usage(&with(&["--limit", "k", "--", "true"]), None, "--limit");
+    assert_usage(
+        &[
+            "status",
+            "--server",
+            "redis://127.0.0.1:1",
+            "--limit",
+            "0",
+            "k",
+        ],
+        None,
+        "from 1 to 64",
+    );
+    assert_usage(
+        &[
+            "status",
+            "--server",
+            "redis://127.0.0.1:1",
+            "--limit",
+            "x",
+            "k",
+        ],
+        None,
+        "not a number",
+    );
     // --wait and --no-wait together.
     assert_usage(
         &with(&["--wait", "1s", "--no-wait", "k", "--", "true"]),

@@ -2,9 +2,9 @@
 //! across managers, each permit a lock of its own, and bad input refused.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redlock_core::{ConfigError, LockError, Redlock, MAX_PERMITS};
+use redlock_core::{Cancel, ConfigError, LockError, Redlock, MAX_PERMITS};
 use redlock_mock::{MockCluster, MockNode};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -111,6 +111,56 @@ fn contenders_of_several_managers_never_exceed_the_permits() {
     assert_eq!(inside.done.load(Ordering::SeqCst), 4 * 3 * 30);
     let most = inside.most.load(Ordering::SeqCst);
     assert!(most <= 3, "{most} holders at once");
+}
+
+#[test]
+fn a_cancelled_wait_for_a_permit_returns_promptly_and_holds_none() {
+    let cluster = MockCluster::new(3);
+    let holder = manager(&cluster);
+    let waiter = manager(&cluster);
+    let held = holder
+        .semaphore("cancel", 2)
+        .expect("semaphore")
+        .try_acquire(TTL)
+        .expect("free");
+    let s = holder.semaphore("cancel", 2).expect("semaphore");
+    let second = s.try_acquire(TTL).expect("the other permit");
+    let cancel = Cancel::new();
+    let refused_before = cluster.node(0).stats().refused;
+    let (result, waited) = std::thread::scope(|scope| {
+        let cancel = &cancel;
+        let waiter = &waiter;
+        let handle = scope.spawn(move || {
+            let s = waiter.semaphore("cancel", 2).expect("semaphore");
+            s.acquire_cancellable(TTL, None, cancel)
+        });
+        // Waiting once it has been refused a few times on every permit.
+        let waiting = Instant::now();
+        while cluster.node(0).stats().refused < refused_before + 6 {
+            assert!(waiting.elapsed() < Duration::from_secs(10), "no rounds");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let asked = Instant::now();
+        cancel.cancel();
+        let result = handle.join().expect("no panic");
+        (result, asked.elapsed())
+    });
+    assert!(matches!(result, Err(LockError::Cancelled)), "{result:?}");
+    assert!(waited < Duration::from_secs(1), "took {waited:?}");
+    // Already cancelled: at once, without a round.
+    let s = waiter.semaphore("cancel", 2).expect("semaphore");
+    let before = cluster.node(0).stats().ops;
+    assert!(matches!(
+        s.acquire_cancellable(TTL, None, &cancel),
+        Err(LockError::Cancelled)
+    ));
+    assert_eq!(cluster.node(0).stats().ops, before);
+    // It left nothing: both permits are free once the holders release.
+    drop((held, second));
+    assert!(holder.flush(Duration::from_secs(5)));
+    let a = s.try_acquire(TTL).expect("free");
+    let b = s.try_acquire(TTL).expect("free");
+    assert_ne!(a.slot(), b.slot());
 }
 
 #[test]
