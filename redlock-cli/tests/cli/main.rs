@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use redlock_tests::harness::{RedisCluster, ServerOptions};
 
 /// The longest any one `redlock` process in these tests may take.
 pub(crate) const HANG: Duration = Duration::from_secs(60);
@@ -126,4 +127,70 @@ pub(crate) fn get(server: &redlock_tests::harness::RedisServer, key: &str) -> Op
 /// A key of its own for each test.
 pub(crate) fn key(name: &str) -> String {
     format!("cli-test:{name}:{}", std::process::id())
+}
+
+/// Starts `command` with its output piped.
+pub(crate) fn spawn(mut command: Command) -> Child {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGINT to a `redlock run` (with `options`) that waits on `name` behind
+/// a holder running `holder` (which touches `started` and runs until `go`
+/// exists): it exits 130 within 2 s, its command never ran, and once the
+/// holder is done nothing is left at `left` on any server.
+pub(crate) fn sigint_while_waiting(
+    options: &[&str],
+    name: &str,
+    holder: fn(&Path) -> String,
+    left: &str,
+) {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let holding = spawn(run_sh(&urls, options, name, &holder(dir.path())));
+    wait_for_file(&dir.path().join("started"));
+    let never = dir.path().join("never");
+    let verbose: Vec<&str> = options.iter().copied().chain(["-v"]).collect();
+    let mut waiter = spawn(run_sh(
+        &urls,
+        &verbose,
+        name,
+        &format!("touch {}", never.display()),
+    ));
+    // Waiting once it has reported a round that was refused.
+    let lines = reader(waiter.stderr.take().unwrap());
+    let deadline = Instant::now() + HANG;
+    loop {
+        let line = lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap();
+        if line.contains("still waiting") {
+            break;
+        }
+    }
+    let asked = Instant::now();
+    signal(&waiter, Signal::SIGINT);
+    let status = loop {
+        if let Some(status) = waiter.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "no prompt exit on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(!never.exists());
+    // Only the holder's key: once it is done, nothing is left.
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holding, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    for node in cluster.iter() {
+        assert_eq!(get(node, left), None);
+    }
 }

@@ -1,24 +1,16 @@
 //! `redlock run` on real masters: mutual exclusion, conflicts, keep-alive,
 //! a lost lock, signals, fencing, and `status` next to a holder.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use redlock_tests::harness::{process_exists, wait_until, RedisCluster, ServerOptions};
 
-use crate::{finish, get, key, reader, run_sh, signal, wait_for_file, wait_output, HANG};
+use crate::{finish, get, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG};
 
 const CONFLICT: i32 = 75;
 const LOST: i32 = 79;
-
-fn spawn(mut command: std::process::Command) -> Child {
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// A child that says it started (touches `started`) and runs until `go`
 /// exists. Its loops here end by themselves after about a minute, so a
@@ -235,51 +227,8 @@ fn the_hold_bound_ends_the_lock_and_stops_the_child() {
 
 #[test]
 fn sigint_while_waiting_exits_promptly_and_leaves_no_key() {
-    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
     let name = key("int");
-    let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
-    wait_for_file(&dir.path().join("started"));
-    let never = dir.path().join("never");
-    let mut waiter = spawn(run_sh(
-        &urls,
-        &["-v"],
-        &name,
-        &format!("touch {}", never.display()),
-    ));
-    // Waiting once it has reported a round that was refused.
-    let lines = reader(waiter.stderr.take().unwrap());
-    let deadline = Instant::now() + HANG;
-    loop {
-        let line = lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap();
-        if line.contains("still waiting") {
-            break;
-        }
-    }
-    let asked = Instant::now();
-    signal(&waiter, Signal::SIGINT);
-    let status = loop {
-        if let Some(status) = waiter.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            asked.elapsed() < Duration::from_secs(2),
-            "no prompt exit on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(status.code(), Some(130));
-    assert!(!never.exists());
-    // Only the holder's key: once it is done, nothing is left.
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    let out = wait_output(holder, HANG);
-    assert_eq!(out.code(), Some(0), "{out:?}");
-    for node in cluster.iter() {
-        assert_eq!(get(node, &name), None);
-    }
+    crate::sigint_while_waiting(&[], &name, until_go, &name);
 }
 
 #[test]
