@@ -84,8 +84,8 @@ pub use round::RoundId;
 pub use single::{Decided, Single, Until};
 #[cfg(test)]
 pub(crate) use slots::{permit_key, reader_key};
-pub(crate) use slots::{PERMIT_INFIX, READER_INFIX};
 pub use slots::{Slots, MAX_PERMITS};
+pub(crate) use slots::{PERMIT_INFIX, READER_INFIX};
 
 use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
 
