@@ -101,6 +101,7 @@ pub use clock::{Clock, SystemClock};
 pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
 pub use driver::Redlock;
 pub use dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
+pub use engine::MAX_PERMITS;
 pub use error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
@@ -112,7 +113,6 @@ pub use fence::FencingToken;
 pub(crate) use fence::{fence_step, FenceStep};
 pub use guard::Lock;
 pub use keeper::KeepAlive;
-pub use names::MAX_PERMITS;
 pub use node::NodeId;
 pub(crate) use quorum::{drift, quorum, validity};
 pub use report::{NodeError, NodeFailure, RoundReport};

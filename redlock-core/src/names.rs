@@ -8,27 +8,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::engine::{MAX_PERMITS, PERMIT_INFIX, READER_INFIX};
 use crate::{ConfigError, Resources};
-
-/// The most permits a semaphore, or reader slots a read-write lock, may
-/// have: a call that finds every permit taken makes one round per permit
-/// (see `Semaphore`), and a writer's rounds cover every reader slot.
-pub const MAX_PERMITS: u32 = 64;
-
-/// The key of permit `slot` of semaphore `name`.
-pub(crate) fn permit_key(name: &str, slot: u32) -> String {
-    format!("{name}:permit:{slot}")
-}
-
-/// The key of reader slot `slot` of read-write lock `name`.
-pub(crate) fn reader_key(name: &str, slot: u32) -> String {
-    format!("{name}:read:{slot}")
-}
 
 /// The name a permit or reader-slot key belongs to, if `key` has such a
 /// key's form.
 fn owner_of(key: &str) -> Option<&str> {
-    [":permit:", ":read:"].into_iter().find_map(|infix| {
+    [PERMIT_INFIX, READER_INFIX].into_iter().find_map(|infix| {
         let (name, slot) = key.rsplit_once(infix)?;
         (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
     })
@@ -193,6 +179,7 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{permit_key, reader_key};
 
     #[test]
     fn a_permit_key_names_its_semaphore() {

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::driver::{kept, Redlock};
-use crate::engine::Entropy;
+use crate::engine::{Entropy, Slots};
 use crate::guard::Lock;
 use crate::keeper::KeepAlive;
-use crate::names::{reader_key, Writers};
+use crate::names::Writers;
 use crate::semaphore::{acquire_one_of, Permit};
-use crate::{ConfigError, LockBackend, LockError, Resources, RoundReport};
+use crate::{ConfigError, LockBackend, LockError, RoundReport};
 
 impl<B: LockBackend + 'static> Redlock<B> {
     /// The read-write lock `name` with `readers` reader slots on this
@@ -59,15 +59,10 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     pub fn rwlock(&self, name: &str, readers: u32) -> Result<RwLock<B>, ConfigError> {
         let writers = self.manager.names.define_rwlock(name, readers)?;
-        let slots = (0..readers)
-            .map(|slot| Resources::one(reader_key(name, slot)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let all = Resources::new(slots.iter().flat_map(|slot| slot.keys().iter().cloned()))?;
         Ok(RwLock {
             locks: self.clone(),
             name: name.into(),
-            slots: slots.into(),
-            all,
+            slots: Slots::readers(name, readers)?,
             writers,
         })
     }
@@ -108,10 +103,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
 pub struct RwLock<B: LockBackend> {
     locks: Redlock<B>,
     name: Arc<str>,
-    /// The reader slots' resources, by slot.
-    slots: Arc<[Resources]>,
-    /// Every slot: what a writer locks.
-    all: Resources,
+    /// The reader slots' keys; a writer locks all of them.
+    slots: Slots,
     writers: Arc<Writers>,
 }
 
@@ -120,8 +113,7 @@ impl<B: LockBackend> Clone for RwLock<B> {
         RwLock {
             locks: self.locks.clone(),
             name: Arc::clone(&self.name),
-            slots: Arc::clone(&self.slots),
-            all: self.all.clone(),
+            slots: self.slots.clone(),
             writers: Arc::clone(&self.writers),
         }
     }
@@ -131,7 +123,7 @@ impl<B: LockBackend> fmt::Debug for RwLock<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwLock")
             .field("name", &self.name)
-            .field("readers", &self.slots.len())
+            .field("readers", &self.slots.count())
             .finish_non_exhaustive()
     }
 }
@@ -162,7 +154,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     #[must_use]
     pub fn readers(&self) -> u32 {
-        u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
+        self.slots.count()
     }
 
     /// Reads without waiting: one round per reader slot at most.
@@ -177,7 +169,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ///
     /// See [`Redlock::rwlock`].
     pub fn try_read(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.rwlock.try_read", self.all);
+        crate::events::call_span!("redlock.rwlock.try_read", self.slots.all());
         self.read_until(ttl, None)
     }
 
@@ -242,7 +234,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.rwlock.read", self.all);
+        crate::events::call_span!("redlock.rwlock.read", self.slots.all());
         self.read_until(ttl, Some(deadline))
     }
 
@@ -257,7 +249,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ///
     /// See [`Redlock::rwlock`].
     pub fn try_write(&self, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
-        self.locks.try_lock_resources(self.all.clone(), ttl)
+        self.locks.try_lock_resources(self.slots.all().clone(), ttl)
     }
 
     /// Writes, waiting up to the manager's acquire timeout (default 10 s).
@@ -318,7 +310,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let _waiting = self.writers.wait(self.writers.arrive());
         self.locks
-            .lock_resources(self.all.clone(), ttl, deadline, None)
+            .lock_resources(self.slots.all().clone(), ttl, deadline, None)
     }
 
     /// Reads (waiting as [`RwLock::read`]) while `f` runs, keeping the

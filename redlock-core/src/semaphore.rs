@@ -16,11 +16,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::driver::{kept, Redlock};
-use crate::engine::Acquire;
+use crate::engine::Slots;
 use crate::guard::Lock;
 use crate::keeper::KeepAlive;
-use crate::names::permit_key;
-use crate::{Cancel, ConfigError, LockBackend, LockError, Resources};
+use crate::{Cancel, ConfigError, LockBackend, LockError};
 
 impl<B: LockBackend + 'static> Redlock<B> {
     /// The semaphore `name` with `permits` permits on this manager's nodes:
@@ -54,13 +53,10 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// ```
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore<B>, ConfigError> {
         self.manager.names.define(name, permits)?;
-        let slots = (0..permits)
-            .map(|slot| Resources::one(permit_key(name, slot)))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Semaphore {
             locks: self.clone(),
             name: name.into(),
-            slots: slots.into(),
+            slots: Slots::permits(name, permits)?,
         })
     }
 }
@@ -98,8 +94,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
 pub struct Semaphore<B: LockBackend> {
     locks: Redlock<B>,
     name: Arc<str>,
-    /// The permits' resources, by slot.
-    slots: Arc<[Resources]>,
+    /// The permits' keys.
+    slots: Slots,
 }
 
 impl<B: LockBackend> Clone for Semaphore<B> {
@@ -107,7 +103,7 @@ impl<B: LockBackend> Clone for Semaphore<B> {
         Semaphore {
             locks: self.locks.clone(),
             name: Arc::clone(&self.name),
-            slots: Arc::clone(&self.slots),
+            slots: self.slots.clone(),
         }
     }
 }
@@ -116,7 +112,7 @@ impl<B: LockBackend> fmt::Debug for Semaphore<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
             .field("name", &self.name)
-            .field("permits", &self.slots.len())
+            .field("permits", &self.slots.count())
             .finish_non_exhaustive()
     }
 }
@@ -147,7 +143,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
     /// ```
     #[must_use]
     pub fn permits(&self) -> u32 {
-        u32::try_from(self.slots.len()).unwrap_or(u32::MAX)
+        self.slots.count()
     }
 
     /// Takes a free permit without waiting: one round per permit at most,
@@ -171,7 +167,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn try_acquire(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.semaphore.try_acquire", self.slots[0]);
+        crate::events::call_span!("redlock.semaphore.try_acquire", self.slots.slots()[0]);
         self.acquire_until(ttl, None)
     }
 
@@ -236,7 +232,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.semaphore.acquire", self.slots[0]);
+        crate::events::call_span!("redlock.semaphore.acquire", self.slots.slots()[0]);
         self.acquire_until(ttl, Some(deadline))
     }
 
@@ -275,7 +271,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         deadline: Option<Instant>,
         cancel: &Cancel,
     ) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.semaphore.acquire", self.slots[0]);
+        crate::events::call_span!("redlock.semaphore.acquire", self.slots.slots()[0]);
         if cancel.is_cancelled() {
             return Err(LockError::Cancelled);
         }
@@ -355,13 +351,14 @@ impl<B: LockBackend + 'static> Semaphore<B> {
 }
 
 /// The rounds of one call for one of `slots`: the same `Acquire` machine as
-/// a lock's, over the slots as alternatives. With `queued`, every round
-/// (the first too) carries the manager's waiting mark and gives way to
-/// other managers' marks (a read-write lock's readers give way to waiting
-/// writers so). A `cancel` stops the pauses between rounds.
+/// a lock's, over the slots as alternatives ([`Slots::acquire_one`], which
+/// the simulator drives too). With `queued`, every round (the first too)
+/// carries the manager's waiting mark and gives way to other managers'
+/// marks (a read-write lock's readers give way to waiting writers so). A
+/// `cancel` stops the pauses between rounds.
 pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     locks: &Redlock<B>,
-    slots: &Arc<[Resources]>,
+    slots: &Slots,
     ttl: Duration,
     deadline: Option<Instant>,
     queued: bool,
@@ -371,15 +368,12 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     let shared = &manager.shared;
     let ttl = shared.config.check_ttl(ttl)?;
     let started = Instant::now();
-    let mut acquire = Acquire::new(
+    let acquire = slots.acquire_one(
         shared.settings.clone(),
-        slots[0].clone(),
         ttl,
         deadline,
         queued.then(|| shared.queued(true)),
     );
-    acquire.one_of(Arc::clone(slots));
-    acquire.queue_first();
     let result = locks.acquire_with(acquire, cancel);
     let rounds = match &result {
         Ok(acquired) => acquired.attempts,
@@ -389,17 +383,16 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     // Events name the slot won, or the first slot of a failed call.
     let named = shared.observer.wants_events().then(|| match &result {
         Ok(acquired) => acquired.claim.resources().clone(),
-        Err(_) => slots[0].clone(),
+        Err(_) => slots.slots()[0].clone(),
     });
     shared.observe_lock(named.as_ref(), started, rounds, &result);
     let acquired = result?;
     let slot = slots
-        .iter()
-        .position(|slot| slot == acquired.claim.resources())
+        .slot_of(acquired.claim.resources())
         .unwrap_or_default();
     Ok(Permit {
         lock: Lock::new(Arc::clone(manager), acquired),
-        slot: u32::try_from(slot).unwrap_or_default(),
+        slot,
     })
 }
 

@@ -24,6 +24,8 @@
 //!   same resources, the hand-off and its bound on local passing.
 //! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
 //!   next owner's first acquire round.
+//! - [`Slots`]: the keys of a semaphore's permits and of a read-write
+//!   lock's reader slots, and the [`Acquire`] of one of them.
 //!
 //! # Examples
 //!
@@ -66,6 +68,7 @@ mod lease;
 mod line;
 mod round;
 mod single;
+mod slots;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,6 +82,10 @@ pub use line::{Handing, Joined, Lines, Look, Waiting};
 pub(crate) use round::Round;
 pub use round::RoundId;
 pub use single::{Decided, Single, Until};
+#[cfg(test)]
+pub(crate) use slots::{permit_key, reader_key};
+pub use slots::{Slots, MAX_PERMITS};
+pub(crate) use slots::{PERMIT_INFIX, READER_INFIX};
 
 use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
 

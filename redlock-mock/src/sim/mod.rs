@@ -39,6 +39,13 @@
 //! ([`ViolationKind::WaiterSkipped`]) and a hand-off round that reaches a
 //! node before its release ([`ViolationKind::HandOffOvertook`]).
 //!
+//! With [`Scenario::primitive`] the clients take a semaphore's permits or a
+//! read-write lock's reads and writes instead of plain locks, through the
+//! core's own [`Slots`](redlock_core::engine::Slots) (the keys and the
+//! acquisitions `Semaphore::acquire`, `RwLock::read` and `RwLock::write`
+//! make), and the checker checks the primitive's promise:
+//! [`ViolationKind::TooManyHolders`] and [`ViolationKind::WriterShared`].
+//!
 //! What the simulator itself adds is the world: nodes, links, clocks,
 //! faults, the scheduler, the critical-section workload and the checker.
 //! With [`Scenario::fencing`] the checker requires tokens to rise from
@@ -120,6 +127,6 @@ pub use rng::SimRng;
 pub use run::{run, run_observed, run_traced};
 pub use scenario::{
     ClientFaults, ClockFaults, Cut, Fault, FenceScheme, NetFaults, NodeFaults, Persistence,
-    Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES,
+    Primitive, Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES,
 };
 pub use sweep::{sweep, SeedPlan, SweepReport};

@@ -122,6 +122,63 @@ impl Store {
     pub(crate) fn has_lock(&self, mask: u8, lock: u32, now: i64) -> bool {
         keys_of(mask).all(|k| self.keys[k].is_some_and(|s| s.lock == lock && s.expires > now))
     }
+
+    // A set of holders (out of model, [`SimNode::holder_set`]): the keys of
+    // `set` are the set's places, so a holder is in the set whichever key
+    // it asked for, and the set is full when every place is taken.
+
+    /// The place of the holder with `token` in `set`.
+    fn member(&self, set: u8, token: &[u8; TOKEN_LEN]) -> Option<usize> {
+        keys_of(set).find(|&k| self.keys[k].is_some_and(|s| &s.token == token))
+    }
+
+    /// Adds the holder to `set` if it is not full (`SADD` under a size
+    /// check); whether it is in the set now.
+    pub(crate) fn join_set(
+        &mut self,
+        set: u8,
+        token: &[u8; TOKEN_LEN],
+        lock: u32,
+        expires: i64,
+    ) -> bool {
+        if self.member(set, token).is_some() {
+            return true;
+        }
+        let Some(free) = keys_of(set).find(|&k| self.keys[k].is_none()) else {
+            return false;
+        };
+        self.keys[free] = Some(Slot {
+            token: *token,
+            lock,
+            expires,
+        });
+        true
+    }
+
+    /// Resets the expiry of the holder with `token` in `set`, if it is in.
+    pub(crate) fn extend_in_set(&mut self, set: u8, token: &[u8; TOKEN_LEN], expires: i64) -> bool {
+        let Some(place) = self.member(set, token) else {
+            return false;
+        };
+        if let Some(slot) = &mut self.keys[place] {
+            slot.expires = expires;
+        }
+        true
+    }
+
+    /// Removes the holder with `token` from `set`; whether it was in.
+    pub(crate) fn leave_set(&mut self, set: u8, token: &[u8; TOKEN_LEN]) -> bool {
+        let Some(place) = self.member(set, token) else {
+            return false;
+        };
+        self.keys[place] = None;
+        true
+    }
+
+    /// Whether lock `lock` is live in `set` at node time `now`.
+    pub(crate) fn in_set(&self, set: u8, lock: u32, now: i64) -> bool {
+        keys_of(set).any(|k| self.keys[k].is_some_and(|s| s.lock == lock && s.expires > now))
+    }
 }
 
 /// The asynchronous replica of a node: the replication stream arrives
@@ -172,6 +229,10 @@ pub(crate) struct SimNode {
     /// them: `crate::marks`). Fairness hints only: lost in a crash or a
     /// failover.
     pub(crate) marks: Marks<u8, i64>,
+    /// Out of model: the keys of this mask are one set of holders, whose
+    /// capacity is their number (a semaphore kept as holder sets); a
+    /// request for any of them joins, extends or leaves the set. 0: none.
+    pub(crate) holder_set: u8,
 }
 
 impl SimNode {
@@ -194,6 +255,7 @@ impl SimNode {
             forward_jumped: false,
             rng,
             marks: Marks::new(),
+            holder_set: 0,
         }
     }
 
@@ -252,11 +314,17 @@ impl SimNode {
     /// are live, or the node is down and held them when it went down.
     pub(crate) fn counts_for(&self, mask: u8, lock: u32, t: u64) -> bool {
         let now = self.clock.local(t);
-        if self.up {
-            self.store.has_lock(mask, lock, now)
-        } else {
-            self.at_crash.has_lock(mask, lock, now)
+        let store = if self.up { &self.store } else { &self.at_crash };
+        match self.set_of(mask) {
+            Some(set) => store.in_set(set, lock, now),
+            None => store.has_lock(mask, lock, now),
         }
+    }
+
+    /// The holder set a request on `mask` is about, if any.
+    pub(crate) fn set_of(&self, mask: u8) -> Option<u8> {
+        let set = self.holder_set;
+        (set != 0 && mask != 0 && mask & !set == 0).then_some(set)
     }
 }
 
@@ -290,5 +358,21 @@ mod tests {
         assert!(s.raise_fence(0b01, &a, 9));
         assert!(s.raise_fence(0b01, &a, 5));
         assert_eq!(s.fences, [9, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_holder_set_admits_any_key_until_full() {
+        let (a, b, c) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN], [3u8; TOKEN_LEN]);
+        let mut s = Store::default();
+        // Both ask for the first place: both are in, a set of two is full.
+        assert!(s.join_set(0b11, &a, 0, 100));
+        assert!(s.join_set(0b11, &b, 1, 100));
+        assert!(!s.join_set(0b11, &c, 2, 100));
+        assert!(s.in_set(0b11, 1, 0) && !s.in_set(0b11, 2, 0));
+        assert!(s.extend_in_set(0b11, &b, 200));
+        assert!(s.leave_set(0b11, &a) && !s.leave_set(0b11, &a));
+        assert!(s.join_set(0b11, &c, 2, 100));
+        s.purge(100);
+        assert!(s.in_set(0b11, 1, 150) && !s.in_set(0b11, 2, 50));
     }
 }

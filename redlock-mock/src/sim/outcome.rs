@@ -54,6 +54,16 @@ pub enum ViolationKind {
     /// gone without a grant for longer than the bound (one process's line
     /// passing the lock among its callers starves the others).
     Starved,
+    /// With a semaphore ([`Primitive::Semaphore`](super::Primitive::Semaphore)):
+    /// more clients than it has permits believed (inside their validity)
+    /// that they held one at the same real time; with a read-write lock
+    /// ([`Primitive::RwLock`](super::Primitive::RwLock)), more readers than
+    /// it has reader slots.
+    TooManyHolders,
+    /// With a read-write lock ([`Primitive::RwLock`](super::Primitive::RwLock)):
+    /// a writer believed (inside its validity) that it held the lock at the
+    /// same real time as another writer or a reader.
+    WriterShared,
     /// The [`GrantObserver`](super::GrantObserver) rejected a grant (e.g. a
     /// fencing token that did not rise).
     Observer,
@@ -64,7 +74,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 13] = [
+    pub const ALL: [ViolationKind; 15] = [
         ViolationKind::MutualExclusion,
         ViolationKind::LostUpdate,
         ViolationKind::QuorumLost,
@@ -76,6 +86,8 @@ impl ViolationKind {
         ViolationKind::HandOffOvertook,
         ViolationKind::NoProgress,
         ViolationKind::Starved,
+        ViolationKind::TooManyHolders,
+        ViolationKind::WriterShared,
         ViolationKind::Observer,
         ViolationKind::InvalidScenario,
     ];
@@ -103,6 +115,8 @@ impl ViolationKind {
             ViolationKind::HandOffOvertook => "hand-off-overtook",
             ViolationKind::NoProgress => "no-progress",
             ViolationKind::Starved => "starved",
+            ViolationKind::TooManyHolders => "too-many-holders",
+            ViolationKind::WriterShared => "writer-shared",
             ViolationKind::Observer => "observer",
             ViolationKind::InvalidScenario => "invalid-scenario",
         }
@@ -194,6 +208,12 @@ pub struct Stats {
     /// Pauses between rounds cut short, as by a release notification
     /// ([`Scenario::wake_ups`](super::Scenario::wake_ups)).
     pub woken: u64,
+    /// With a semaphore: the most clients that believed at once that they
+    /// held a permit; with a read-write lock, the most readers at once (as
+    /// the checker counts them, at each grant and extension).
+    pub most_holders: u64,
+    /// With a read-write lock: writes acquired.
+    pub writers: u64,
     /// The longest a process kept trying to lock without a grant, counted
     /// at another process's grant (the fairness check's measure).
     pub longest_starved: Duration,

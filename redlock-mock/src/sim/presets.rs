@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::scenario::{
-    ClientFaults, ClockFaults, FenceScheme, NetFaults, NodeFaults, Persistence, Scenario,
+    ClientFaults, ClockFaults, FenceScheme, NetFaults, NodeFaults, Persistence, Primitive, Scenario,
 };
 
 const fn ms(v: u64) -> Duration {
@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 19] = [
+    pub const NAMES: [&'static str; 23] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -33,6 +33,10 @@ impl Scenario {
         "local-line-fair",
         "process-exit",
         "wake-ups",
+        "semaphore",
+        "semaphore-holder-sets",
+        "rwlock",
+        "rwlock-mismatched",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -66,6 +70,10 @@ impl Scenario {
             "local-line-fair" => Self::local_line_fair(),
             "process-exit" => Self::process_exit(),
             "wake-ups" => Self::wake_ups(),
+            "semaphore" => Self::semaphore(),
+            "semaphore-holder-sets" => Self::semaphore_holder_sets(),
+            "rwlock" => Self::rwlock(),
+            "rwlock-mismatched" => Self::rwlock_mismatched(),
             _ => return None,
         })
     }
@@ -110,6 +118,7 @@ impl Scenario {
             fairness: None,
             exit: false,
             wake_ups: false,
+            primitive: Primitive::Mutex,
             horizon: ms(600),
             script: Vec::new(),
             liveness: None,
@@ -693,6 +702,125 @@ impl Scenario {
                 ..base.clocks.clone()
             },
             ..base
+        }
+    }
+
+    /// A semaphore of three permits ([`Primitive::Semaphore`]: keys
+    /// `sem:permit:0..3`, the three resources the simulator's bit masks
+    /// allow with room to spare) wanted by seven processes, under the
+    /// in-model faults (node crashes with persistence or delayed restarts,
+    /// partitions, loss, heavy-tailed delays, drift within the budget,
+    /// clock steps back, client crashes and pauses). Each process runs the
+    /// core's own acquisition of a permit
+    /// ([`Slots::acquire_one`](redlock_core::engine::Slots::acquire_one)),
+    /// extends it when its validity runs low and releases it. Expect zero
+    /// violations: never more than three clients believe, within their
+    /// validity, that they hold a permit
+    /// ([`ViolationKind::TooManyHolders`](super::ViolationKind::TooManyHolders)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::semaphore(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn semaphore() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "semaphore".into(),
+            clients: 7,
+            keys: 3,
+            multi_key: 0.0,
+            acquire_timeout: ms(400),
+            primitive: Primitive::Semaphore { holder_sets: false },
+            ..base
+        }
+    }
+
+    /// [`Scenario::semaphore`] on nodes that keep each semaphore as one set
+    /// of holders of capacity three and grant any permit while the set is
+    /// not full, the clients winning on a majority of nodes: the design
+    /// the semaphore does not use. Majorities intersect pairwise, but four
+    /// holders are no pairwise conflict: once faults leave holders on
+    /// different majorities, a node whose set is not full admits a fourth.
+    /// Out of model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario, ViolationKind};
+    /// let report = sweep(&Scenario::semaphore_holder_sets(), 0..300, 2);
+    /// assert!(report.runs_with(ViolationKind::TooManyHolders) > 0);
+    /// ```
+    #[must_use]
+    pub fn semaphore_holder_sets() -> Scenario {
+        Scenario {
+            name: "semaphore-holder-sets".into(),
+            out_of_model: true,
+            primitive: Primitive::Semaphore { holder_sets: true },
+            ..Self::semaphore()
+        }
+    }
+
+    /// A read-write lock of three reader slots ([`Primitive::RwLock`]:
+    /// keys `rw:read:0..3`) used by six processes, a third of whose cycles
+    /// write, under the in-model faults. Reads run the core's acquisition
+    /// of one reader slot, queued so that they give way to waiting writers;
+    /// writes lock every slot in one multi-key lock. Expect zero
+    /// violations: never a writer together with a reader or another writer
+    /// ([`ViolationKind::WriterShared`](super::ViolationKind::WriterShared)),
+    /// never more than three readers
+    /// ([`ViolationKind::TooManyHolders`](super::ViolationKind::TooManyHolders)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::rwlock(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn rwlock() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "rwlock".into(),
+            clients: 6,
+            keys: 3,
+            multi_key: 0.0,
+            acquire_timeout: ms(400),
+            primitive: Primitive::RwLock {
+                write: 0.3,
+                mismatched: false,
+            },
+            ..base
+        }
+    }
+
+    /// [`Scenario::rwlock`] with processes that disagree on the number of
+    /// reader slots (three for the even-numbered, two for the odd ones), a
+    /// setup rwlock.rs documents as unsupported: a writer that thinks
+    /// there are two slots locks those two, while a reader of a process
+    /// that thinks there are three may hold the third. Out of model.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario, ViolationKind};
+    /// let report = sweep(&Scenario::rwlock_mismatched(), 0..100, 2);
+    /// assert!(report.runs_with(ViolationKind::WriterShared) > 0);
+    /// ```
+    #[must_use]
+    pub fn rwlock_mismatched() -> Scenario {
+        Scenario {
+            name: "rwlock-mismatched".into(),
+            out_of_model: true,
+            primitive: Primitive::RwLock {
+                write: 0.3,
+                mismatched: true,
+            },
+            ..Self::rwlock()
         }
     }
 }

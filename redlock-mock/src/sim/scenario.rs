@@ -122,6 +122,69 @@ pub enum Fault {
     },
 }
 
+/// What the clients lock: the scenario's resources as mutexes, or the
+/// slots of one semaphore or one read-write lock, taken by the very
+/// acquisition the core makes of them ([`Slots`]).
+///
+/// The slots are the scenario's [`Scenario::keys`] resources (at most
+/// [`MAX_KEYS`]): a semaphore of `keys` permits (keys `sem:permit:i`), or a
+/// read-write lock of `keys` reader slots (keys `rw:read:i`). With a
+/// primitive, each process has one caller
+/// ([`Scenario::callers_per_process`] is 1), and the checker checks the
+/// primitive's promise instead of mutual exclusion per key: at most
+/// `keys` holders of a permit at once ([`ViolationKind::TooManyHolders`]);
+/// no writer together with anyone ([`ViolationKind::WriterShared`]) and
+/// at most `keys` readers.
+///
+/// [`Slots`]: redlock_core::engine::Slots
+/// [`ViolationKind::TooManyHolders`]: super::ViolationKind::TooManyHolders
+/// [`ViolationKind::WriterShared`]: super::ViolationKind::WriterShared
+///
+/// # Examples
+///
+/// ```
+/// use redlock_mock::sim::{run, Primitive, Scenario};
+/// let semaphore = Scenario::semaphore();
+/// assert_eq!(semaphore.primitive, Primitive::Semaphore { holder_sets: false });
+/// assert!(run(&semaphore, 0).is_clean());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Primitive {
+    /// Each cycle locks one resource, or two with [`Scenario::multi_key`],
+    /// through `Redlock::lock`'s acquisition.
+    Mutex,
+    /// Each cycle takes a permit of the semaphore: the core's
+    /// `Semaphore::acquire` ([`Slots::acquire_one`] over the permits, not
+    /// queued).
+    ///
+    /// [`Slots::acquire_one`]: redlock_core::engine::Slots::acquire_one
+    Semaphore {
+        /// Out of model: each node keeps the permits as one set of
+        /// holders of capacity `keys` and grants any permit key while the
+        /// set is not full (the design the semaphore does not use). The
+        /// clients are unchanged.
+        holder_sets: bool,
+    },
+    /// Each cycle reads (the core's `RwLock::read`: [`Slots::acquire_one`]
+    /// over the reader slots, every round queued and giving way to other
+    /// managers' waiting marks) or, with chance `write`, writes (the
+    /// core's `RwLock::write`: every slot, [`Slots::all`], in one
+    /// multi-key lock whose rounds after the first leave waiting marks).
+    ///
+    /// [`Slots::acquire_one`]: redlock_core::engine::Slots::acquire_one
+    /// [`Slots::all`]: redlock_core::engine::Slots::all
+    RwLock {
+        /// The chance that a cycle writes.
+        write: f64,
+        /// Out of model: the odd-numbered processes think the lock has one
+        /// reader slot fewer (a configuration rwlock.rs documents as
+        /// unsupported): their writers leave the last slot free to readers
+        /// of the others.
+        mismatched: bool,
+    },
+}
+
 /// Network faults, per message and per link (one link per client and node,
 /// each direction FIFO like a TCP connection unless
 /// [`Scenario::unordered_connections`]).
@@ -372,6 +435,9 @@ pub struct Scenario {
     /// chosen at random: everything notifications can change (when rounds
     /// start, and which kind the first is), and more.
     pub wake_ups: bool,
+    /// What the clients lock: mutexes, or one semaphore or read-write
+    /// lock over the [`Scenario::keys`] resources.
+    pub primitive: Primitive,
     /// Faults are scheduled within this much simulated time.
     pub horizon: Duration,
     /// Faults at fixed times, in addition to the random ones.
@@ -507,6 +573,28 @@ impl Scenario {
         }
         if self.fenced_resource && !self.fencing {
             return Err("fenced_resource needs fencing".into());
+        }
+        if self.primitive != Primitive::Mutex {
+            if self.callers_per_process != 1 || self.exit {
+                return Err(
+                    "a semaphore or read-write lock needs one caller per process and no exit"
+                        .into(),
+                );
+            }
+            if matches!(self.primitive, Primitive::Semaphore { holder_sets: true }) && self.fencing
+            {
+                return Err("holder sets keep no fencing counters".into());
+            }
+            if matches!(
+                self.primitive,
+                Primitive::RwLock {
+                    mismatched: true,
+                    ..
+                }
+            ) && self.keys < 2
+            {
+                return Err("mismatched reader slots need at least two".into());
+            }
         }
         if self.node_faults.persistence.is_empty() {
             return Err("node_faults.persistence lists no mode".into());

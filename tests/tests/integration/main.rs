@@ -26,4 +26,5 @@ mod rwlock;
 mod semaphore;
 mod sim;
 mod sim_fencing;
+mod sim_primitives;
 mod wake;

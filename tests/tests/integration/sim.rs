@@ -566,6 +566,8 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "local-line-fair"
                     | "process-exit"
                     | "wake-ups"
+                    | "semaphore"
+                    | "rwlock"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);

@@ -56,6 +56,37 @@ pub trait GrantObserver {
     fn on_grant(&mut self, grant: &Grant<'_>) -> Result<(), String>;
 }
 
+/// What the holders of the run's resources promise each other, as the
+/// checker checks it when a belief starts (the most holders at once are
+/// reached at some start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// Each resource is a mutex: no two locks hold it at once
+    /// ([`ViolationKind::MutualExclusion`]).
+    Mutex,
+    /// The resources of `group` are the permits of one semaphore: at most
+    /// `permits` locks hold one of them at once, whichever
+    /// ([`ViolationKind::TooManyHolders`]).
+    Semaphore { group: u8, permits: usize },
+    /// The resources of `group` are the reader slots of one read-write
+    /// lock: a writer holds with nobody else ([`ViolationKind::WriterShared`]),
+    /// at most `readers` readers at once ([`ViolationKind::TooManyHolders`]).
+    RwLock { group: u8, readers: usize },
+}
+
+/// What a lock is for, as the client that holds it sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// A mutex on its resources.
+    Lock,
+    /// A semaphore's permit.
+    Permit,
+    /// A read-write lock's read.
+    Reader,
+    /// A read-write lock's write.
+    Writer,
+}
+
 /// A belief, held by one lock, that it holds one resource from `start`
 /// until `end` (real times).
 #[derive(Debug, Clone, Copy)]
@@ -63,8 +94,15 @@ struct Hold {
     key: u8,
     lock: u32,
     client: u8,
+    role: Role,
     start: u64,
     end: u64,
+}
+
+impl Hold {
+    fn key_in(&self, group: u8) -> bool {
+        group & (1 << self.key) != 0
+    }
 }
 
 /// The protected resource (one register per key): each write must be based
@@ -83,6 +121,7 @@ struct Register {
 /// Collects violations; the world calls it at each event that matters.
 #[derive(Debug)]
 pub(crate) struct Checker {
+    rule: Rule,
     holds: Vec<Hold>,
     registers: [Register; MAX_KEYS],
     /// The resource rejects lower fencing tokens.
@@ -93,13 +132,17 @@ pub(crate) struct Checker {
     pub(crate) total: u64,
     pub(crate) progress_after: Option<u64>,
     pub(crate) progressed: bool,
+    /// The most holders of a semaphore's permits (or a read-write lock's
+    /// readers) seen at once.
+    pub(crate) most_holders: u64,
 }
 
 const KEEP: usize = 16;
 
 impl Checker {
-    pub(crate) fn new(fenced: bool) -> Self {
+    pub(crate) fn new(fenced: bool, rule: Rule) -> Self {
         Checker {
+            rule,
             holds: Vec::with_capacity(8),
             registers: [Register::default(); MAX_KEYS],
             fenced,
@@ -108,6 +151,7 @@ impl Checker {
             total: 0,
             progress_after: None,
             progressed: false,
+            most_holders: 0,
         }
     }
 
@@ -128,9 +172,129 @@ impl Checker {
     }
 
     /// Lock `lock` of `client` believes, from `now` until `end`, that it
-    /// holds `mask` (after an acquire or an extend).
-    pub(crate) fn held(&mut self, lock: u32, client: u8, mask: u8, now: u64, end: u64) {
+    /// holds `mask` as `role` (after an acquire or an extend).
+    pub(crate) fn held(
+        &mut self,
+        (lock, client, role): (u32, u8, Role),
+        mask: u8,
+        now: u64,
+        end: u64,
+    ) {
         self.holds.retain(|h| h.end > now || h.lock == lock);
+        match self.rule {
+            Rule::Mutex => self.exclusive(lock, client, mask, now),
+            Rule::Semaphore { group, permits } if mask & group != 0 => {
+                self.at_most(lock, client, now, |h| h.key_in(group), permits);
+            }
+            Rule::RwLock { group, readers } if mask & group != 0 => {
+                self.shared(lock, client, role, group, now);
+                if role == Role::Reader {
+                    let reader = |h: &Hold| h.key_in(group) && h.role == Role::Reader;
+                    self.at_most(lock, client, now, reader, readers);
+                }
+            }
+            Rule::Semaphore { .. } | Rule::RwLock { .. } => {}
+        }
+        for key in 0..MAX_KEYS as u8 {
+            if mask & (1 << key) == 0 {
+                continue;
+            }
+            match self
+                .holds
+                .iter_mut()
+                .find(|h| h.key == key && h.lock == lock)
+            {
+                Some(h) => h.end = end,
+                None => self.holds.push(Hold {
+                    key,
+                    lock,
+                    client,
+                    role,
+                    start: now,
+                    end,
+                }),
+            }
+        }
+    }
+
+    /// The other locks that hold, at `now`, a resource that `of` picks:
+    /// one hold of each (the first).
+    fn others(&self, lock: u32, now: u64, of: impl Fn(&Hold) -> bool) -> Vec<Hold> {
+        let mut found: Vec<Hold> = Vec::new();
+        for h in &self.holds {
+            if h.lock != lock && h.end > now && of(h) && found.iter().all(|f| f.lock != h.lock) {
+                found.push(*h);
+            }
+        }
+        found
+    }
+
+    /// A semaphore's promise (or a read-write lock's on its readers): with
+    /// lock `lock`, at most `most` locks hold what `of` picks at `now`.
+    fn at_most(
+        &mut self,
+        lock: u32,
+        client: u8,
+        now: u64,
+        of: impl Fn(&Hold) -> bool,
+        most: usize,
+    ) {
+        let others = self.others(lock, now, of);
+        let holders = u64::try_from(others.len() + 1).unwrap_or(u64::MAX);
+        self.most_holders = self.most_holders.max(holders);
+        if others.len() < most {
+            return;
+        }
+        self.violation(ViolationKind::TooManyHolders, now, || {
+            let list: Vec<String> = others
+                .iter()
+                .map(|h| {
+                    format!(
+                        "c{} L{} (r{} from {} until {})",
+                        h.client,
+                        h.lock,
+                        h.key,
+                        fmt_time(h.start),
+                        fmt_time(h.end)
+                    )
+                })
+                .collect();
+            format!(
+                "c{client} L{lock} holds from {} while {} others hold, at most {most} at once: {}",
+                fmt_time(now),
+                others.len(),
+                list.join(", ")
+            )
+        });
+    }
+
+    /// A read-write lock's promise on writers: lock `lock` of `role`
+    /// holds with no writer, and as a writer with nobody.
+    fn shared(&mut self, lock: u32, client: u8, role: Role, group: u8, now: u64) {
+        let writer = role == Role::Writer;
+        let others = self.others(lock, now, |h| {
+            h.key_in(group) && (writer || h.role == Role::Writer)
+        });
+        let Some(other) = others.first().copied() else {
+            return;
+        };
+        self.violation(ViolationKind::WriterShared, now, || {
+            format!(
+                "c{client} L{lock} holds as {role:?} (from {}) while c{} L{} holds r{} as {:?} from {} until {}",
+                fmt_time(now),
+                other.client,
+                other.lock,
+                other.key,
+                other.role,
+                fmt_time(other.start),
+                fmt_time(other.end)
+            )
+        });
+    }
+
+    /// Mutual exclusion per resource: no other lock holds a key of `mask`
+    /// at `now`.
+    fn exclusive(&mut self, lock: u32, client: u8, mask: u8, now: u64) {
         for key in 0..MAX_KEYS as u8 {
             if mask & (1 << key) == 0 {
                 continue;
@@ -151,20 +315,6 @@ impl Checker {
                         fmt_time(other.end)
                     )
                 });
-            }
-            match self
-                .holds
-                .iter_mut()
-                .find(|h| h.key == key && h.lock == lock)
-            {
-                Some(h) => h.end = end,
-                None => self.holds.push(Hold {
-                    key,
-                    lock,
-                    client,
-                    start: now,
-                    end,
-                }),
             }
         }
     }

@@ -127,6 +127,11 @@ impl Client {
                 _ => {}
             }
         }
+        self.run_acquire(ctx, machine);
+    }
+
+    /// Starts driving the acquisition `machine`.
+    pub(super) fn run_acquire(&mut self, ctx: &mut Ctx<'_>, machine: Acquire<NodeDown>) {
         self.acquire = Some(Attempt {
             machine,
             claim: None,
@@ -282,7 +287,9 @@ impl Client {
     /// Bookkeeping for a transmit of the acquisition: a new claim is a new
     /// attempt (the token just made); returns its lock number.
     fn attempt_sends(&mut self, ctx: &mut Ctx<'_>, t: &Transmit) -> u32 {
-        let (c, mask) = (self.id, self.mask);
+        // A semaphore's or read-write lock's round names its slot.
+        let slot = self.slot_mask(t.claim().resources());
+        let c = self.id;
         let Some(a) = self.acquire.as_mut() else {
             return u32::MAX;
         };
@@ -294,7 +301,14 @@ impl Client {
             a.lock = self.issued.take().unwrap_or(a.lock);
             a.fences.clear();
             a.raising = false;
+            if let Some(mask) = slot {
+                self.mask = mask;
+                if let Some(rec) = ctx.locks.get_mut(a.lock) {
+                    rec.mask = mask;
+                }
+            }
         }
+        let mask = self.mask;
         a.open = false;
         let lock = a.lock;
         match t.message() {
@@ -511,7 +525,10 @@ impl Client {
         if ctx.checker.progress_after.is_some_and(|t| now >= t) {
             ctx.checker.progressed = true;
         }
-        ctx.checker.held(lock, c, mask, now, end);
+        ctx.checker.held((lock, c, self.role), mask, now, end);
+        if self.role == crate::sim::checker::Role::Writer {
+            ctx.stats.writers += 1;
+        }
         let keep = ctx.sc.keep_alive.then(|| {
             redlock_core::engine::Keep::new(
                 self.now_at(ctx),
@@ -588,7 +605,7 @@ impl Client {
                             format!("c{c} L{lock} extended although its keys were gone from a quorum")
                         });
                     }
-                    ctx.checker.held(lock, c, mask, now, end);
+                    ctx.checker.held((lock, c, self.role), mask, now, end);
                     ctx.stats.extended += 1;
                     ctx.line(|| format!("c{c} extends L{lock} until {}", fmt_time(end)));
                     if let Some(keep) = h.keep.as_mut().filter(|_| e.kept) {

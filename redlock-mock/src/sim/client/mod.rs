@@ -17,6 +17,8 @@
 //!   stream.
 //! - `work.rs`: the critical section against the protected resource.
 //! - `keep.rs`: the keeper that runs the keep-alive schedule.
+//! - `primitive.rs`: a cycle on a semaphore or a read-write lock, through
+//!   the core's [`Slots`](redlock_core::engine::Slots).
 //!
 //! Time: the client's clock reading (integer nanoseconds) becomes an
 //! `Instant` through the run's [`Timebase`].
@@ -25,6 +27,7 @@ mod drive;
 mod entropy;
 mod keep;
 mod line;
+mod primitive;
 mod work;
 
 use std::sync::Arc;
@@ -32,9 +35,10 @@ use std::time::Instant;
 
 use redlock_core::backend::Claim;
 use redlock_core::decide::quorum;
-use redlock_core::engine::{Acquire, Keep, Lease, Settings, Single, Transmit};
+use redlock_core::engine::{Acquire, Keep, Lease, Settings, Single, Slots, Transmit};
 use redlock_core::{NodeId, RetryDelay, Ttl};
 
+use super::checker::Role;
 use super::clock::{duration_ns, ClientClock, Timebase};
 use super::ctx::{Ctx, Note};
 pub(crate) use super::event::NodeDown;
@@ -134,6 +138,12 @@ pub(crate) struct Client {
     pub(crate) life: u16,
     cycle: u32,
     mask: u8,
+    /// What the cycle's lock is for.
+    role: Role,
+    /// The semaphore's permits or the read-write lock's reader slots, as
+    /// this process knows them ([`Scenario::primitive`]); `None` for
+    /// mutexes.
+    slots: Option<Slots>,
     next_tx: u32,
     sent: Vec<Sent>,
     /// Transmits taken from a machine and not yet sent (a pause fell in
@@ -188,6 +198,8 @@ impl Client {
             life: 0,
             cycle: 0,
             mask: 0,
+            role: Role::Lock,
+            slots: primitive::slots(id, sc),
             next_tx: 0,
             sent: Vec::with_capacity(4),
             outbox: Vec::with_capacity(2),
@@ -375,6 +387,9 @@ impl Client {
             return;
         }
         self.cycle += 1;
+        if let Some(slots) = self.slots.clone() {
+            return self.begin_primitive(ctx, &slots);
+        }
         let first = self.rng.below(sc.keys as u64) as u8;
         let mut mask = 1u8 << first;
         if sc.keys > 1 && self.rng.chance(sc.multi_key) {

@@ -22,7 +22,7 @@ impl Client {
             return self.on_step(ctx, Step::Release, true);
         }
         self.check_quorum(ctx, "on read");
-        let mask = self.mask;
+        let mask = self.access(false);
         let Some(h) = self.held.as_mut() else {
             return self.think(ctx);
         };
@@ -105,7 +105,7 @@ impl Client {
 
     pub(super) fn do_write(&mut self, ctx: &mut Ctx<'_>) {
         let now = ctx.now;
-        let (c, mask) = (self.id, self.mask);
+        let (c, mask) = (self.id, self.access(true));
         let Some(h) = self.held.as_ref() else {
             return self.think(ctx);
         };

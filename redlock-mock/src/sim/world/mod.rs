@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use redlock_core::{RetryDelay, Ttl};
 
-use super::checker::{Checker, Grant, GrantObserver};
+use super::checker::{Checker, Grant, GrantObserver, Rule};
 use super::client::Client;
 use super::clock::{duration_ns as ns, ClientClock, NodeClock, Timebase};
 use super::ctx::{Ctx, Granted, Note};
@@ -21,7 +21,7 @@ use super::node::SimNode;
 use super::outcome::{Outcome, Stats, ViolationKind};
 use super::process::Process;
 use super::rng::SimRng;
-use super::scenario::Scenario;
+use super::scenario::{Primitive, Scenario};
 use super::trace::{fmt_time, Trace};
 
 /// The whole simulated system.
@@ -72,7 +72,11 @@ impl<'s, 'o> World<'s, 'o> {
                 let offset = rng.range(0, 7_200_000_000_000) as i64 - 3_600_000_000_000;
                 let modes = &sc.node_faults.persistence;
                 let mode = modes[rng.below(modes.len() as u64) as usize];
-                SimNode::new(NodeClock::new(offset, ppm), mode, replicas, rng)
+                let mut node = SimNode::new(NodeClock::new(offset, ppm), mode, replicas, rng);
+                if sc.primitive == (Primitive::Semaphore { holder_sets: true }) {
+                    node.holder_set = every_key(sc.keys);
+                }
+                node
             })
             .collect();
         let per = sc.callers_per_process;
@@ -118,7 +122,7 @@ impl<'s, 'o> World<'s, 'o> {
             processes,
             net: Net::new(seed, sc.clients, n, per),
             locks: Locks::new(),
-            checker: Checker::new(sc.fenced_resource),
+            checker: Checker::new(sc.fenced_resource, rule(sc)),
             trace: Trace::new(text),
             observer,
             time: Timebase::new(),
@@ -321,6 +325,11 @@ impl<'s, 'o> World<'s, 'o> {
             }
         }
         self.fairness(g.client);
+        // Nodes that keep holder sets grant a key to several holders by
+        // design: the checker counts them instead.
+        if self.nodes.iter().any(|node| node.holder_set != 0) {
+            return;
+        }
         for (other, client) in self.clients.iter().enumerate() {
             if other == g.client as usize {
                 continue;
@@ -582,6 +591,11 @@ impl<'s, 'o> World<'s, 'o> {
                     let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
                     if node.marks.gives_way(&keys, queued, expiry(mark_ns)) {
                         Answer::Refused
+                    } else if let Some(set) = node.set_of(rec.mask) {
+                        match node.store.join_set(set, &rec.token, lock, expiry(ttl_ns)) {
+                            true => Answer::Granted(0),
+                            false => Answer::Refused,
+                        }
                     } else {
                         match node.store.acquire(
                             rec.mask,
@@ -602,15 +616,25 @@ impl<'s, 'o> World<'s, 'o> {
                     }
                 }
                 Op::Extend { ttl_ns } => {
-                    match node.store.extend(rec.mask, &rec.token, expiry(ttl_ns)) {
+                    let extended = match node.set_of(rec.mask) {
+                        Some(set) => node.store.extend_in_set(set, &rec.token, expiry(ttl_ns)),
+                        None => node.store.extend(rec.mask, &rec.token, expiry(ttl_ns)),
+                    };
+                    match extended {
                         true => Answer::Granted(0),
                         false => Answer::Refused,
                     }
                 }
-                Op::Release => match node.store.release(rec.mask, &rec.token) {
-                    true => Answer::Granted(0),
-                    false => Answer::Refused,
-                },
+                Op::Release => {
+                    let released = match node.set_of(rec.mask) {
+                        Some(set) => node.store.leave_set(set, &rec.token),
+                        None => node.store.release(rec.mask, &rec.token),
+                    };
+                    match released {
+                        true => Answer::Granted(0),
+                        false => Answer::Refused,
+                    }
+                }
                 Op::RaiseFence(at_least) => {
                     match node.store.raise_fence(rec.mask, &rec.token, at_least) {
                         true => Answer::Granted(0),
@@ -709,9 +733,33 @@ impl<'s, 'o> World<'s, 'o> {
             trace_hash: self.trace.hash(),
             violation_count: self.checker.total,
             violations: self.checker.violations,
-            stats: self.stats,
+            stats: Stats {
+                most_holders: self.checker.most_holders,
+                ..self.stats
+            },
         };
         (outcome, self.trace.into_lines())
+    }
+}
+
+/// The mask of the first `keys` keys.
+fn every_key(keys: usize) -> u8 {
+    (0..keys.min(super::scenario::MAX_KEYS)).fold(0, |mask, k| mask | (1 << k))
+}
+
+/// What the checker requires of the holders, by what the clients lock.
+fn rule(sc: &Scenario) -> Rule {
+    let group = every_key(sc.keys);
+    match sc.primitive {
+        Primitive::Mutex => Rule::Mutex,
+        Primitive::Semaphore { .. } => Rule::Semaphore {
+            group,
+            permits: sc.keys,
+        },
+        Primitive::RwLock { .. } => Rule::RwLock {
+            group,
+            readers: sc.keys,
+        },
     }
 }
 
