@@ -4,7 +4,8 @@
 //! A lock is acquired when a quorum (`N/2 + 1`) of nodes store its random
 //! token within a round whose duration leaves validity:
 //! `validity = ttl - elapsed - drift`, with `drift = ttl * factor + 2 ms`.
-//! Failed rounds are released on every node; retries pause for a random
+//! Failed rounds are released on every node that did not refuse them (a
+//! refusal sets nothing); retries pause for a random
 //! delay; every request of a round goes to all nodes at once.
 //!
 //! This crate holds the algorithm and the blocking API; the nodes come from a

@@ -36,9 +36,10 @@ pub struct Acquired {
 
 /// One acquisition of a lock: a round to every node, decided by the
 /// [`Tally`](crate::Tally) and [`judge`](crate::judge); with fencing on more
-/// than one node, a raise round; a failed round released on every node
-/// (waiting, at most one per-node timeout, for the nodes that granted or had
-/// not answered, so that a late grant is undone); then, with a deadline, a
+/// than one node, a raise round; a failed round released on every node but
+/// those that refused it (they answered and set nothing), waiting, at most
+/// one per-node timeout, for the nodes that granted or had not answered, so
+/// that a late grant is undone; then, with a deadline, a
 /// random pause and another round, until the deadline.
 ///
 /// # Examples
@@ -535,6 +536,7 @@ impl<E> Acquire<E> {
                 }
                 verdict => {
                     let may_hold = round.may_hold();
+                    let to = round.release_to();
                     let error = round.into_error(
                         verdict,
                         now,
@@ -542,7 +544,7 @@ impl<E> Acquire<E> {
                         &self.settings.nodes,
                         LockError::Contended,
                     );
-                    self.abandon_nodes(now, &claim, may_hold, error);
+                    self.abandon_nodes(now, &claim, may_hold, to, error);
                 }
             },
             Phase::Raising {
@@ -574,25 +576,29 @@ impl<E> Acquire<E> {
     }
 
     fn abandon(&mut self, now: Instant, claim: &Arc<Claim>, round: &Round<E>, error: LockError<E>) {
-        self.abandon_nodes(now, claim, round.may_hold(), error);
+        self.abandon_nodes(now, claim, round.may_hold(), round.release_to(), error);
     }
 
-    /// Releases `claim` on every node and waits for those in `may_hold`.
+    /// Releases `claim` on the nodes in `to` (every node but those that
+    /// refused the round: they set nothing) and waits for those in
+    /// `may_hold`.
     fn abandon_nodes(
         &mut self,
         now: Instant,
         claim: &Arc<Claim>,
         may_hold: Vec<bool>,
+        to: Vec<bool>,
         error: LockError<E>,
     ) {
         let id = self.round_id();
         let left = may_hold.iter().filter(|&&m| m).count();
-        self.send(
-            id,
-            Message::Release(self.ttl),
-            claim,
-            Some(may_hold.clone()),
-        );
+        self.transmits.push_back(Transmit {
+            round: id,
+            message: Message::Release(self.ttl),
+            claim: Arc::clone(claim),
+            wanted: Some(may_hold.clone()),
+            to: Some(to),
+        });
         self.phase = Phase::Abandoning {
             round: id,
             waiting: may_hold,

@@ -312,7 +312,8 @@ impl Message {
     }
 }
 
-/// What a machine asks its driver to send: one message, to every node.
+/// What a machine asks its driver to send: one message, to every node
+/// ([`Transmit::sends_to`] says which).
 ///
 /// # Examples
 ///
@@ -324,8 +325,8 @@ pub struct Transmit {
     pub(crate) claim: Arc<Claim>,
     /// `None`: every node's reply is wanted.
     pub(crate) wanted: Option<Vec<bool>>,
-    /// `None`: it goes to every node (as every request of this protocol
-    /// does today).
+    /// `None`: it goes to every node (every request of this protocol but
+    /// a failed round's release, which skips the nodes that refused).
     pub(crate) to: Option<Vec<bool>>,
 }
 

@@ -145,6 +145,16 @@ impl<E> Round<E> {
 
     /// The nodes where a failed acquire may have left its key: those that
     /// granted, and those that had not answered.
+    /// The nodes a failed round's release goes to: all but those that
+    /// refused (they answered and set nothing; a node that failed or has
+    /// not answered may still run the acquire, and its release runs behind
+    /// it).
+    pub(crate) fn release_to(&self) -> Vec<bool> {
+        (0..self.tally.nodes())
+            .map(|node| self.tally.vote(node) != Some(Vote::Refused))
+            .collect()
+    }
+
     pub(crate) fn may_hold(&self) -> Vec<bool> {
         (0..self.tally.nodes())
             .map(|node| matches!(self.tally.vote(node), None | Some(Vote::Granted)))

@@ -13,8 +13,9 @@
 //! the very code the blocking [`Redlock`](redlock_core::Redlock) drives:
 //! [`Acquire`](redlock_core::engine::Acquire) for each acquisition (rounds
 //! to every node decided by the tally and judge, the fencing raise round,
-//! the release of a failed round on every node while waiting for the nodes
-//! that may hold, random retry pauses until the deadline),
+//! the release of a failed round on every node that did not refuse it
+//! while waiting for the nodes that may hold, random retry pauses until
+//! the deadline),
 //! [`Single`](redlock_core::engine::Single) rounds for extends and releases,
 //! the holder's [`Lease`](redlock_core::engine::Lease) (validity, loss,
 //! what a failed extend does to it) and, with [`Scenario::keep_alive`], the

@@ -28,11 +28,10 @@ fn manager(cluster: &MockCluster, wake_ups: bool) -> Redlock<MockNode> {
 }
 
 /// Waits until every node answered `waiter`'s queued round, which leaves
-/// its waiting mark: its plain round, that round's release (a refused
-/// round is released everywhere, for grants that come late), then the
-/// queued one.
+/// its waiting mark: its plain round, then the queued one (a round every
+/// node refused is released nowhere: none of them set anything).
 fn marked(waiter: &Redlock<MockNode>) -> bool {
-    eventually(|| waiter.stats().nodes.iter().all(|n| n.requests >= 3))
+    eventually(|| waiter.stats().nodes.iter().all(|n| n.requests >= 2))
 }
 
 /// `holder` locks `key` on every node; `waiter` calls `lock` on it; once
@@ -154,8 +153,9 @@ fn a_key_waited_for_lately_is_acquired_in_turn_not_jumped() {
             got.release().expect("held");
             at
         });
+        // `b` waits: its plain round and its queued one reached every node.
         assert!(eventually(|| {
-            b.stats().nodes.iter().map(|n| n.requests).min() >= before.map(|r| r + 3)
+            b.stats().nodes.iter().map(|n| n.requests).min() >= before.map(|r| r + 2)
         }));
         lock.release().expect("held");
         let again = a.lock_timeout("turns", TTL, BOUND).expect("after b");
