@@ -7,12 +7,11 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlock_tests::harness::{process_exists, wait_until, RedisCluster, ServerOptions};
+use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
 
 use crate::{finish, get, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG};
 
 const CONFLICT: i32 = 75;
-const LOST: i32 = 79;
 
 /// The marker files in `dir`: one per command inside.
 fn markers(dir: &Path) -> Vec<String> {
@@ -245,45 +244,11 @@ fn permits_are_kept_alive_over_four_ttls_and_sigterm_frees_one() {
 
 #[test]
 fn freezing_three_of_five_masters_stops_a_permit_holders_child_within_the_validity() {
-    let cluster = RedisCluster::start(5, &ServerOptions::new()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
-    let name = key("limit-lost");
-    let ttl = Duration::from_secs(3);
-    // The child ignores SIGTERM: only SIGKILL stops it.
-    let script = format!(
-        "trap '' TERM; echo $$ > {pid}; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
-        pid = dir.path().join("pid").display(),
-        started = dir.path().join("started").display()
+    crate::freezing_three_of_five_masters_stops_the_child(
+        &["--limit", "3"],
+        &key("limit-lost"),
+        "lost permit ",
     );
-    let holder = spawn(run_sh(
-        &urls,
-        &["--limit", "3", "--ttl", "3s"],
-        &name,
-        &script,
-    ));
-    wait_for_file(&dir.path().join("started"));
-    let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // Every extension so far started before this instant, so the permit's
-    // validity ends before `frozen + ttl`.
-    let frozen = Instant::now();
-    for i in 0..3 {
-        cluster.node(i).pause().unwrap();
-    }
-    wait_until(HANG, "the child to be stopped", || !process_exists(pid)).unwrap();
-    let gone = frozen.elapsed();
-    let out = wait_output(holder, HANG);
-    for i in 0..3 {
-        cluster.node(i).resume().unwrap();
-    }
-    assert!(gone < ttl, "the child outlived the permit: {gone:?}");
-    assert_eq!(out.code(), Some(LOST), "{out:?}");
-    assert!(out.stderr.contains("lost permit "), "{}", out.stderr);
-    assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
 }
 
 #[test]

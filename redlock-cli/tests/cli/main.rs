@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use redlock_tests::harness::{RedisCluster, ServerOptions};
+use redlock_tests::harness::{process_exists, wait_until, RedisCluster, ServerOptions};
+
+/// `redlock run`'s exit code when the lock (or permit) was lost.
+pub(crate) const LOST: i32 = 79;
 
 /// The longest any one `redlock` process in these tests may take.
 pub(crate) const HANG: Duration = Duration::from_secs(60);
@@ -193,4 +196,49 @@ pub(crate) fn sigint_while_waiting(
     for node in cluster.iter() {
         assert_eq!(get(node, left), None);
     }
+}
+
+/// A `redlock run` (with `options` and a TTL of 3 s) whose command ignores
+/// SIGTERM, on `name` over five masters: once three of them are frozen
+/// (SIGSTOP) the command is SIGKILLed before the validity ends, and
+/// `redlock` exits 79 saying `lost` (its wording for a lock or a permit).
+pub(crate) fn freezing_three_of_five_masters_stops_the_child(
+    options: &[&str],
+    name: &str,
+    lost: &str,
+) {
+    let cluster = RedisCluster::start(5, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let ttl = Duration::from_secs(3);
+    // The child ignores SIGTERM: only SIGKILL stops it.
+    let script = format!(
+        "trap '' TERM; echo $$ > {pid}; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+        pid = dir.path().join("pid").display(),
+        started = dir.path().join("started").display()
+    );
+    let with_ttl: Vec<&str> = options.iter().copied().chain(["--ttl", "3s"]).collect();
+    let holder = spawn(run_sh(&urls, &with_ttl, name, &script));
+    wait_for_file(&dir.path().join("started"));
+    let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Every extension so far started before this instant, so the validity
+    // ends before `frozen + ttl`.
+    let frozen = Instant::now();
+    for i in 0..3 {
+        cluster.node(i).pause().unwrap();
+    }
+    wait_until(HANG, "the child to be stopped", || !process_exists(pid)).unwrap();
+    let gone = frozen.elapsed();
+    let out = wait_output(holder, HANG);
+    for i in 0..3 {
+        cluster.node(i).resume().unwrap();
+    }
+    assert!(gone < ttl, "the child outlived the validity: {gone:?}");
+    assert_eq!(out.code(), Some(LOST), "{out:?}");
+    assert!(out.stderr.contains(lost), "{}", out.stderr);
+    assert!(out.stderr.contains("SIGKILL"), "{}", out.stderr);
 }

@@ -221,6 +221,80 @@ pub struct Stats {
     pub end: Duration,
 }
 
+impl Stats {
+    /// Adds `other`'s counters to these (for totals over many runs); the
+    /// most holders, the longest starvation and the end take the larger.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{run, Scenario, Stats};
+    /// let mut total = Stats::default();
+    /// for seed in 0..3 {
+    ///     total.absorb(&run(&Scenario::quiet(), seed).stats);
+    /// }
+    /// assert!(total.acquired >= run(&Scenario::quiet(), 0).stats.acquired);
+    /// ```
+    pub fn absorb(&mut self, other: &Stats) {
+        let Stats {
+            events,
+            rounds,
+            acquired,
+            extended,
+            gave_up,
+            writes,
+            skipped_writes,
+            raises,
+            raise_failed,
+            fenced_off,
+            keep_lost,
+            node_crashes,
+            failovers,
+            clock_jumps,
+            flushes,
+            client_crashes,
+            pauses,
+            lost_messages,
+            late_replies,
+            late_grants,
+            hand_offs,
+            took_over,
+            woken,
+            most_holders,
+            writers,
+            longest_starved,
+            end,
+        } = *other;
+        self.events += events;
+        self.rounds += rounds;
+        self.acquired += acquired;
+        self.extended += extended;
+        self.gave_up += gave_up;
+        self.writes += writes;
+        self.skipped_writes += skipped_writes;
+        self.raises += raises;
+        self.raise_failed += raise_failed;
+        self.fenced_off += fenced_off;
+        self.keep_lost += keep_lost;
+        self.node_crashes += node_crashes;
+        self.failovers += failovers;
+        self.clock_jumps += clock_jumps;
+        self.flushes += flushes;
+        self.client_crashes += client_crashes;
+        self.pauses += pauses;
+        self.lost_messages += lost_messages;
+        self.late_replies += late_replies;
+        self.late_grants += late_grants;
+        self.hand_offs += hand_offs;
+        self.took_over += took_over;
+        self.woken += woken;
+        self.writers += writers;
+        self.most_holders = self.most_holders.max(most_holders);
+        self.longest_starved = self.longest_starved.max(longest_starved);
+        self.end = self.end.max(end);
+    }
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

@@ -111,23 +111,21 @@ fn liveness_some_contender_acquires_within_the_bound() {
 }
 
 /// Sums the counters of `seeds` runs of `scenario`.
-fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> redlock_mock::sim::Stats {
+pub(crate) fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> redlock_mock::sim::Stats {
+    totals_with(scenario, seeds, |_| {})
+}
+
+/// [`totals`], showing each run's counters to `each` too.
+pub(crate) fn totals_with(
+    scenario: &Scenario,
+    seeds: std::ops::Range<u64>,
+    mut each: impl FnMut(&redlock_mock::sim::Stats),
+) -> redlock_mock::sim::Stats {
     let mut t = redlock_mock::sim::Stats::default();
     for seed in seeds {
         let s = run(scenario, seed).stats;
-        t.acquired += s.acquired;
-        t.extended += s.extended;
-        t.keep_lost += s.keep_lost;
-        t.skipped_writes += s.skipped_writes;
-        t.writes += s.writes;
-        t.pauses += s.pauses;
-        t.late_replies += s.late_replies;
-        t.late_grants += s.late_grants;
-        t.hand_offs += s.hand_offs;
-        t.took_over += s.took_over;
-        t.woken += s.woken;
-        t.client_crashes += s.client_crashes;
-        t.gave_up += s.gave_up;
+        each(&s);
+        t.absorb(&s);
     }
     t
 }

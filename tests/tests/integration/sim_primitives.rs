@@ -14,23 +14,12 @@ use super::sim::{expect_broken, expect_safe, scenario};
 /// What `seeds` runs of `scenario` did, summed (the most holders: the
 /// largest).
 fn totals(scenario: &Scenario, seeds: std::ops::Range<u64>) -> (Stats, u64) {
-    let mut totals = Stats::default();
-    let mut runs_at_most = 0;
     assert_ne!(scenario.primitive, Primitive::Mutex, "{}", scenario.name);
     let most = scenario.keys as u64;
-    for seed in seeds {
-        let s = run(scenario, seed).stats;
-        totals.acquired += s.acquired;
-        totals.writers += s.writers;
-        totals.extended += s.extended;
-        totals.node_crashes += s.node_crashes;
-        totals.client_crashes += s.client_crashes;
-        totals.pauses += s.pauses;
-        totals.lost_messages += s.lost_messages;
-        totals.gave_up += s.gave_up;
-        totals.most_holders = totals.most_holders.max(s.most_holders);
+    let mut runs_at_most = 0;
+    let totals = crate::sim::totals_with(scenario, seeds, |s| {
         runs_at_most += u64::from(s.most_holders == most);
-    }
+    });
     (totals, runs_at_most)
 }
 
