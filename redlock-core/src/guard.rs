@@ -52,7 +52,9 @@ impl<B: LockBackend> Lock<B> {
     pub(crate) fn new(manager: Arc<Manager<B::Error>>, acquired: Acquired) -> Self {
         let state = Arc::new(LockState {
             claim: acquired.claim,
-            life: Mutex::new(Lease::new(acquired.ttl, acquired.valid_until)),
+            life: Mutex::new(
+                Lease::new(acquired.ttl, acquired.valid_until).skipping(acquired.refused),
+            ),
             extending: Mutex::new(()),
         });
         Lock {
@@ -287,18 +289,20 @@ impl<B: LockBackend> Lock<B> {
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         crate::events::call_span!("redlock.release", self.state.claim.resources());
         self.released = true;
-        let message = self.state.life.lock().begin_release();
+        let (message, skips) = {
+            let mut life = self.state.life.lock();
+            (life.begin_release(), life.skips().cloned())
+        };
         let shared = &self.manager.shared;
         let claim = &self.state.claim;
         let lines = &self.manager.lines;
-        let decided = match lines.release_handing_off(shared, claim, message, self.line, true) {
+        let sent = (message, skips.clone());
+        let decided = match lines.release_handing_off(shared, claim, sent, self.line, true) {
             Some(decided) => decided,
-            None => shared.run_single(Single::new(
-                &shared.settings,
-                message,
-                Arc::clone(claim),
-                Until::Decided,
-            )),
+            None => shared.run_single(
+                Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided)
+                    .skipping(skips),
+            ),
         };
         self.state
             .life
@@ -315,12 +319,15 @@ impl<B: LockBackend> Lock<B> {
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
-            let message = self.state.life.lock().begin_release();
+            let sent = {
+                let mut life = self.state.life.lock();
+                (life.begin_release(), life.skips().cloned())
+            };
             let manager = &self.manager;
             let _ = manager.lines.release_handing_off(
                 &manager.shared,
                 &self.state.claim,
-                message,
+                sent,
                 self.line,
                 false,
             );

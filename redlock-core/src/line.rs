@@ -174,12 +174,13 @@ impl<E: Send + Sync + 'static> Lines<E> {
         &self,
         shared: &Shared<E>,
         claim: &Arc<Claim>,
-        message: Message,
+        (message, skips): (Message, Option<Arc<[bool]>>),
         line: Option<u64>,
         wait: bool,
     ) -> Option<Decided<E>> {
         let clock = &shared.config.clock;
-        let mut release = Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided);
+        let mut release = Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided)
+            .skipping(skips);
         release.start(clock.now());
         let sent = release.poll_transmit()?;
         let mine =

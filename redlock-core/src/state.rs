@@ -31,13 +31,20 @@ pub(crate) fn extend<E: Send + Sync + 'static>(
     let now = shared.config.clock.now();
     let lost_before = state.life.lock().lost().is_some();
     let result = (|| {
-        let message = state.life.lock().begin_extend(now, ttl, &shared.settings)?;
+        let (message, skips) = {
+            let mut life = state.life.lock();
+            (
+                life.begin_extend(now, ttl, &shared.settings)?,
+                life.skips().cloned(),
+            )
+        };
         let single = Single::new(
             &shared.settings,
             message,
             Arc::clone(&state.claim),
             Until::Decided,
-        );
+        )
+        .skipping(skips);
         let decided = shared.run_single(single);
         state.life.lock().end_extend(ttl, decided, &shared.settings)
     })();

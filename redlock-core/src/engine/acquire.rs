@@ -32,6 +32,10 @@ pub struct Acquired {
     pub fence: Option<FencingToken>,
     /// The rounds it took (the last one won).
     pub attempts: u32,
+    /// The nodes that refused the winning round (one flag per node): they
+    /// never held the lock, so its extends and its release skip them
+    /// ([`Lease::skips`](crate::engine::Lease::skips)).
+    pub refused: Arc<[bool]>,
 }
 
 /// One acquisition of a lock: a round to every node, decided by the
@@ -503,6 +507,7 @@ impl<E> Acquire<E> {
                     valid_until: later(now, validity),
                     fence: None,
                     attempts: self.attempts,
+                    refused: round.refused(),
                 })),
                 Verdict::Held { validity } => {
                     let holder = holder.unwrap_or_default();
@@ -513,6 +518,7 @@ impl<E> Acquire<E> {
                             valid_until: later(now, validity),
                             fence: Some(FencingToken::new(value, holder)),
                             attempts: self.attempts,
+                            refused: round.refused(),
                         })),
                         Some(FenceStep::Raise(value)) => {
                             let id = self.round_id();
@@ -559,6 +565,7 @@ impl<E> Acquire<E> {
                     valid_until: later(now, validity),
                     fence: Some(token),
                     attempts: self.attempts,
+                    refused: acquired.refused(),
                 })),
                 verdict => {
                     let error = raise.into_error(

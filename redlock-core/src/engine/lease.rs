@@ -34,6 +34,8 @@ pub struct Lease<E> {
     extending: Option<Instant>,
     released: bool,
     lost: Option<(LostReason, Option<Arc<LockError<E>>>)>,
+    /// The nodes that refused the winning round (see [`Lease::skipping`]).
+    skips: Option<Arc<[bool]>>,
 }
 
 impl<E> Lease<E> {
@@ -51,7 +53,41 @@ impl<E> Lease<E> {
             extending: None,
             released: false,
             lost: None,
+            skips: None,
         }
+    }
+
+    /// The lease of a lock whose winning round `refused` flags the nodes
+    /// that refused ([`Acquired::refused`](crate::engine::Acquired)): those
+    /// never held it, so its extend and release rounds need not go there
+    /// (pass [`Lease::skips`] to [`Single::skipping`](crate::engine::Single::skipping)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::{engine::Lease, Ttl};
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let lease = Lease::<std::io::Error>::new(ttl, Instant::now())
+    ///     .skipping(vec![false, true, false].into());
+    /// assert_eq!(lease.skips().map(|s| s.to_vec()), Some(vec![false, true, false]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn skipping(mut self, refused: Arc<[bool]>) -> Self {
+        self.skips = refused.contains(&true).then_some(refused);
+        self
+    }
+
+    /// The nodes its extends and release skip, if any (see
+    /// [`Lease::skipping`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Lease::skipping`].
+    #[must_use]
+    pub fn skips(&self) -> Option<&Arc<[bool]>> {
+        self.skips.as_ref()
     }
 
     /// The TTL of the last successful acquire or extend.

@@ -1,6 +1,7 @@
 //! One round: a request to every node, the replies as they come, and what
 //! they decide.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{
@@ -152,6 +153,14 @@ impl<E> Round<E> {
     pub(crate) fn release_to(&self) -> Vec<bool> {
         (0..self.tally.nodes())
             .map(|node| self.tally.vote(node) != Some(Vote::Refused))
+            .collect()
+    }
+
+    /// The nodes that refused so far: they answered and set nothing, so a
+    /// release or an extend of the lock this round won need not go there.
+    pub(crate) fn refused(&self) -> Arc<[bool]> {
+        (0..self.tally.nodes())
+            .map(|node| self.tally.vote(node) == Some(Vote::Refused))
             .collect()
     }
 

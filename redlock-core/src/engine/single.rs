@@ -91,6 +91,8 @@ pub struct Single<E> {
     /// The nodes, with `Settings::observe` only.
     observe: Option<Arc<[crate::NodeId]>>,
     record: Option<RoundRecord>,
+    /// Nodes not sent to, counted as refused from the start.
+    skip: Option<Arc<[bool]>>,
 }
 
 impl<E> Single<E> {
@@ -112,7 +114,34 @@ impl<E> Single<E> {
             outcome: None,
             observe: settings.observe.then(|| Arc::clone(&settings.nodes)),
             record: None,
+            skip: None,
         }
+    }
+
+    /// Leaves out the nodes flagged in `skip` (`None`: none): the message
+    /// is not sent there, and each counts as refused (they never held the
+    /// lock: [`Lease::skips`](crate::engine::Lease::skips)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::{sync::Arc, time::{Duration, Instant}};
+    /// # use redlock_core::{NodeId, Resources, Ttl, engine::{Machine, Message, Settings, Single, Until}};
+    /// # use redlock_core::backend::{Claim, Token};
+    /// let settings = Settings::new(vec![NodeId::new("a"), NodeId::new("b"), NodeId::new("c")].into());
+    /// let claim = Arc::new(Claim::new(Resources::one("k")?, Token::from_bytes([1; 20])));
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let mut release = Single::<std::io::Error>::new(&settings, Message::Release(ttl), claim, Until::Decided)
+    ///     .skipping(Some(Arc::from([false, true, false])));
+    /// release.start(Instant::now());
+    /// let sent = release.poll_transmit().unwrap();
+    /// assert!(sent.sends_to(0) && !sent.sends_to(1) && sent.sends_to(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn skipping(mut self, skip: Option<Arc<[bool]>>) -> Self {
+        self.skip = skip.filter(|s| s.len() == self.nodes);
+        self
     }
 
     /// Sends the message; `now` is the round's start.
@@ -127,10 +156,30 @@ impl<E> Single<E> {
             message: self.message,
             claim: Arc::clone(&self.claim),
             wanted: None,
-            to: None,
+            to: self
+                .skip
+                .as_ref()
+                .map(|skip| skip.iter().map(|s| !s).collect()),
         });
-        self.round = Some(Round::new(id, self.nodes, now));
+        let mut round = Round::new(id, self.nodes, now);
         self.answered = 0;
+        for (node, _) in self
+            .skip
+            .iter()
+            .flat_map(|s| s.iter().enumerate())
+            .filter(|(_, s)| **s)
+        {
+            round.record(node, Ok(Response::Held(false)));
+            self.answered += 1;
+        }
+        let over = match self.until {
+            Until::Decided => round.is_decided(),
+            Until::AllAnswered => self.answered == self.nodes,
+        };
+        self.round = Some(round);
+        if over {
+            self.finish(now);
+        }
     }
 
     /// The decided round, once.

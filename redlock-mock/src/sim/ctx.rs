@@ -119,6 +119,14 @@ impl Ctx<'_> {
         self.transmit(client, node, tx, lock, op);
     }
 
+    /// Notes that a release of `lock` was not sent to `node` (the node
+    /// refused the lock's winning round).
+    pub(crate) fn release_skipped(&mut self, lock: u32, node: u8) {
+        if let Some(rec) = self.locks.get_mut(lock) {
+            rec.release_skipped |= 1 << node;
+        }
+    }
+
     /// Puts request `op` on the link from `client`'s process to `node`.
     pub(crate) fn transmit(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
         let now = self.now;

@@ -30,6 +30,9 @@ pub(crate) struct LockRec {
     pub(crate) release_landed: u32,
     /// The nodes a release of it was lost on the way to.
     pub(crate) release_lost: u32,
+    /// The nodes a release of it was not sent to (they refused its winning
+    /// round: `Lease::skips`).
+    pub(crate) release_skipped: u32,
     /// A hand-off's claim: the lock whose release it was queued behind.
     pub(crate) handed_from: Option<u32>,
 }
@@ -54,6 +57,7 @@ impl Locks {
             released_on: 0,
             release_landed: 0,
             release_lost: 0,
+            release_skipped: 0,
             handed_from: None,
         });
         lock

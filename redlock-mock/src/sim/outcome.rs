@@ -44,7 +44,8 @@ pub enum ViolationKind {
     /// not passed.
     WaiterSkipped,
     /// A hand-off's first acquire ran on a node before the release it was
-    /// queued behind had reached that node (or with no release sent there).
+    /// queued behind had reached that node (a node the release skipped,
+    /// because it refused the released lock, excepted).
     HandOffOvertook,
     /// Liveness mode: no contender acquired within the bound after the
     /// faults stopped.

@@ -512,3 +512,35 @@ fn requests_queued_for_a_node_are_handed_over_as_one_batch() {
     assert!(locks.flush(Duration::from_secs(10)));
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
+
+#[test]
+fn a_lock_is_extended_and_released_only_where_it_was_not_refused() {
+    let cluster = MockCluster::new(3);
+    // Another process holds the key on node 2 alone.
+    let _theirs = hold_elsewhere(&cluster, "k", &[2]);
+    // Node 2's refusal comes first, so it is in the winning round's tally.
+    for i in 0..2 {
+        cluster.node(i).set_latency(Duration::from_millis(20));
+    }
+    let locks = manager(&cluster, Duration::from_secs(2));
+    let mut lock = locks
+        .try_lock("k", Duration::from_secs(30))
+        .expect("a quorum");
+    let before: Vec<_> = (0..3).map(|i| cluster.node(i).stats()).collect();
+    lock.extend(Duration::from_secs(30)).expect("extended");
+    lock.release().expect("released");
+    assert!(locks.flush(Duration::from_secs(5)));
+    let after: Vec<_> = (0..3).map(|i| cluster.node(i).stats()).collect();
+    // Nodes 0 and 1 got the extend and the release; node 2, which refused
+    // the lock and never held it, neither.
+    for i in 0..2 {
+        assert_eq!(after[i].extended - before[i].extended, 1, "node {i}");
+        assert_eq!(after[i].released - before[i].released, 1, "node {i}");
+    }
+    assert_eq!(after[2].ops, before[2].ops, "node 2 was sent something");
+    assert!(
+        cluster.node(2).is_locked("k"),
+        "the squatter's key is untouched"
+    );
+    assert!(!cluster.node(0).is_locked("k") && !cluster.node(1).is_locked("k"));
+}

@@ -190,7 +190,8 @@ impl Client {
             message,
             Arc::clone(&h.claim),
             Until::Decided,
-        );
+        )
+        .skipping(h.lease.skips().cloned());
         machine.start(now);
         self.extend = Some(Extending {
             machine,
@@ -224,7 +225,8 @@ impl Client {
         } else {
             None
         };
-        let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided);
+        let mut machine = Single::new(&self.settings, message, h.claim, Until::Decided)
+            .skipping(h.lease.skips().cloned());
         machine.start(now);
         let first = handing.is_some().then(|| machine.poll_transmit()).flatten();
         self.release = Some(super::Releasing {
@@ -359,6 +361,8 @@ impl Client {
             for (pos, &node) in self.view.iter().enumerate() {
                 if t.sends_to(pos) {
                     ctx.send(self.id, node, tx, *lock, op);
+                } else if op == Op::Release {
+                    ctx.release_skipped(*lock, node);
                 }
             }
             let at = self.after(ctx, ctx.node_timeout());
@@ -540,7 +544,8 @@ impl Client {
         });
         self.held = Some(Held {
             lock,
-            lease: redlock_core::engine::Lease::new(acquired.ttl, acquired.valid_until),
+            lease: redlock_core::engine::Lease::new(acquired.ttl, acquired.valid_until)
+                .skipping(acquired.refused),
             claim: acquired.claim,
             fence: token,
             keep,
