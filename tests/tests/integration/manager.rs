@@ -526,6 +526,7 @@ fn a_lock_is_extended_and_released_only_where_it_was_not_refused() {
     let mut lock = locks
         .try_lock("k", Duration::from_secs(30))
         .expect("a quorum");
+    assert!(locks.flush(Duration::from_secs(5)));
     let before: Vec<_> = (0..3).map(|i| cluster.node(i).stats()).collect();
     lock.extend(Duration::from_secs(30)).expect("extended");
     lock.release().expect("released");

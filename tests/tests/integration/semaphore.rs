@@ -71,6 +71,9 @@ fn a_try_on_a_full_semaphore_makes_one_round_per_permit() {
     let _held: Vec<_> = (0..4)
         .map(|_| full.try_acquire(TTL).expect("free"))
         .collect();
+    // The holder's last replies (a round returns at a quorum) ran: the
+    // nodes' counters below see only `other`.
+    assert!(holder.flush(Duration::from_secs(5)));
     let other = manager(&cluster);
     let before: Vec<_> = (0..3).map(|i| cluster.node(i).stats()).collect();
     let err = other
