@@ -32,10 +32,10 @@ pub struct Acquired {
     pub fence: Option<FencingToken>,
     /// The rounds it took (the last one won).
     pub attempts: u32,
-    /// The nodes that refused the winning round (one flag per node): they
-    /// never held the lock, so its extends and its release skip them
-    /// ([`Lease::skips`](crate::engine::Lease::skips)).
-    pub refused: Arc<[bool]>,
+    /// The nodes that refused the winning round (one flag per node; `None`:
+    /// none did): they never held the lock, so its extends and its release
+    /// skip them ([`Lease::skips`](crate::engine::Lease::skips)).
+    pub refused: Option<Arc<[bool]>>,
 }
 
 /// One acquisition of a lock: a round to every node, decided by the
@@ -507,7 +507,7 @@ impl<E> Acquire<E> {
                     valid_until: later(now, validity),
                     fence: None,
                     attempts: self.attempts,
-                    refused: round.refused(),
+                    refused: round.refused_nodes(),
                 })),
                 Verdict::Held { validity } => {
                     let holder = holder.unwrap_or_default();
@@ -518,7 +518,7 @@ impl<E> Acquire<E> {
                             valid_until: later(now, validity),
                             fence: Some(FencingToken::new(value, holder)),
                             attempts: self.attempts,
-                            refused: round.refused(),
+                            refused: round.refused_nodes(),
                         })),
                         Some(FenceStep::Raise(value)) => {
                             let id = self.round_id();
@@ -542,7 +542,7 @@ impl<E> Acquire<E> {
                 }
                 verdict => {
                     let may_hold = round.may_hold();
-                    let to = round.release_to();
+                    let refused = round.refused_nodes();
                     let error = round.into_error(
                         verdict,
                         now,
@@ -550,7 +550,7 @@ impl<E> Acquire<E> {
                         &self.settings.nodes,
                         LockError::Contended,
                     );
-                    self.abandon_nodes(now, &claim, may_hold, to, error);
+                    self.abandon_nodes(now, &claim, may_hold, refused, error);
                 }
             },
             Phase::Raising {
@@ -565,7 +565,7 @@ impl<E> Acquire<E> {
                     valid_until: later(now, validity),
                     fence: Some(token),
                     attempts: self.attempts,
-                    refused: acquired.refused(),
+                    refused: acquired.refused_nodes(),
                 })),
                 verdict => {
                     let error = raise.into_error(
@@ -583,18 +583,17 @@ impl<E> Acquire<E> {
     }
 
     fn abandon(&mut self, now: Instant, claim: &Arc<Claim>, round: &Round<E>, error: LockError<E>) {
-        self.abandon_nodes(now, claim, round.may_hold(), round.release_to(), error);
+        self.abandon_nodes(now, claim, round.may_hold(), round.refused_nodes(), error);
     }
 
-    /// Releases `claim` on the nodes in `to` (every node but those that
-    /// refused the round: they set nothing) and waits for those in
-    /// `may_hold`.
+    /// Releases `claim` on every node but those in `refused` (they set
+    /// nothing) and waits for those in `may_hold`.
     fn abandon_nodes(
         &mut self,
         now: Instant,
         claim: &Arc<Claim>,
         may_hold: Vec<bool>,
-        to: Vec<bool>,
+        refused: Option<Arc<[bool]>>,
         error: LockError<E>,
     ) {
         let id = self.round_id();
@@ -604,7 +603,7 @@ impl<E> Acquire<E> {
             message: Message::Release(self.ttl),
             claim: Arc::clone(claim),
             wanted: Some(may_hold.clone()),
-            to: Some(to),
+            to: refused.map(|refused| refused.iter().map(|r| !r).collect()),
         });
         self.phase = Phase::Abandoning {
             round: id,

@@ -69,13 +69,13 @@ impl<E> Lease<E> {
     /// use redlock_core::{engine::Lease, Ttl};
     /// let ttl = Ttl::new(Duration::from_secs(1))?;
     /// let lease = Lease::<std::io::Error>::new(ttl, Instant::now())
-    ///     .skipping(vec![false, true, false].into());
+    ///     .skipping(Some(vec![false, true, false].into()));
     /// assert_eq!(lease.skips().map(|s| s.to_vec()), Some(vec![false, true, false]));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
-    pub fn skipping(mut self, refused: Arc<[bool]>) -> Self {
-        self.skips = refused.contains(&true).then_some(refused);
+    pub fn skipping(mut self, refused: Option<Arc<[bool]>>) -> Self {
+        self.skips = refused.filter(|refused| refused.contains(&true));
         self
     }
 

@@ -146,22 +146,17 @@ impl<E> Round<E> {
 
     /// The nodes where a failed acquire may have left its key: those that
     /// granted, and those that had not answered.
-    /// The nodes a failed round's release goes to: all but those that
-    /// refused (they answered and set nothing; a node that failed or has
-    /// not answered may still run the acquire, and its release runs behind
-    /// it).
-    pub(crate) fn release_to(&self) -> Vec<bool> {
-        (0..self.tally.nodes())
-            .map(|node| self.tally.vote(node) != Some(Vote::Refused))
-            .collect()
-    }
-
-    /// The nodes that refused so far: they answered and set nothing, so a
-    /// release or an extend of the lock this round won need not go there.
-    pub(crate) fn refused(&self) -> Arc<[bool]> {
-        (0..self.tally.nodes())
-            .map(|node| self.tally.vote(node) == Some(Vote::Refused))
-            .collect()
+    /// The nodes that refused so far (`None`: none did, the common case,
+    /// with nothing allocated). They answered and set nothing: a failed
+    /// round's release, and a won lock's extends and release, skip them. A
+    /// node that failed or has not answered may still run the acquire, and
+    /// its release runs behind it.
+    pub(crate) fn refused_nodes(&self) -> Option<Arc<[bool]>> {
+        (self.tally.refused() > 0).then(|| {
+            (0..self.tally.nodes())
+                .map(|node| self.tally.vote(node) == Some(Vote::Refused))
+                .collect()
+        })
     }
 
     pub(crate) fn may_hold(&self) -> Vec<bool> {
