@@ -58,11 +58,13 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn rwlock(&self, name: &str, readers: u32) -> Result<RwLock<B>, ConfigError> {
+        // The keys first: a name is recorded only for a lock made.
+        let slots = Slots::readers(name, readers)?;
         let writers = self.manager.names.define_rwlock(name, readers)?;
         Ok(RwLock {
             locks: self.clone(),
             name: name.into(),
-            slots: Slots::readers(name, readers)?,
+            slots,
             writers,
         })
     }

@@ -52,11 +52,13 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore<B>, ConfigError> {
+        // The keys first: a name is recorded only for a semaphore made.
+        let slots = Slots::permits(name, permits)?;
         self.manager.names.define(name, permits)?;
         Ok(Semaphore {
             locks: self.clone(),
             name: name.into(),
-            slots: Slots::permits(name, permits)?,
+            slots,
         })
     }
 }
