@@ -396,9 +396,11 @@ fn a_batch_after_script_flush_retries_only_its_scripts_by_eval_and_stays_exclusi
     use redlock_redis::backend::{AcquireOutcome, Request, Response};
     let server = RedisServer::start().expect("server");
     // One connection: no new one (which would load the scripts) can race
-    // the flush.
+    // the flush. Its node timeout also bounds the wait for that first
+    // connection, made in the background: generous, since this test is
+    // not about timeouts (CI under load once ran out of 500 ms there).
     let node = RedisBackend::builder(server.url())
-        .node_timeout(NODE_TIMEOUT)
+        .node_timeout(Duration::from_secs(10))
         .pool_size(1)
         .build()
         .expect("valid");
