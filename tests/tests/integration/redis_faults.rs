@@ -279,6 +279,9 @@ fn a_master_turned_replica_reports_readonly_and_the_lock_still_works() {
         .expect("4 masters grant")
         .release()
         .expect("held");
+    // A release returns at a quorum: wait until every master has run it
+    // before taking the key directly on two of them.
+    assert!(locks.flush(Duration::from_secs(10)), "masters caught up");
     // ... and a failed round's report names the replica with READONLY.
     let other = claim(&name);
     for i in [0, 1] {
