@@ -5,7 +5,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlock_tests::harness::{RedisCluster, ServerOptions};
+use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
 
 use crate::{finish, get, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG, LOST};
 
@@ -52,6 +52,15 @@ fn two_runs_never_interleave_and_a_no_wait_loser_gets_the_conflict_code() {
     // A holder, then a --no-wait loser: the conflict code at once.
     let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
     wait_for_file(&dir.path().join("started"));
+    // The holder's acquire returns at a quorum: let it land on the third
+    // server too before the losers' rounds (which could otherwise win that
+    // server first) and `status` look at every server.
+    wait_until(
+        Duration::from_secs(10),
+        "the holder's key on every server",
+        || cluster.iter().all(|node| get(node, &name).is_some()),
+    )
+    .unwrap();
     let started = Instant::now();
     let loser = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
     assert_eq!(loser.code(), Some(CONFLICT), "{loser:?}");

@@ -97,6 +97,10 @@ fn calls_are_reported_and_counted_by_outcome() {
     let mut lock = locks.try_lock("a", TTL).expect("free");
     lock.extend(TTL).expect("extend");
     let held = other.try_lock("b", TTL).expect("free");
+    // `other` returned at a quorum: its acquire must have run on every node
+    // before `locks` asks, or `locks` could be granted on the late one and
+    // its round record show a grant.
+    assert!(other.flush(Duration::from_secs(5)), "nodes caught up");
     assert!(matches!(
         locks.try_lock("b", TTL),
         Err(LockError::Contended(_))

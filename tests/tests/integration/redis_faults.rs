@@ -211,9 +211,20 @@ fn restart_without_persistence_breaks_exclusion_and_a_delayed_restart_keeps_it()
 /// Takes a lock held on exactly masters 0, 1 and 2: 3 and 4 are down during
 /// the acquire and come back empty.
 fn lock_on_first_three(cluster: &RedisCluster, locks: &Redlock, name: &str, ttl: Duration) -> Lock {
+    // Earlier releases (which return at a quorum) have run on every master:
+    // none is left to fail on the two killed below and be kept for retries,
+    // so the flush after the acquire can say every master caught up.
+    assert!(locks.flush(Duration::from_secs(10)), "masters caught up");
     cluster.node(3).kill().expect("kill");
     cluster.node(4).kill().expect("kill");
     let lock = locks.try_lock(name, ttl).expect("A on 0, 1, 2");
+    // The acquire returns at the quorum of 0, 1, 2: wait until it has failed
+    // on 3 and 4 too, or a late one could set A's key on a master restarted
+    // empty below.
+    assert!(
+        locks.flush(Duration::from_secs(10)),
+        "the acquire ran on every master"
+    );
     cluster.node(3).restart().expect("restart");
     cluster.node(4).restart().expect("restart");
     lock
