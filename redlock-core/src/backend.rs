@@ -155,6 +155,49 @@ pub enum Response {
     Held(bool),
 }
 
+/// A request [`LockBackend::start`] sent, whose answer is still to be read.
+///
+/// # Examples
+///
+/// A backend that answers at once:
+///
+/// ```
+/// use std::time::Instant;
+/// use redlock_core::backend::{Response, Started};
+/// struct Ready(Response);
+/// impl Started<std::io::Error> for Ready {
+///     fn finish(self: Box<Self>, _deadline: Instant) -> Result<Response, std::io::Error> {
+///         Ok(self.0)
+///     }
+/// }
+/// let started: Box<dyn Started<std::io::Error>> = Box::new(Ready(Response::Held(true)));
+/// assert_eq!(started.finish(Instant::now()).ok(), Some(Response::Held(true)));
+/// ```
+pub trait Started<E> {
+    /// Waits until the answer is in (or failed), so that
+    /// [`finish`](Self::finish) will not block, or until `until` passes;
+    /// returns whether it is in. Waiting that ends at `until` loses
+    /// nothing: a caller with several requests under way waits on each in
+    /// turn, a short while at a time, and so is not held by one node that
+    /// stopped answering while the others answered. The default says it is
+    /// in: `finish` then blocks until the answer comes.
+    fn wait(&mut self, until: std::time::Instant) -> bool {
+        let _ = until;
+        true
+    }
+
+    /// Reads the answer, waiting at most until `deadline` (and never
+    /// beyond the backend's own per-node timeout from the start). A
+    /// request whose answer did not come in time is handled as a timed-out
+    /// call's (for Redis: kept in order on its connection, an acquire
+    /// followed by its release).
+    ///
+    /// # Errors
+    ///
+    /// Any failure to get a definite answer from the node.
+    fn finish(self: Box<Self>, deadline: std::time::Instant) -> Result<Response, E>;
+}
+
 /// One lock node (one Redis master, one in-memory mock node, ...).
 ///
 /// # Contract
@@ -308,6 +351,42 @@ pub trait LockBackend: Send + Sync {
         out.extend(requests.iter().map(|request| request.run_on(self)));
     }
 
+    /// Sends `request` to the node without waiting for its answer, which
+    /// [`Started::finish`] then reads: a caller alone on its manager sends
+    /// its round to every node this way and reads the answers itself, in one
+    /// thread, instead of handing the round to the node worker threads
+    /// (which costs a wake-up per node and per caller). `None` (the default)
+    /// when the backend cannot do that without blocking: it has no request
+    /// in flight of its own, another call on it is under way, it owes the
+    /// node replies, it would have to connect first, or a write would
+    /// block. The manager then runs the request on the node's worker as
+    /// usual, so `None` is always correct.
+    ///
+    /// Unlike the other calls, this one may come while another call to the
+    /// same backend value is under way (on the node's worker thread); the
+    /// order rule still holds for what the node runs. Called with the
+    /// request only; the answer is read before the next call to this
+    /// backend from the same caller.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::Resources;
+    /// use redlock_core::backend::{Claim, LockBackend, Request, Response, Token};
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+    /// if let Some(started) = node.start(Request::Release { claim: &claim }) {
+    ///     let deadline = Instant::now() + Duration::from_secs(1);
+    ///     assert_eq!(started.finish(deadline)?, Response::Held(false));
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<Self::Error> + 'a>> {
+        let _ = request;
+        None
+    }
+
     /// Whether [`acquire`](Self::acquire) with `fence` keeps and returns
     /// fencing counters. A manager with fencing on refuses, when it is
     /// built, a backend that does not declare it
@@ -359,6 +438,9 @@ macro_rules! forward_backend {
             }
             fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, B::Error>>) {
                 (**self).run_batch(requests, out)
+            }
+            fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
+                (**self).start(request)
             }
             fn attach(&self, sink: ConnectionSink) {
                 (**self).attach(sink)

@@ -689,13 +689,13 @@ fn rounds_of<E>(error: &LockError<E>) -> u32 {
 
 /// A line's ownership on its way through `lock_deadline`: passed on to the
 /// next waiter when the caller returns without the lock (also on a panic).
-struct LineTurn<'a, E: Send + Sync + 'static> {
+struct LineTurn<'a, E: std::error::Error + Send + Sync + 'static> {
     manager: &'a Manager<E>,
     resources: &'a Resources,
     ticket: u64,
 }
 
-impl<E: Send + Sync + 'static> Drop for LineTurn<'_, E> {
+impl<E: std::error::Error + Send + Sync + 'static> Drop for LineTurn<'_, E> {
     fn drop(&mut self) {
         let manager = self.manager;
         manager

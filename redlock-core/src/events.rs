@@ -453,6 +453,10 @@ pub struct ManagerStats {
     /// Waiting callers those notifications woke before the end of their
     /// pause.
     pub woken: u64,
+    /// Rounds a caller alone on the manager sent to the nodes and read the
+    /// answers of itself, without waking the node worker threads (see
+    /// [`LockBackend::start`](crate::backend::LockBackend::start)).
+    pub direct_rounds: u64,
 }
 
 /// What [`Redlock::stats`](crate::Redlock::stats) returns.
@@ -508,6 +512,11 @@ impl NodeCounters {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.consecutive.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Whether the node's latest request failed.
+    pub(crate) fn failing(&self) -> bool {
+        self.consecutive.load(Ordering::Relaxed) > 0
     }
 
     pub(crate) fn last_error(&self, message: String) {
@@ -611,6 +620,7 @@ pub(crate) struct ManagerCounters {
     pub(crate) extended: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) handed_off: AtomicU64,
+    pub(crate) direct_rounds: AtomicU64,
 }
 
 impl ManagerCounters {
@@ -629,6 +639,7 @@ impl ManagerCounters {
             handed_off: self.handed_off.load(Ordering::Relaxed),
             releases_heard: 0,
             woken: 0,
+            direct_rounds: self.direct_rounds.load(Ordering::Relaxed),
         }
     }
 }

@@ -137,7 +137,7 @@ impl<E> Keeper<E> {
     }
 }
 
-impl<E: Send + Sync + 'static> Keeper<E> {
+impl<E: std::error::Error + Send + Sync + 'static> Keeper<E> {
     /// Hands `state` to the keeper thread, starting it if needed; it
     /// extends through `shared`.
     pub(crate) fn register(
@@ -150,7 +150,7 @@ impl<E: Send + Sync + 'static> Keeper<E> {
     }
 }
 
-fn register<E: Send + Sync + 'static>(
+fn register<E: std::error::Error + Send + Sync + 'static>(
     keeper: &Keeper<E>,
     shared: &Arc<Shared<E>>,
     state: &Arc<LockState<E>>,
@@ -188,7 +188,10 @@ fn register<E: Send + Sync + 'static>(
 
 /// The keeper loop: sleeps until the earliest due lock or a new one, extends
 /// what is due, and ends when the manager is dropped.
-fn run<E: Send + Sync + 'static>(shared: &Weak<Shared<E>>, queue: &Receiver<Entry<E>>) {
+fn run<E: std::error::Error + Send + Sync + 'static>(
+    shared: &Weak<Shared<E>>,
+    queue: &Receiver<Entry<E>>,
+) {
     let mut entries: Vec<Entry<E>> = Vec::new();
     loop {
         let next_due = entries.iter().map(|e| e.keep.due()).min();
@@ -220,7 +223,10 @@ fn run<E: Send + Sync + 'static>(shared: &Weak<Shared<E>>, queue: &Receiver<Entr
 }
 
 /// Does what one due lock needs; returns whether to keep tending it.
-fn tend<E: Send + Sync + 'static>(shared: &Shared<E>, entry: &mut Entry<E>) -> bool {
+fn tend<E: std::error::Error + Send + Sync + 'static>(
+    shared: &Shared<E>,
+    entry: &mut Entry<E>,
+) -> bool {
     let Some(state) = entry.state.upgrade() else {
         return false;
     };
@@ -256,7 +262,7 @@ fn tend<E: Send + Sync + 'static>(shared: &Shared<E>, entry: &mut Entry<E>) -> b
     }
 }
 
-fn lose<E: Send + Sync + 'static>(
+fn lose<E: std::error::Error + Send + Sync + 'static>(
     shared: &Shared<E>,
     state: &LockState<E>,
     entry: &mut Entry<E>,

@@ -77,7 +77,7 @@ fn wake_all<E>(expired: Vec<Arc<Waiter<E>>>) {
     }
 }
 
-impl<E: Send + Sync + 'static> Lines<E> {
+impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
     /// Joins the line for `resources`: owner at once when nobody else of
     /// this manager wants them, otherwise a waiter at the back.
     pub(crate) fn join_line(&self, resources: &Resources, ttl: Ttl, deadline: Instant) -> Place<E> {
@@ -189,7 +189,7 @@ impl<E: Send + Sync + 'static> Lines<E> {
         if line.is_none() {
             // Not a line's lock (`try_lock`): nothing to hand over, and no
             // need to take the lines' lock.
-            let deadline = shared.send(&sent, my_inbox.as_ref());
+            let deadline = shared.dispatch(&sent, my_inbox.as_ref(), 0);
             return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
         }
         let resources = claim.resources();
@@ -200,10 +200,12 @@ impl<E: Send + Sync + 'static> Lines<E> {
         let (next, yields) = match handing {
             Handing::Next { waiter, yields } => (waiter, yields),
             Handing::Plain | Handing::Freed => {
-                // Queued before the line's lock is let go, so that whoever
-                // joins the line next has its acquire behind this release.
-                let deadline = shared.send(&sent, my_inbox.as_ref());
+                // Sent (or queued) before the line's lock is let go, so
+                // that whoever joins the line next has its acquire behind
+                // this release; the answers are read after.
+                let round = shared.start_round(&sent, my_inbox.as_ref(), 0);
                 drop(lines);
+                let deadline = round.finish();
                 wake_all(expired);
                 return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
             }

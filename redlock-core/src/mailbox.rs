@@ -71,7 +71,14 @@ const CANCEL_SLICE: Duration = Duration::from_millis(10);
 
 /// What a node worker delivers replies to.
 pub(crate) trait Inbox<E>: Send + Sync {
-    fn deliver(&self, round: RoundId, node: usize, result: Result<Response, NodeFailure<E>>);
+    /// Hands the machine `node`'s answer in `round`; returns whether the
+    /// machine now has something for its driver (a decision, most often).
+    fn deliver(
+        &self,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) -> bool;
 }
 
 /// A machine shared by its driving thread and the node workers.
@@ -179,14 +186,22 @@ impl<M> Mailbox<M> {
 }
 
 impl<E, M: Machine<E>> Inbox<E> for Mailbox<M> {
-    fn deliver(&self, round: RoundId, node: usize, result: Result<Response, NodeFailure<E>>) {
+    fn deliver(
+        &self,
+        round: RoundId,
+        node: usize,
+        result: Result<Response, NodeFailure<E>>,
+    ) -> bool {
         let mut machine = self.machine.lock();
         machine.handle_reply(self.clock.now(), round, node, result);
         let wake = machine.needs_driver();
         drop(machine);
         if wake {
             self.attention.store(true, Ordering::Release);
-            self.driver.unpark();
+            if self.driver.id() != std::thread::current().id() {
+                self.driver.unpark();
+            }
         }
+        wake
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::backend::Started;
 use crate::config::{later, Config};
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
@@ -214,11 +215,96 @@ impl<E: Send + Sync + 'static> Shared<E> {
             let job = self.job(t, node, deadline, inbox);
             if let Err(failure) = worker.submit(job) {
                 if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
-                    inbox.deliver(t.round(), node, Err(failure));
+                    let _ = inbox.deliver(t.round(), node, Err(failure));
                 }
             }
         }
         deadline
+    }
+
+    /// Sends `t` as [`Shared::send`] does, or, when the caller is alone on
+    /// the manager (`drivers` counts the callers driving a machine it knows
+    /// of: itself, when it drives one), sends it to the nodes itself and
+    /// reads their answers into `inbox` before returning: no worker thread
+    /// is woken and nothing wakes the caller, while the worker threads'
+    /// batching would gain nothing with nobody to batch with. A node whose
+    /// worker has jobs queued or whose last request failed, or whose
+    /// backend cannot start the request without blocking, gets it through
+    /// its worker as usual.
+    ///
+    /// The caller reads every started node's answer, in node order, so a
+    /// node that froze since its last answer holds this one round until its
+    /// deadline rather than until a quorum answered; from then on the node
+    /// goes through its worker until it answers again.
+    pub(crate) fn dispatch(
+        &self,
+        t: &Transmit,
+        inbox: Option<&Arc<dyn Inbox<E>>>,
+        drivers: usize,
+    ) -> Instant
+    where
+        E: std::error::Error + 'static,
+    {
+        self.start_round(t, inbox, drivers).finish()
+    }
+
+    /// The first half of [`Shared::dispatch`]: sends `t` (to the nodes
+    /// themselves or to their workers); [`Sent::finish`] reads the answers.
+    /// In between, a request any other caller sends a node started here
+    /// runs there after `t`.
+    pub(crate) fn start_round<'a>(
+        &'a self,
+        t: &'a Transmit,
+        inbox: Option<&'a Arc<dyn Inbox<E>>>,
+        drivers: usize,
+    ) -> Sent<'a, E>
+    where
+        E: std::error::Error + 'static,
+    {
+        let queued = |deadline| Sent {
+            shared: self,
+            t,
+            inbox,
+            deadline,
+            sent_at: Instant::now(),
+            started: Vec::new(),
+        };
+        let (Some(inbox), Some(request)) = (inbox, t.message().request(t.claim())) else {
+            return queued(self.send(t, inbox));
+        };
+        if self.waiting.load(Ordering::Relaxed) > drivers {
+            return queued(self.send(t, Some(inbox)));
+        }
+        let sent_at = Instant::now();
+        let deadline = later(sent_at, self.config.node_timeout);
+        let mut started = Vec::with_capacity(self.workers.len());
+        for (node, worker) in self.workers.iter().enumerate() {
+            if !t.sends_to(node) {
+                continue;
+            }
+            match worker.try_start(request) {
+                Some(s) => started.push((node, s)),
+                None => {
+                    let job = self.job(t, node, deadline, Some(inbox));
+                    if let Err(failure) = worker.submit(job) {
+                        if t.wants_reply(node) {
+                            let _ = inbox.deliver(t.round(), node, Err(failure));
+                        }
+                    }
+                }
+            }
+        }
+        if !started.is_empty() {
+            ManagerCounters::bump(&self.observer.manager.direct_rounds);
+        }
+        Sent {
+            shared: self,
+            t,
+            inbox: Some(inbox),
+            deadline,
+            sent_at,
+            started,
+        }
     }
 
     /// Sends `first` and then `then` to every node in the same batch (for
@@ -242,7 +328,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             if let Err(failure) = queued {
                 // Releases are always queued: only the acquire was turned away.
                 if then.0.wants_reply(node) {
-                    then.1.deliver(then.0.round(), node, Err(failure));
+                    let _ = then.1.deliver(then.0.round(), node, Err(failure));
                 }
             }
         }
@@ -258,7 +344,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
         &self,
         mailbox: &Arc<Mailbox<M>>,
         mut deadlines: Deadlines,
-    ) -> M::Output {
+    ) -> M::Output
+    where
+        E: std::error::Error,
+    {
         let inbox: Arc<dyn Inbox<E>> = Arc::clone(mailbox) as Arc<dyn Inbox<E>>;
         let clock = mailbox.clock();
         let alone = self.waiting.fetch_add(1, Ordering::Relaxed) == 0;
@@ -292,7 +381,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 self.observer.emit(|| Event::Round(r));
             }
             for t in &transmits {
-                let deadline = self.send(t, Some(&inbox));
+                let deadline = self.dispatch(t, Some(&inbox), 1);
                 deadlines.insert(t.round(), deadline);
             }
             if let Some(output) = output {
@@ -347,7 +436,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
     }
 
     /// Runs one round of `single`, started now, to its decision.
-    pub(crate) fn run_single(&self, mut single: Single<E>) -> crate::engine::Decided<E> {
+    pub(crate) fn run_single(&self, mut single: Single<E>) -> crate::engine::Decided<E>
+    where
+        E: std::error::Error,
+    {
         single.start(self.config.clock.now());
         let mailbox = Arc::new(Mailbox::new(
             single,
@@ -359,7 +451,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
 
     /// Waits until every request queued so far has run on every node (and
     /// no failed release is kept), or `timeout` passes.
-    pub(crate) fn flush(&self, timeout: Duration) -> bool {
+    pub(crate) fn flush(&self, timeout: Duration) -> bool
+    where
+        E: std::error::Error,
+    {
         let n = self.workers.len();
         let mut barrier = Single::new(
             &self.settings,
@@ -380,6 +475,72 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let deadline = self.send_within(&t, Some(&inbox), timeout);
         let decided = self.drive(&mailbox, Deadlines::of(t.round(), deadline));
         decided.granted() == n
+    }
+}
+
+/// The least time a decided round still waits for the answers of the
+/// nodes its caller sent it to itself ([`Sent::finish`]).
+const DECIDED_GRACE: Duration = Duration::from_millis(2);
+
+/// How long [`Sent::finish`] waits for one node's answer at a time while
+/// others are still out.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
+
+/// A round [`Shared::start_round`] sent: the answers the caller reads
+/// itself are still to be read.
+pub(crate) struct Sent<'a, E> {
+    shared: &'a Shared<E>,
+    t: &'a Transmit,
+    inbox: Option<&'a Arc<dyn Inbox<E>>>,
+    deadline: Instant,
+    sent_at: Instant,
+    started: Vec<(usize, Box<dyn Started<E> + 'a>)>,
+}
+
+impl<E: std::error::Error + 'static> Sent<'_, E> {
+    /// Reads the answers of the nodes the caller sent to itself, in node
+    /// order, into the inbox; returns the round's deadline.
+    pub(crate) fn finish(self) -> Instant {
+        let Sent {
+            shared,
+            t,
+            inbox,
+            deadline,
+            sent_at,
+            started,
+        } = self;
+        // The answers are taken as they come: each node in turn is waited
+        // for a slice at most, so that one that froze since its last answer
+        // holds the round only until the others decided it. Once it is
+        // decided, the nodes not read yet get a grace: their answers were
+        // sent with the others' and are normally in already.
+        let mut by = deadline;
+        let mut pending = started;
+        while !pending.is_empty() {
+            let mut i = 0;
+            while i < pending.len() {
+                let now = Instant::now();
+                let last = pending.len() == 1;
+                let until = if last {
+                    by
+                } else {
+                    later(now, WAIT_SLICE).min(by)
+                };
+                if now < by && !pending[i].1.wait(until) {
+                    i += 1;
+                    continue;
+                }
+                let (node, s) = pending.remove(i);
+                let result = shared.workers[node].finish(s, by, t.message(), t.claim());
+                if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
+                    if inbox.deliver(t.round(), node, result) && by == deadline {
+                        let grace = (sent_at.elapsed() * 4).max(DECIDED_GRACE);
+                        by = later(Instant::now(), grace).min(deadline);
+                    }
+                }
+            }
+        }
+        deadline
     }
 }
 

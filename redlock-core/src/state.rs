@@ -21,7 +21,7 @@ pub(crate) struct LockState<E> {
 }
 
 /// One extend round for `state`; shared by `Lock::extend` and the keeper.
-pub(crate) fn extend<E: Send + Sync + 'static>(
+pub(crate) fn extend<E: std::error::Error + Send + Sync + 'static>(
     shared: &Shared<E>,
     state: &LockState<E>,
     ttl: Ttl,

@@ -17,6 +17,7 @@ use crate::config::later;
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
+use crate::backend::Started;
 use crate::engine::{Message, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::mailbox::Inbox;
@@ -88,6 +89,21 @@ pub(crate) struct Worker<E> {
     /// The node's counters (written by the worker thread, read by stats).
     pub(crate) counters: Arc<NodeCounters>,
     observer: Arc<Observer>,
+    /// The backend, for a caller that sends its round itself.
+    direct: Arc<dyn Direct<E>>,
+    /// Counts what a caller's own round saw, as the worker thread does.
+    watch: Watch,
+}
+
+/// A backend as callers reach it without its worker: [`LockBackend::start`].
+trait Direct<E>: Send + Sync {
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<E> + 'a>>;
+}
+
+impl<B: LockBackend> Direct<B::Error> for B {
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
+        LockBackend::start(self, request)
+    }
 }
 
 /// What a worker thread counts and reports with.
@@ -155,6 +171,7 @@ impl<E: Send + 'static> Worker<E> {
         B: LockBackend<Error = E> + 'static,
         E: std::error::Error,
     {
+        let backend = Arc::new(backend);
         let id = backend.node_id().clone();
         let counters = Arc::new(NodeCounters::default());
         backend.attach(ConnectionSink::new(
@@ -181,11 +198,17 @@ impl<E: Send + 'static> Worker<E> {
             depth,
         });
         let theirs = Arc::clone(&queue);
+        let own = Arc::clone(&backend);
+        let caller_watch = Watch {
+            id: id.clone(),
+            counters: Arc::clone(&counters),
+            observer: Arc::clone(observer),
+        };
         std::thread::Builder::new()
             .name(format!("redlock-node-{index}"))
             .spawn(move || {
                 let _dead = Dead(&theirs);
-                serve(&backend, &theirs, &watch);
+                serve(&*own, &theirs, &watch);
             })
             .map_err(|e| SpawnError::new(format!("redlock-node-{index}"), e.kind()))?;
         Ok(Worker {
@@ -193,7 +216,58 @@ impl<E: Send + 'static> Worker<E> {
             queue,
             counters,
             observer: Arc::clone(observer),
+            direct: backend,
+            watch: caller_watch,
         })
+    }
+}
+
+impl<E: std::error::Error + 'static> Worker<E> {
+    /// Sends `request` to the node from the calling thread
+    /// ([`LockBackend::start`]), when nothing is queued for the worker (the
+    /// node runs what it was sent first, first) and the node's last request
+    /// did not fail (a frozen node would hold the caller until the round's
+    /// deadline instead of letting it decide at a quorum). `None`: queue
+    /// it instead.
+    pub(crate) fn try_start<'a>(
+        &'a self,
+        request: Request<'a>,
+    ) -> Option<Box<dyn Started<E> + 'a>> {
+        if self.queue.queued.load(Ordering::Acquire) || self.counters.failing() {
+            return None;
+        }
+        catch_unwind(AssertUnwindSafe(|| self.direct.start(request))).unwrap_or(None)
+    }
+
+    /// Reads the answer to a request [`Worker::try_start`] sent, by
+    /// `deadline`, and counts it; a release that failed is queued for the
+    /// worker to try again, as one it ran itself would be kept.
+    pub(crate) fn finish(
+        &self,
+        started: Box<dyn Started<E> + '_>,
+        deadline: Instant,
+        message: Message,
+        claim: &Arc<Claim>,
+    ) -> Result<Response, NodeFailure<E>> {
+        let result = match catch_unwind(AssertUnwindSafe(|| started.finish(deadline))) {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(NodeFailure::Backend(e)),
+            Err(_) => Err(NodeFailure::Panicked),
+        };
+        self.watch.saw(&result, Instant::now() > deadline);
+        if result.is_err() && matches!(message, Message::Release(_)) {
+            // Nobody waits for the retry's answer; the queue takes releases
+            // even when full.
+            let _ = self.submit(Job {
+                message,
+                claim: Arc::clone(claim),
+                node: 0,
+                stale_after: deadline,
+                reply: None,
+                retry: None,
+            });
+        }
+        result
     }
 }
 
@@ -314,7 +388,7 @@ impl<E> Job<E> {
     fn answer(self, result: Result<Response, NodeFailure<E>>) {
         if let Some((inbox, round)) = self.reply {
             // A round already decided ignores the answer.
-            inbox.deliver(round, self.node, result);
+            let _ = inbox.deliver(round, self.node, result);
         }
     }
 }
@@ -538,8 +612,14 @@ mod tests {
     struct Collect(parking_lot::Mutex<Round<Never>>);
 
     impl Inbox<Never> for Collect {
-        fn deliver(&self, _: RoundId, node: usize, result: Result<Response, NodeFailure<Never>>) {
+        fn deliver(
+            &self,
+            _: RoundId,
+            node: usize,
+            result: Result<Response, NodeFailure<Never>>,
+        ) -> bool {
             self.0.lock().record(node, result);
+            false
         }
     }
 

@@ -31,9 +31,12 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use parking_lot::MutexGuard;
+use redis::Value;
+
 use redlock_core::backend::{Claim, Response, Token};
 
-use crate::plan::{send, write_release, Cut, Form, Planned, Read};
+use crate::plan::{receive, replies_to, send, write, write_release, Cut, Form, Planned, Read};
 use crate::pool::{NodePool, Pooled};
 use crate::scripts::Via;
 use crate::session::Failure;
@@ -181,7 +184,67 @@ impl Line {
             Ok(conn) => conn,
             Err(err) => return planned.iter().map(|_| Err(err.clone())).collect(),
         };
-        let cut = match exchange(pool, &mut conn, planned, deadline, old_set) {
+        let form = form(old_set);
+        let sent = write(&mut pool.session(&mut conn, deadline), planned, form);
+        let exchanged = exchange(
+            pool,
+            &mut conn,
+            planned,
+            deadline,
+            old_set,
+            form,
+            (sent, Vec::new()),
+        );
+        self.settle(pool, conn, planned, deadline, exchanged)
+    }
+
+    /// Sends `planned` on an idle connection without waiting, when the
+    /// connection owes nothing and the pool has one idle: see
+    /// [`Begun::finish`]. `None` when it would have to wait (for the
+    /// line or a connection) or nothing could be written.
+    pub(crate) fn begin<'a>(
+        line: MutexGuard<'a, Line>,
+        pool: &'a NodePool,
+        planned: Planned<'a>,
+        deadline: Instant,
+        old_set: &'a AtomicBool,
+    ) -> Option<Begun<'a>> {
+        if line.owing.is_some() {
+            return None;
+        }
+        let mut conn = pool.idle()?;
+        let form = form(old_set);
+        let sent = write(&mut pool.session(&mut conn, deadline), &[planned], form);
+        if matches!(sent, Err(Failure::Deadline)) {
+            // Nothing was written.
+            return None;
+        }
+        Some(Begun {
+            line,
+            conn,
+            planned,
+            form,
+            sent,
+            replies: Vec::new(),
+            deadline,
+            old_set,
+            pool,
+        })
+    }
+
+    /// What becomes of `conn` after an exchange of `planned` that ended
+    /// `exchanged`: the results, and, when the node may still run requests
+    /// whose replies were not read, the connection kept as owing them with
+    /// a release behind each unanswered acquire.
+    fn settle(
+        &mut self,
+        pool: &NodePool,
+        mut conn: Pooled,
+        planned: &[Planned<'_>],
+        deadline: Instant,
+        exchanged: Result<Vec<Read>, Cut>,
+    ) -> Vec<Result<Read, RedisNodeError>> {
+        let cut = match exchanged {
             Ok(reads) => return reads.into_iter().map(Ok).collect(),
             Err(cut) => cut,
         };
@@ -259,6 +322,91 @@ impl Line {
     }
 }
 
+/// The first write's form: scripts by hash, a single-key acquire by
+/// `SET ... GET` unless the server is known to be too old.
+fn form(old_set: &AtomicBool) -> Form {
+    Form {
+        via: Via::Hash,
+        set_get: !old_set.load(Ordering::Relaxed),
+    }
+}
+
+/// One request [`Line::begin`] wrote, holding the node's line (nothing else
+/// is sent to the node until its reply is read) and the connection.
+pub(crate) struct Begun<'a> {
+    line: MutexGuard<'a, Line>,
+    conn: Pooled,
+    planned: Planned<'a>,
+    form: Form,
+    /// How writing and reading went so far.
+    sent: Result<(), Failure>,
+    /// The replies read so far.
+    replies: Vec<Value>,
+    deadline: Instant,
+    old_set: &'a AtomicBool,
+    pool: &'a NodePool,
+}
+
+impl Begun<'_> {
+    /// Reads the replies until they are all in (or reading failed), or
+    /// until `until` passes first (then `false`): a read that times out
+    /// loses nothing, so [`Begun::finish`] goes on from there.
+    pub(crate) fn wait(&mut self, until: Instant) -> bool {
+        if self.sent.is_err() {
+            return true;
+        }
+        let count = replies_to(&[self.planned], self.form);
+        let mut session = self.pool.session(&mut self.conn, until.min(self.deadline));
+        while self.replies.len() < count {
+            match session.read() {
+                Ok(reply) => self.replies.push(reply),
+                Err(failure) if failure.timed_out() && until < self.deadline => return false,
+                Err(failure) => {
+                    self.sent = Err(failure);
+                    return true;
+                }
+            }
+        }
+        true
+    }
+
+    /// Reads the reply by `deadline` (at the latest the node timeout from
+    /// the start), as [`Line::run`] would have.
+    pub(crate) fn finish(self, deadline: Instant) -> Result<Read, RedisNodeError> {
+        let Begun {
+            mut line,
+            mut conn,
+            planned,
+            form,
+            sent,
+            replies,
+            deadline: own,
+            old_set,
+            pool,
+        } = self;
+        let deadline = deadline.min(own);
+        let exchanged = exchange(
+            pool,
+            &mut conn,
+            &[planned],
+            deadline,
+            old_set,
+            form,
+            (sent, replies),
+        );
+        match line
+            .settle(pool, conn, &[planned], deadline, exchanged)
+            .pop()
+        {
+            Some(read) => read,
+            None => Err(pool.error_of(Failure::Reply {
+                kind: crate::RedisErrorKind::UnexpectedReply,
+                detail: "no answer to the request".to_owned(),
+            })),
+        }
+    }
+}
+
 /// Runs `planned` on `conn` within `deadline`: its commands in one write
 /// (scripts by `EVALSHA`, a single-key acquire by `SET ... GET` unless the
 /// server is too old), then, if the server did nothing for some
@@ -272,13 +420,11 @@ fn exchange(
     planned: &[Planned<'_>],
     deadline: Instant,
     old_set: &AtomicBool,
+    form: Form,
+    (sent, replies): (Result<(), Failure>, Vec<Value>),
 ) -> Result<Vec<Read>, Cut> {
-    let form = Form {
-        via: Via::Hash,
-        set_get: !old_set.load(Ordering::Relaxed),
-    };
     let mut session = pool.session(conn, deadline);
-    let mut reads = send(&mut session, planned, form)?;
+    let mut reads = receive(&mut session, planned, form, sent, replies)?;
     if !reads.iter().any(Read::must_retry) {
         return Ok(reads);
     }

@@ -360,17 +360,45 @@ pub(crate) fn send(
     planned: &[Planned<'_>],
     form: Form,
 ) -> Result<Vec<Read>, Cut> {
-    let count = planned.iter().map(|p| p.replies(form)).sum();
-    let mut replies = Vec::with_capacity(count);
-    let called = session.call(
-        count,
-        |packed| {
-            for request in planned {
-                request.write(packed, form);
-            }
-        },
-        &mut replies,
-    );
+    let sent = write(session, planned, form);
+    receive(session, planned, form, sent, Vec::new())
+}
+
+/// How many replies `planned` gets in `form`.
+pub(crate) fn replies_to(planned: &[Planned<'_>], form: Form) -> usize {
+    planned.iter().map(|p| p.replies(form)).sum()
+}
+
+/// The first half of [`send`]: writes `planned`'s commands in one write.
+pub(crate) fn write(
+    session: &mut Session<'_>,
+    planned: &[Planned<'_>],
+    form: Form,
+) -> Result<(), Failure> {
+    session.send(|packed| {
+        for request in planned {
+            request.write(packed, form);
+        }
+    })
+}
+
+/// The second half of [`send`]: reads the replies to what [`write`] sent
+/// (`sent` is how the write went, and how reading went so far when
+/// `replies` holds the first replies, read before).
+pub(crate) fn receive(
+    session: &mut Session<'_>,
+    planned: &[Planned<'_>],
+    form: Form,
+    sent: Result<(), Failure>,
+    mut replies: Vec<Value>,
+) -> Result<Vec<Read>, Cut> {
+    let count = replies_to(planned, form);
+    let called = sent.and_then(|()| {
+        while replies.len() < count {
+            replies.push(session.read()?);
+        }
+        Ok(())
+    });
     if let Err(failure) = called {
         let owed = match failure {
             Failure::Deadline => 0,

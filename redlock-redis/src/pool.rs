@@ -301,6 +301,11 @@ impl NodePool {
         }
     }
 
+    /// An idle connection, if the pool has one now (never connects).
+    pub(crate) fn idle(&self) -> Option<Pooled> {
+        self.pool.try_get()
+    }
+
     /// A pooled connection, or why there is none by `deadline`.
     ///
     /// An idle connection is taken at once. Otherwise, while the node is

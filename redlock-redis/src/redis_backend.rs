@@ -8,11 +8,12 @@ use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
     AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, ReleaseFeed, Request, Response,
+    Started,
 };
 use redlock_core::{NodeId, Ttl};
 
 use crate::builder::Target;
-use crate::line::Line;
+use crate::line::{Begun, Line};
 use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
@@ -404,9 +405,43 @@ impl LockBackend for RedisBackend {
         );
     }
 
+    /// Writes the request on an idle connection of the node's line when
+    /// nothing else is under way on it and it owes the node nothing; the
+    /// line stays taken (the node's worker waits for it) until the reply is
+    /// read, so the node still runs this backend's requests in the order
+    /// they were sent. A reply that does not come in time leaves the
+    /// connection owing it, with a release behind an acquire, as for any
+    /// call (see "Order survives failures" on [`LockBackend`]).
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<RedisNodeError> + 'a>> {
+        let planned = Planned::new(&request)?;
+        let line = self.line.try_lock()?;
+        let begun = Line::begin(line, &self.pool, planned, self.deadline(), &self.old_set)?;
+        Some(Box::new(Pending {
+            backend: self,
+            begun,
+        }))
+    }
+
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, RedisNodeError> {
         self.held_answer(Planned::RaiseFence { claim, at_least })
+    }
+}
+
+/// A request [`RedisBackend`] started: [`LockBackend::start`].
+struct Pending<'a> {
+    backend: &'a RedisBackend,
+    begun: Begun<'a>,
+}
+
+impl Started<RedisNodeError> for Pending<'_> {
+    fn wait(&mut self, until: Instant) -> bool {
+        self.begun.wait(until)
+    }
+
+    fn finish(self: Box<Self>, deadline: Instant) -> Result<Response, RedisNodeError> {
+        let Pending { backend, begun } = *self;
+        backend.answer(begun.finish(deadline)?)
     }
 }
 

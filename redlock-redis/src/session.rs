@@ -172,6 +172,7 @@ impl<'a> Session<'a> {
     /// The timeouts are checked again before each reply is read, so a
     /// server that stops answering holds the call up until its deadline
     /// (and the slack), not a full timeout per missing reply.
+    #[cfg(test)]
     pub(crate) fn call(
         &mut self,
         count: usize,

@@ -194,12 +194,14 @@ fn overlapping_multi_resource_locks_never_both_succeed_and_leave_no_partial_keys
     };
     for server in cluster.iter() {
         // No lock key is left. A refused queued round may leave a waiting
-        // mark on a node (`<key>:waiting`) even when the call won elsewhere;
-        // marks only make nodes refuse and live for the mark TTL.
-        let left: Vec<String> = keys(server)
-            .into_iter()
-            .filter(|k| !k.ends_with(redlock_redis::WAIT_SUFFIX))
-            .collect();
+        // mark on a node (`<key>:waiting`, and the waiting manager's
+        // `<key>:waiting:<id>`) even when the call won elsewhere; marks
+        // only make nodes refuse and live for the mark TTL.
+        let mark = |k: &String| {
+            k.ends_with(redlock_redis::WAIT_SUFFIX)
+                || k.contains(&format!("{}:", redlock_redis::WAIT_SUFFIX))
+        };
+        let left: Vec<String> = keys(server).into_iter().filter(|k| !mark(k)).collect();
         assert!(left.is_empty(), "keys left on {}: {left:?}", server.port());
     }
     // The marks expire by themselves: twice (longest pause + node timeout).

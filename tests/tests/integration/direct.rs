@@ -1,0 +1,212 @@
+//! A caller alone on its manager sends its rounds to the nodes itself
+//! (`LockBackend::start`) and reads the answers, waking no node worker; with
+//! other callers driving, the workers take the rounds (and batch them); a
+//! node that froze since its last answer does not hold a lone caller's round
+//! beyond the others' decision.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redlock_core::backend::{
+    AcquireOutcome, Claim, LockBackend, Request, Response, Started, Token,
+};
+use redlock_core::{NodeId, Redlock, Resources, Ttl};
+use redlock_mock::{MockCluster, MockError, MockNode};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A mock node that can start requests: counts the requests its worker
+/// thread ran and those callers started; `frozen` makes started requests
+/// never answer (and the worker's calls block, through the node's freeze).
+#[derive(Clone)]
+struct Splitting {
+    node: MockNode,
+    on_worker: Arc<AtomicUsize>,
+    started: Arc<AtomicUsize>,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Splitting {
+    fn new(node: MockNode) -> Self {
+        Splitting {
+            node,
+            on_worker: Arc::default(),
+            started: Arc::default(),
+            frozen: Arc::default(),
+        }
+    }
+
+    fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+        self.node.freeze();
+    }
+
+    fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+        self.node.thaw();
+    }
+
+    fn worker(&self) {
+        let name = std::thread::current().name().map(str::to_owned);
+        assert!(
+            name.as_deref()
+                .is_some_and(|n| n.starts_with("redlock-node-")),
+            "a blocking call came from {name:?}, not from a node worker"
+        );
+        self.on_worker.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An answer already in.
+struct Ready(Result<Response, MockError>);
+
+impl Started<MockError> for Ready {
+    fn finish(self: Box<Self>, _: Instant) -> Result<Response, MockError> {
+        self.0
+    }
+}
+
+/// A request sent to a node that stopped answering.
+struct Silent(NodeId);
+
+impl Started<MockError> for Silent {
+    fn wait(&mut self, until: Instant) -> bool {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        false
+    }
+    fn finish(self: Box<Self>, deadline: Instant) -> Result<Response, MockError> {
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        Err(MockError::Down { node: self.0 })
+    }
+}
+
+impl LockBackend for Splitting {
+    type Error = MockError;
+    fn node_id(&self) -> &NodeId {
+        self.node.node_id()
+    }
+    fn acquire(&self, c: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
+        self.worker();
+        self.node.acquire(c, ttl, fence)
+    }
+    fn extend(&self, c: &Claim, ttl: Ttl) -> Result<bool, MockError> {
+        self.worker();
+        self.node.extend(c, ttl)
+    }
+    fn release(&self, c: &Claim) -> Result<bool, MockError> {
+        self.worker();
+        self.node.release(c)
+    }
+    fn raise_fence(&self, c: &Claim, at_least: u64) -> Result<bool, MockError> {
+        self.worker();
+        self.node.raise_fence(c, at_least)
+    }
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        if self.frozen.load(Ordering::SeqCst) {
+            return Some(Box::new(Silent(self.node.node_id().clone())));
+        }
+        Some(Box::new(Ready(request.run_on(&self.node))))
+    }
+}
+
+fn nodes(n: usize) -> (MockCluster, Vec<Splitting>) {
+    let cluster = MockCluster::new(n);
+    let nodes = cluster.backends().into_iter().map(Splitting::new).collect();
+    (cluster, nodes)
+}
+
+fn sum(nodes: &[Splitting], of: impl Fn(&Splitting) -> &AtomicUsize) -> usize {
+    nodes.iter().map(|n| of(n).load(Ordering::SeqCst)).sum()
+}
+
+#[test]
+fn a_lone_callers_rounds_wake_no_node_worker() {
+    let (cluster, nodes) = nodes(3);
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let mut lock = locks.try_lock("k", TTL).expect("free");
+    lock.extend(TTL).expect("held");
+    lock.release().expect("held");
+    // Acquire, extend and release: three rounds on three nodes, all sent
+    // and answered on this thread; every node ran all three by the time
+    // release returned.
+    assert_eq!(sum(&nodes, |n| &n.on_worker), 0, "a worker ran a request");
+    assert_eq!(sum(&nodes, |n| &n.started), 9);
+    assert_eq!(locks.stats().manager.direct_rounds, 3);
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
+
+#[test]
+fn with_another_caller_driving_the_workers_take_the_rounds() {
+    let (cluster, nodes) = nodes(3);
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    // Another process holds "busy": a caller of this manager waits for it.
+    let theirs = Claim::new(
+        Resources::one("busy").expect("key"),
+        Token::random().expect("entropy"),
+    );
+    for node in cluster.nodes() {
+        assert!(node
+            .acquire(&theirs, Ttl::new(TTL).expect("ttl"), false)
+            .expect("up")
+            .is_granted());
+    }
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| locks.lock_timeout("busy", TTL, Duration::from_millis(500)));
+        // Once the waiter's first round is out, it drives until it gives up.
+        while sum(&nodes, |n| &n.started) + sum(&nodes, |n| &n.on_worker) < 3 {
+            std::thread::yield_now();
+        }
+        let before = sum(&nodes, |n| &n.on_worker);
+        locks
+            .try_lock("other", TTL)
+            .expect("free")
+            .release()
+            .expect("held");
+        assert!(
+            sum(&nodes, |n| &n.on_worker) >= before + 2 * 2,
+            "the workers did not take the rounds of a caller that was not alone"
+        );
+        assert!(waiter.join().expect("no panic").is_err(), "still held");
+    });
+}
+
+#[test]
+fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others_decide() {
+    let (_cluster, nodes) = nodes(5);
+    // A frozen node answers nothing for the whole node timeout: a round
+    // that waited for it would take 10 s.
+    let timeout = Duration::from_secs(10);
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(timeout)
+        .build()
+        .expect("config");
+    locks
+        .try_lock("k", TTL)
+        .expect("free")
+        .release()
+        .expect("held");
+    nodes[1].freeze();
+    for round in 0..3 {
+        let started = Instant::now();
+        let lock = locks.try_lock("k", TTL).expect("four nodes grant");
+        lock.release().expect("released on four");
+        let took = started.elapsed();
+        assert!(
+            took < timeout / 2,
+            "round {round}: a lock and release took {took:?}"
+        );
+    }
+    // The first round found the node silent; after that its requests went
+    // to its worker (blocked by the freeze) and no longer to the caller.
+    assert_eq!(nodes[1].started.load(Ordering::SeqCst), 1 + 2);
+    nodes[1].thaw();
+    assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
+}
