@@ -60,10 +60,12 @@ fn a_limit_of_two_runs_two_commands_together_never_three() {
         .collect();
     // Two inside at once: seen together by this test.
     let mut most = 0;
+    // A marker exists before the shell's `echo` has written it: wait for
+    // its whole line.
     wait_until(HANG, "two commands inside at once", || {
-        let now = markers(&inside).len();
-        most = most.max(now);
-        now >= 2
+        let now = markers(&inside);
+        most = most.max(now.len());
+        now.len() >= 2 && now.iter().all(|text| text.ends_with('\n'))
     })
     .unwrap();
     assert_eq!(most, 2, "more than two inside");
