@@ -1,5 +1,6 @@
 //! One in-memory lock node with faults on demand.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -7,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redlock_core::backend::{
-    AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Token, TOKEN_LEN,
+    AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Request, Response, Started,
+    Token, TOKEN_LEN,
 };
 use redlock_core::{Clock, NodeId, Ttl};
 
@@ -418,15 +420,27 @@ impl MockNode {
     }
 
     /// Applies latency and freezing, then runs `op` on the state if the node
-    /// is up.
+    /// is up. On a thread inside [`LockBackend::start`], a node with
+    /// latency or frozen runs nothing and says so in `WOULD_WAIT`.
     fn call<T>(&self, op: impl FnOnce(&mut State, Instant) -> T) -> Result<T, MockError> {
-        let latency = self.state().latency;
-        if !latency.is_zero() {
-            std::thread::sleep(latency);
-        }
         let mut state = self.state();
-        while state.frozen {
-            self.inner.changed.wait(&mut state);
+        if NO_WAIT.get() {
+            if state.frozen || !state.latency.is_zero() {
+                WOULD_WAIT.set(true);
+                return Err(MockError::Down {
+                    node: self.inner.id.clone(),
+                });
+            }
+        } else {
+            let latency = state.latency;
+            if !latency.is_zero() {
+                drop(state);
+                std::thread::sleep(latency);
+                state = self.state();
+            }
+            while state.frozen {
+                self.inner.changed.wait(&mut state);
+            }
         }
         state.stats.ops += 1;
         let result = if state.down {
@@ -442,6 +456,22 @@ impl MockNode {
         drop(state);
         self.inner.changed.notify_all();
         result
+    }
+}
+
+std::thread_local! {
+    /// Set while [`LockBackend::start`] runs a request: it must not wait.
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// Set when a request under `NO_WAIT` would have waited (and did nothing).
+    static WOULD_WAIT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// An answer a mock node gave at once ([`LockBackend::start`]).
+struct Ready(Result<Response, MockError>);
+
+impl Started<MockError> for Ready {
+    fn finish(self: Box<Self>, _deadline: Instant) -> Result<Response, MockError> {
+        self.0
     }
 }
 
@@ -559,6 +589,29 @@ impl LockBackend for MockNode {
             }
         }
         Ok(held)
+    }
+
+    /// Runs the request at once on the calling thread, unless the node has
+    /// latency or is frozen (`None`: the manager's node worker waits for
+    /// it instead), so that a manager's lone caller does on mock nodes what
+    /// it does on Redis.
+    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
+        /// Ends `NO_WAIT` however the request ends.
+        struct Waits;
+        impl Drop for Waits {
+            fn drop(&mut self) {
+                NO_WAIT.set(false);
+            }
+        }
+        NO_WAIT.set(true);
+        WOULD_WAIT.set(false);
+        let waits = Waits;
+        let result = request.run_on(self);
+        drop(waits);
+        if WOULD_WAIT.replace(false) {
+            return None;
+        }
+        Some(Box::new(Ready(result)))
     }
 
     /// Tells the managers of released keys that other managers wait for
