@@ -210,3 +210,31 @@ fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others
     nodes[1].thaw();
     assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
 }
+
+#[test]
+fn mock_nodes_serve_a_lone_caller_themselves_and_a_frozen_one_through_its_worker() {
+    let cluster = MockCluster::new(5);
+    let timeout = Duration::from_secs(10);
+    let locks = Redlock::builder(cluster.backends())
+        .node_timeout(timeout)
+        .build()
+        .expect("config");
+    locks
+        .try_lock("k", TTL)
+        .expect("free")
+        .release()
+        .expect("held");
+    assert_eq!(locks.stats().manager.direct_rounds, 2);
+    // Every node ran both requests by the time release returned.
+    assert!(cluster.nodes().iter().all(|n| n.stats().ops == 2));
+    cluster.node(3).freeze();
+    let started = Instant::now();
+    let lock = locks.try_lock("k", TTL).expect("four nodes grant");
+    lock.release().expect("released on four");
+    let took = started.elapsed();
+    assert!(took < timeout / 2, "a lock and release took {took:?}");
+    assert_eq!(locks.stats().manager.direct_rounds, 4);
+    cluster.node(3).thaw();
+    assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
+    assert_eq!(cluster.node(3).live_keys(), 0);
+}
