@@ -8,7 +8,7 @@
 //! write, in order (a release and the next local waiter's acquire).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,10 @@ struct Queue<E> {
     state: Mutex<State<E>>,
     /// Whether jobs are queued, for the worker to spin on without the lock.
     queued: AtomicBool,
+    /// Jobs submitted and not yet run (or dropped) by the worker: a caller
+    /// sends a request itself only when there are none, so the node runs
+    /// what was sent before first.
+    unfinished: AtomicUsize,
     ready: Condvar,
     /// Signalled when the worker thread ends.
     exited: Condvar,
@@ -193,6 +197,7 @@ impl<E: Send + 'static> Worker<E> {
                 dead: false,
             }),
             queued: AtomicBool::new(false),
+            unfinished: AtomicUsize::new(0),
             ready: Condvar::new(),
             exited: Condvar::new(),
             depth,
@@ -224,7 +229,7 @@ impl<E: Send + 'static> Worker<E> {
 
 impl<E: std::error::Error + 'static> Worker<E> {
     /// Sends `request` to the node from the calling thread
-    /// ([`LockBackend::start`]), when nothing is queued for the worker (the
+    /// ([`LockBackend::start`]), when the worker has no job left to run (the
     /// node runs what it was sent first, first) and the node's last request
     /// did not fail (a frozen node would hold the caller until the round's
     /// deadline instead of letting it decide at a quorum). `None`: queue
@@ -233,7 +238,7 @@ impl<E: std::error::Error + 'static> Worker<E> {
         &'a self,
         request: Request<'a>,
     ) -> Option<Box<dyn Started<E> + 'a>> {
-        if self.queue.queued.load(Ordering::Acquire) || self.counters.failing() {
+        if self.queue.unfinished.load(Ordering::Acquire) > 0 || self.counters.failing() {
             return None;
         }
         catch_unwind(AssertUnwindSafe(|| self.direct.start(request))).unwrap_or(None)
@@ -297,6 +302,7 @@ impl<E> Worker<E> {
                 refused = true;
             } else {
                 state.jobs.push(job);
+                self.queue.unfinished.fetch_add(1, Ordering::AcqRel);
             }
         }
         self.queue.queued.store(true, Ordering::Release);
@@ -448,6 +454,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             std::mem::swap(&mut jobs, &mut state.jobs);
             queue.queued.store(false, Ordering::Release);
         }
+        let taken = jobs.len();
         let now = Instant::now();
         // Failed releases that are due go first, ahead of newer requests.
         retry_due(&mut retained, now, &mut segment);
@@ -476,6 +483,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             }
         }
         run_segment(backend, &mut segment, &mut results, &mut retained, watch);
+        queue.unfinished.fetch_sub(taken, Ordering::AcqRel);
         // A slow node can fall far behind; do not keep the backlog's
         // buffers for ever once it caught up.
         if jobs.capacity() > MAX_BATCH {
