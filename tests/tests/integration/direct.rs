@@ -238,3 +238,37 @@ fn mock_nodes_serve_a_lone_caller_themselves_and_a_frozen_one_through_its_worker
     assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
     assert_eq!(cluster.node(3).live_keys(), 0);
 }
+
+/// Drops a guard and at once locks the key again, `times` times: on one
+/// node, a release that reached the node after the next acquire would
+/// refuse it.
+fn drop_then_lock_again<B: LockBackend + 'static>(locks: &Redlock<B>, key: &str, times: usize) {
+    for i in 0..times {
+        let lock = locks
+            .try_lock(key, TTL)
+            .unwrap_or_else(|e| panic!("cycle {i}: the dropped guard's key was still held: {e}"));
+        drop(lock);
+    }
+    assert!(locks.flush(Duration::from_secs(10)));
+}
+
+#[test]
+fn a_dropped_guards_release_reaches_a_mock_node_before_the_next_lone_callers_acquire() {
+    let cluster = MockCluster::new(1);
+    let locks = Redlock::builder(cluster.backends())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    drop_then_lock_again(&locks, "k", 2000);
+    // The drops' releases went through the worker; acquires after them
+    // went to the node itself once the worker had run them (on Redis the
+    // next acquire is always sooner than the release's round trip).
+    assert!(locks.stats().manager.direct_rounds > 0);
+}
+
+#[test]
+fn a_dropped_guards_release_reaches_a_redis_master_before_the_next_lone_callers_acquire() {
+    let cluster = crate::redis_common::cluster(1);
+    let locks = crate::redis_common::manager(&cluster, Duration::from_secs(5));
+    drop_then_lock_again(&locks, &crate::redis_common::key("drop-again"), 500);
+}
