@@ -331,6 +331,9 @@ fn form(old_set: &AtomicBool) -> Form {
     }
 }
 
+/// The longest a [`Begun`] request's read waits at a time.
+const READ_SLICE: Duration = Duration::from_millis(1);
+
 /// One request [`Line::begin`] wrote, holding the node's line (nothing else
 /// is sent to the node until its reply is read) and the connection.
 pub(crate) struct Begun<'a> {
@@ -349,18 +352,27 @@ pub(crate) struct Begun<'a> {
 
 impl Begun<'_> {
     /// Reads the replies until they are all in (or reading failed), or
-    /// until `until` passes first (then `false`): a read that times out
-    /// loses nothing, so [`Begun::finish`] goes on from there.
+    /// until `until` passes first (then `false`, unless the call's own
+    /// deadline passed: its timeout is then the answer). A read that times
+    /// out loses nothing, so [`Begun::finish`] goes on from there. Each
+    /// read waits [`READ_SLICE`] at most, so the socket keeps one short
+    /// read timeout from one call to the next instead of being set again
+    /// for every wait.
     pub(crate) fn wait(&mut self, until: Instant) -> bool {
         if self.sent.is_err() {
             return true;
         }
         let count = replies_to(&[self.planned], self.form);
-        let mut session = self.pool.session(&mut self.conn, until.min(self.deadline));
+        let until = until.min(self.deadline);
         while self.replies.len() < count {
-            match session.read() {
+            let now = Instant::now();
+            if now >= until {
+                return until >= self.deadline;
+            }
+            let slice = until.min(now.checked_add(READ_SLICE).unwrap_or(until));
+            match self.pool.session(&mut self.conn, slice).read() {
                 Ok(reply) => self.replies.push(reply),
-                Err(failure) if failure.timed_out() && until < self.deadline => return false,
+                Err(failure) if failure.timed_out() => {}
                 Err(failure) => {
                     self.sent = Err(failure);
                     return true;
@@ -372,7 +384,8 @@ impl Begun<'_> {
 
     /// Reads the reply by `deadline` (at the latest the node timeout from
     /// the start), as [`Line::run`] would have.
-    pub(crate) fn finish(self, deadline: Instant) -> Result<Read, RedisNodeError> {
+    pub(crate) fn finish(mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
+        self.wait(deadline);
         let Begun {
             mut line,
             mut conn,

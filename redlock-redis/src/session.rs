@@ -132,10 +132,10 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// The socket's read and write timeout now (for tests).
+    /// The socket's read timeout now (for tests).
     #[cfg(test)]
     pub(crate) fn io_timeout(&self) -> Duration {
-        self.conn.wire.io_timeout()
+        self.conn.wire.read_timeout()
     }
 
     /// The time left before the deadline.
@@ -143,12 +143,25 @@ impl<'a> Session<'a> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Makes the socket's read and write timeouts `left`, give or take the
-    /// slack (see `timeout_slack` in [`crate::pool`]): they are set only when they differ from it
-    /// by more, which normally they do not (see [`timeout_slack`](crate::pool)).
-    fn arm(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.wire.io_timeout()) > self.slack {
-            self.conn.wire.set_io_timeout(left)?;
+    /// Makes the socket's read timeout `left`, give or take the slack (see
+    /// `timeout_slack` in [`crate::pool`]): it is set only when it differs
+    /// from `left` by more, which normally it does not.
+    ///
+    /// Reads and writes are armed apart: a caller that waits on several
+    /// nodes a short slice at a time keeps a short read timeout on its
+    /// connections without touching the write timeout, and so sets
+    /// neither again from one round to the next.
+    fn arm_read(&mut self, left: Duration) -> Result<(), RedisError> {
+        if left.abs_diff(self.conn.wire.read_timeout()) > self.slack {
+            self.conn.wire.set_read_timeout(left)?;
+        }
+        Ok(())
+    }
+
+    /// As [`arm_read`](Self::arm_read), for writes.
+    fn arm_write(&mut self, left: Duration) -> Result<(), RedisError> {
+        if left.abs_diff(self.conn.wire.write_timeout()) > self.slack {
+            self.conn.wire.set_write_timeout(left)?;
         }
         Ok(())
     }
@@ -160,7 +173,7 @@ impl<'a> Session<'a> {
         if left.is_zero() {
             return Err(Failure::Deadline);
         }
-        Ok(self.arm(left)?)
+        Ok(self.arm_write(left)?)
     }
 
     /// Sends the commands `write` appends to the (connection's reused,
@@ -242,7 +255,7 @@ impl<'a> Session<'a> {
         if left.is_zero() {
             return Err(Failure::Redis(replies_overdue()));
         }
-        self.arm(left)?;
+        self.arm_read(left)?;
         Ok(self.conn.wire.read()?)
     }
 }

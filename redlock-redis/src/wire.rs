@@ -59,22 +59,29 @@ enum Stream {
 
 impl Stream {
     fn set_timeouts(&self, timeout: Duration) -> io::Result<()> {
+        self.set_read_timeout(timeout)?;
+        self.set_write_timeout(timeout)
+    }
+
+    fn set_read_timeout(&self, timeout: Duration) -> io::Result<()> {
         let timeout = Some(timeout.max(MIN_IO_TIMEOUT));
         match self {
-            Stream::Tcp(s) => {
-                s.set_read_timeout(timeout)?;
-                s.set_write_timeout(timeout)
-            }
+            Stream::Tcp(s) => s.set_read_timeout(timeout),
             #[cfg(feature = "tls")]
-            Stream::Tls(s) => {
-                s.sock.set_read_timeout(timeout)?;
-                s.sock.set_write_timeout(timeout)
-            }
+            Stream::Tls(s) => s.sock.set_read_timeout(timeout),
             #[cfg(unix)]
-            Stream::Unix(s) => {
-                s.set_read_timeout(timeout)?;
-                s.set_write_timeout(timeout)
-            }
+            Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    fn set_write_timeout(&self, timeout: Duration) -> io::Result<()> {
+        let timeout = Some(timeout.max(MIN_IO_TIMEOUT));
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(timeout),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.sock.set_write_timeout(timeout),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.set_write_timeout(timeout),
         }
     }
 
@@ -132,8 +139,10 @@ pub(crate) struct Wire {
     /// Command bytes accepted but not yet handed to the socket: the rest of
     /// a write that timed out. They go out before anything else.
     unsent: Vec<u8>,
-    /// The read and write timeout the socket has now.
-    io_timeout: Duration,
+    /// The read timeout the socket has now.
+    read_timeout: Duration,
+    /// The write timeout the socket has now.
+    write_timeout: Duration,
 }
 
 impl Wire {
@@ -152,7 +161,8 @@ impl Wire {
             stream,
             parser: Parser::new(),
             unsent: Vec::new(),
-            io_timeout: timeout,
+            read_timeout: timeout,
+            write_timeout: timeout,
         };
         wire.hello(endpoint, scripts)?;
         Ok(wire)
@@ -228,15 +238,35 @@ impl Wire {
         Ok(())
     }
 
-    /// The socket's read and write timeout.
-    pub(crate) fn io_timeout(&self) -> Duration {
-        self.io_timeout
+    /// The socket's read timeout.
+    pub(crate) fn read_timeout(&self) -> Duration {
+        self.read_timeout
+    }
+
+    /// The socket's write timeout.
+    pub(crate) fn write_timeout(&self) -> Duration {
+        self.write_timeout
     }
 
     /// Sets the socket's read and write timeout.
     pub(crate) fn set_io_timeout(&mut self, timeout: Duration) -> io::Result<()> {
         self.stream.set_timeouts(timeout)?;
-        self.io_timeout = timeout;
+        self.read_timeout = timeout;
+        self.write_timeout = timeout;
+        Ok(())
+    }
+
+    /// Sets the socket's read timeout.
+    pub(crate) fn set_read_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.stream.set_read_timeout(timeout)?;
+        self.read_timeout = timeout;
+        Ok(())
+    }
+
+    /// Sets the socket's write timeout.
+    pub(crate) fn set_write_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.stream.set_write_timeout(timeout)?;
+        self.write_timeout = timeout;
         Ok(())
     }
 
