@@ -413,7 +413,9 @@ impl FailureCounts {
 pub struct NodeStats {
     /// The node.
     pub node: NodeId,
-    /// Requests the node's worker ran (answered or failed).
+    /// Requests sent to the node (by its worker, or by a caller alone on
+    /// the manager), answered or failed, and requests dropped unsent (see
+    /// `queued_past_deadline`).
     pub requests: u64,
     /// Failures, by kind.
     pub failures: FailureCounts,
@@ -423,6 +425,12 @@ pub struct NodeStats {
     pub last_error: Option<String>,
     /// Requests queued for the node right now.
     pub queue_depth: usize,
+    /// Acquires and extends dropped unsent because they were still queued
+    /// for the node's worker when their round stopped waiting: timeouts
+    /// that the node's own round trip did not cause (the worker thread was
+    /// not scheduled in time, as under CPU saturation, or the node was
+    /// behind on earlier requests). Included in `failures.timed_out`.
+    pub queued_past_deadline: u64,
 }
 
 /// A snapshot of the manager's own counters: calls by outcome.
@@ -494,6 +502,7 @@ pub(crate) struct NodeCounters {
     panicked: AtomicU64,
     unanswered: AtomicU64,
     consecutive: AtomicU64,
+    queued_past_deadline: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -512,6 +521,11 @@ impl NodeCounters {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         self.consecutive.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Counts a request dropped unsent, still queued past its deadline.
+    pub(crate) fn queued_past_deadline(&self) {
+        self.queued_past_deadline.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether the node's latest request failed.
@@ -537,6 +551,7 @@ impl NodeCounters {
             consecutive_failures: self.consecutive.load(Ordering::Relaxed),
             last_error: self.last_error.lock().clone(),
             queue_depth,
+            queued_past_deadline: self.queued_past_deadline.load(Ordering::Relaxed),
         }
     }
 }

@@ -460,6 +460,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
         retry_due(&mut retained, now, &mut segment);
         for job in jobs.drain(..) {
             if skippable(job.message) && now > job.stale_after {
+                watch.counters.queued_past_deadline();
                 watch.saw::<B::Error>(&Err(NodeFailure::TimedOut), false);
                 continue;
             }

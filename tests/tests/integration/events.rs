@@ -366,3 +366,50 @@ fn every_decided_round_is_reported_with_its_nodes() {
     // The nodes that are down show as failed.
     assert_eq!((seen[4].1, seen[4].2), (Decision::Lost, 2), "{seen:?}");
 }
+
+#[test]
+fn requests_still_queued_past_their_deadline_are_counted_apart() {
+    let cluster = MockCluster::new(3);
+    let locks = redlock_core::Redlock::builder(cluster.backends())
+        .node_timeout(Duration::from_millis(20))
+        .build()
+        .expect("config");
+    // Uncontended and quick: nothing waits in a queue.
+    locks
+        .try_lock("quick", Duration::from_secs(5))
+        .expect("free")
+        .release()
+        .expect("held");
+    assert!(locks
+        .stats()
+        .nodes
+        .iter()
+        .all(|n| n.queued_past_deadline == 0));
+    // Each request now takes 30 ms on every node, longer than a round
+    // waits: eight callers' acquires queue behind one another, and those
+    // still queued when their round stopped waiting are dropped unsent.
+    for node in cluster.nodes() {
+        node.set_latency(Duration::from_millis(30));
+    }
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let locks = &locks;
+            s.spawn(move || {
+                let _ = locks.try_lock(format!("slow-{t}").as_str(), Duration::from_secs(5));
+            });
+        }
+    });
+    assert!(locks.flush(Duration::from_secs(10)));
+    let stats = locks.stats();
+    let dropped: u64 = stats.nodes.iter().map(|n| n.queued_past_deadline).sum();
+    assert!(
+        dropped > 0,
+        "no request was dropped as queued past its deadline"
+    );
+    for node in &stats.nodes {
+        assert!(
+            node.queued_past_deadline <= node.failures.timed_out,
+            "{node:?}"
+        );
+    }
+}
