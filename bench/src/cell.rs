@@ -232,4 +232,8 @@ pub(crate) struct Outcome {
     /// Semaphore and mutex4x4 modes: each manager's acquisitions, the
     /// waits, and the most holders inside at once.
     pub(crate) shared: Option<SharedRecord>,
+    /// Our manager: its node timeouts in the cell (warm-up included), and
+    /// how many of them were requests still queued for a node worker when
+    /// their round stopped waiting (`NodeStats::queued_past_deadline`).
+    pub(crate) node_timeouts: Option<(u64, u64)>,
 }

@@ -120,6 +120,7 @@ pub(crate) fn run(cell: &Cell<'_>, retry: (Duration, Duration)) -> anyhow::Resul
         fair: Some(tracker.into_record()),
         procs: None,
         shared: None,
+        node_timeouts: None,
     })
 }
 

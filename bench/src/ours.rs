@@ -90,6 +90,11 @@ fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         result
     })?;
+    let nodes = locks.stats().nodes;
+    let node_timeouts = Some((
+        nodes.iter().map(|n| n.failures.timed_out).sum(),
+        nodes.iter().map(|n| n.queued_past_deadline).sum(),
+    ));
     Ok(Outcome {
         record,
         usage,
@@ -97,6 +102,7 @@ fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result
         fair: None,
         procs: None,
         shared: None,
+        node_timeouts,
     })
 }
 

@@ -57,6 +57,7 @@ pub(crate) fn rslock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         fair: None,
         procs: None,
         shared: None,
+        node_timeouts: None,
     })
 }
 
@@ -103,5 +104,6 @@ pub(crate) fn redlock(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         fair: None,
         procs: None,
         shared: None,
+        node_timeouts: None,
     })
 }

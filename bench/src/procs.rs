@@ -105,6 +105,7 @@ pub(crate) fn run(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
         fair: None,
         procs: Some(procs),
         shared: None,
+        node_timeouts: None,
     })
 }
 

@@ -196,6 +196,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         fair: None,
         procs: None,
         shared: None,
+        node_timeouts: None,
     })
 }
 

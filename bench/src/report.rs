@@ -24,6 +24,8 @@ pub(crate) struct Row {
     /// Semaphore and mutex4x4 modes: each manager's acquisitions, the
     /// waits, the most inside at once.
     shared: Option<SharedRecord>,
+    /// Our manager's node timeouts, and those queued past their deadline.
+    node_timeouts: Option<(u64, u64)>,
     /// A failure that ends the row: setup failed, a client stalled or could
     /// not go on. Later rounds skip the row.
     broken: Option<String>,
@@ -42,6 +44,7 @@ impl Row {
             fair: None,
             procs: None,
             shared: None,
+            node_timeouts: None,
             broken: None,
         }
     }
@@ -66,6 +69,11 @@ impl Row {
                 self.usage.add(&outcome.usage);
                 if let Some(n) = outcome.overlaps {
                     *self.overlaps.get_or_insert(0) += n;
+                }
+                if let Some((all, queued)) = outcome.node_timeouts {
+                    let sum = self.node_timeouts.get_or_insert((0, 0));
+                    sum.0 += all;
+                    sum.1 += queued;
                 }
                 if let Some(fair) = &outcome.fair {
                     self.fair
@@ -185,7 +193,15 @@ impl Row {
                     one_line(self.record.first_error())
                 );
             }
-            None => line.push_str(" |"),
+            None => match self.node_timeouts {
+                Some((all, queued)) if all > 0 => {
+                    let _ = write!(
+                        line,
+                        " node timeouts: {all} ({queued} queued past the deadline) |"
+                    );
+                }
+                _ => line.push_str(" |"),
+            },
         }
         line
     }
@@ -735,6 +751,7 @@ mod tests {
                 fair: Some(fair),
                 procs: None,
                 shared: None,
+                node_timeouts: None,
             }),
         );
         let summary = Summary::from_rows(&[row]);
@@ -765,6 +782,7 @@ mod tests {
             fair: None,
             procs,
             shared: None,
+            node_timeouts: None,
         }
     }
 
@@ -830,6 +848,7 @@ mod tests {
             Duration::from_secs(1),
             Ok(Outcome {
                 shared: Some(shared(&[1, 1, 1, 2], 4)),
+                node_timeouts: None,
                 ..outcome(400, Usage::default(), None)
             }),
         );
@@ -838,6 +857,7 @@ mod tests {
             Duration::from_secs(1),
             Ok(Outcome {
                 shared: Some(shared(&[4, 4, 4, 8], 1)),
+                node_timeouts: None,
                 ..outcome(100, Usage::default(), None)
             }),
         );
@@ -863,6 +883,7 @@ mod tests {
         let mut bad = Row::new(Mode::Semaphore, Impl::Ours);
         let mut failed = Outcome {
             shared: Some(shared(&[1], 5)),
+            node_timeouts: None,
             ..outcome(400, Usage::default(), None)
         };
         failed

@@ -122,6 +122,7 @@ pub(crate) fn run(cell: &Cell<'_>, retry: (Duration, Duration)) -> anyhow::Resul
         fair: None,
         procs: None,
         shared: Some(shared),
+        node_timeouts: None,
     })
 }
 
