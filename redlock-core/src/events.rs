@@ -425,11 +425,13 @@ pub struct NodeStats {
     pub last_error: Option<String>,
     /// Requests queued for the node right now.
     pub queue_depth: usize,
-    /// Acquires and extends dropped unsent because they were still queued
-    /// for the node's worker when their round stopped waiting: timeouts
-    /// that the node's own round trip did not cause (the worker thread was
-    /// not scheduled in time, as under CPU saturation, or the node was
-    /// behind on earlier requests). Included in `failures.timed_out`.
+    /// Requests still queued for the node's worker when their round
+    /// stopped waiting: acquires and extends, dropped unsent, and the
+    /// others, sent late. Timeouts that the node's own round trip did not
+    /// cause (the worker thread was not scheduled in time, as under CPU
+    /// saturation, or the node was behind on earlier requests); included
+    /// in `failures.timed_out`, which also counts answers that came late
+    /// although the request was sent in time.
     pub queued_past_deadline: u64,
 }
 

@@ -157,6 +157,27 @@ impl Watch {
     }
 }
 
+impl Watch {
+    /// Counts the result of `job`, sent to the node at `began`: late when
+    /// it came after the job's deadline, and then queued past the deadline
+    /// too when it was sent only after it.
+    fn saw_after<E: std::error::Error + 'static>(
+        &self,
+        result: &Result<Response, NodeFailure<E>>,
+        job: &Job<E>,
+        began: Instant,
+    ) {
+        let late = Instant::now() > job.stale_after;
+        // Counted as a timeout below: an answer, or a timeout, that came
+        // late (not a backend error, which says more).
+        let timed_out = matches!(result, Ok(_) | Err(NodeFailure::TimedOut));
+        if late && timed_out && began > job.stale_after && job.retry.is_none() {
+            self.counters.queued_past_deadline();
+        }
+        self.saw(result, late);
+    }
+}
+
 impl<E> std::fmt::Debug for Worker<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Worker").field("id", &self.id).finish()
@@ -566,6 +587,7 @@ fn run_segment<B: LockBackend>(
     retained: &mut Vec<Retained>,
     watch: &Watch,
 ) {
+    let began = Instant::now();
     if let [job] = segment.as_slice() {
         let outcome = catch_unwind(AssertUnwindSafe(|| match job.message.request(&job.claim) {
             Some(request) => request.run_on(backend).map_err(NodeFailure::Backend),
@@ -573,7 +595,7 @@ fn run_segment<B: LockBackend>(
         }));
         let result = outcome.unwrap_or(Err(NodeFailure::Panicked));
         if let Some(job) = segment.pop() {
-            watch.saw(&result, Instant::now() > job.stale_after);
+            watch.saw_after(&result, &job, began);
             if result.is_err() {
                 retain(&job, retained);
             }
@@ -593,7 +615,6 @@ fn run_segment<B: LockBackend>(
         catch_unwind(AssertUnwindSafe(|| backend.run_batch(&requests, results))).is_err();
     drop(requests);
     let mut answers = results.drain(..);
-    let now = Instant::now();
     for job in segment.drain(..) {
         let result = match answers.next() {
             _ if panicked => Err(NodeFailure::Panicked),
@@ -601,7 +622,7 @@ fn run_segment<B: LockBackend>(
             Some(Err(e)) => Err(NodeFailure::Backend(e)),
             None => Err(NodeFailure::Unanswered),
         };
-        watch.saw(&result, now > job.stale_after);
+        watch.saw_after(&result, &job, began);
         if result.is_err() {
             retain(&job, retained);
         }
