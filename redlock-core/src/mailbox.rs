@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::config::later;
 use crate::engine::{Acquire, Entropy, RoundId, Single};
 use crate::wake::Flag;
 use crate::{Cancel, Clock, NodeFailure, Resources, Response};
@@ -66,6 +67,11 @@ pub(crate) enum Pause {
     Cancelled,
 }
 
+/// How long a pause ended by a release waits, after the first node
+/// reported it, for a quorum of nodes to report it (see
+/// [`Mailbox::pause_until`]).
+const SETTLE: Duration = Duration::from_millis(2);
+
 /// How often a parked pause looks at its cancel.
 const CANCEL_SLICE: Duration = Duration::from_millis(10);
 
@@ -112,25 +118,51 @@ impl<M> Mailbox<M> {
     /// Sleeps until `at`: on the system clock, parked, when `woken` is
     /// given (its flag ends the pause early); otherwise on the configured
     /// clock.
-    pub(crate) fn pause_until(&self, at: Instant, woken: Option<&Flag>) -> Pause {
-        let Some(flag) = woken else {
+    ///
+    /// A release reported by one node ends the pause once `quorum` nodes
+    /// reported it, or [`SETTLE`] after the first report: the releaser sent
+    /// its release to every node at once, but they run it one after the
+    /// other, and a round sent on the first report finds the key still held
+    /// on the slower nodes, fails, and makes the waiters collide again.
+    pub(crate) fn pause_until(&self, at: Instant, woken: Option<(&Flag, u32)>) -> Pause {
+        let Some((flag, quorum)) = woken else {
             return if self.sleep_until(at) {
                 Pause::Elapsed
             } else {
                 Pause::Cancelled
             };
         };
+        self.pause_settling(at, flag, quorum, SETTLE)
+    }
+
+    /// [`Mailbox::pause_until`] with a flag, waiting `settle` at most
+    /// after the first report.
+    pub(crate) fn pause_settling(
+        &self,
+        at: Instant,
+        flag: &Flag,
+        quorum: u32,
+        settle: Duration,
+    ) -> Pause {
+        let mut settled: Option<Instant> = None;
         loop {
             if self.cancel.get().is_some_and(Cancel::is_cancelled) {
                 return Pause::Cancelled;
             }
-            if flag.take() {
-                return Pause::Woken;
-            }
             let now = Instant::now();
+            if flag.take() && settled.is_none() {
+                settled = Some(later(now, settle));
+            }
+            if let Some(by) = settled {
+                if now >= by || flag.reports(false) >= quorum {
+                    flag.reports(true);
+                    return Pause::Woken;
+                }
+            }
             if now >= at {
                 return Pause::Elapsed;
             }
+            let at = settled.map_or(at, |by| by.min(at));
             // A cancel wakes only threads it watches: look again every
             // slice.
             let slice = if self.cancel.get().is_some() {

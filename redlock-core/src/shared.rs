@@ -14,7 +14,7 @@ use crate::config::{later, Config};
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::mailbox::{Inbox, Machine, Mailbox, Pause};
-use crate::wake::{Waiting, Wakeups};
+use crate::wake::Wakeups;
 use crate::worker::{Job, Worker};
 use crate::{Claim, EntropyError, LockError, LostReason, Queued, Resources, Token, Ttl};
 
@@ -410,7 +410,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     }
                     // Between rounds nothing is held: a cancelled machine
                     // stops here.
-                    match mailbox.pause_until(at, waiting.as_ref().map(Waiting::flag)) {
+                    let quorum = u32::try_from(crate::quorum::quorum(self.workers.len()))
+                        .unwrap_or(u32::MAX);
+                    let woken = waiting.as_ref().map(|w| (w.flag(), quorum));
+                    match mailbox.pause_until(at, woken) {
                         Pause::Cancelled => {
                             if let Some(output) = mailbox.lock().cancelled() {
                                 return output;

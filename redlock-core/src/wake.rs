@@ -68,6 +68,8 @@ pub trait ReleaseFeed: Send + Sync {
 #[derive(Clone)]
 pub struct ReleaseSink {
     hub: Arc<Hub>,
+    /// The node whose feed this is (its index in the manager).
+    node: Option<usize>,
 }
 
 impl ReleaseSink {
@@ -85,6 +87,7 @@ impl ReleaseSink {
     pub fn detached() -> Self {
         ReleaseSink {
             hub: Arc::new(Hub::new(0, Duration::ZERO)),
+            node: None,
         }
     }
 
@@ -101,7 +104,7 @@ impl ReleaseSink {
     ///
     /// See [`ReleaseFeed`].
     pub fn released(&self, key: &str, waiter: Option<u64>) {
-        self.hub.released(key, waiter);
+        self.hub.released(key, waiter, self.node);
     }
 
     /// The feed listens from now on (it subscribed, or subscribed again
@@ -117,7 +120,7 @@ impl ReleaseSink {
     pub fn listening(&self) {
         if !self.is_closed() {
             for (_, _, flag) in self.hub.waiters.lock().iter() {
-                flag.raise();
+                flag.raise(None);
             }
         }
     }
@@ -184,7 +187,7 @@ impl Hub {
         }
     }
 
-    fn released(&self, key: &str, waiter: Option<u64>) {
+    fn released(&self, key: &str, waiter: Option<u64>, node: Option<usize>) {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
@@ -196,7 +199,7 @@ impl Hub {
         }
         for (_, keys, flag) in self.waiters.lock().iter() {
             if keys.keys().iter().any(|k| k == key) {
-                flag.raise();
+                flag.raise(node);
             }
         }
     }
@@ -232,11 +235,20 @@ impl Hub {
 /// Raised when a waited-for key was released; read by the waiting caller.
 pub(crate) struct Flag {
     raised: AtomicBool,
+    /// The nodes that reported a release since [`Flag::reports`] was last
+    /// reset (one bit each; a report of no node, or of a node past the
+    /// 64th, sets every bit).
+    reported: AtomicU64,
     thread: Thread,
 }
 
 impl Flag {
-    fn raise(&self) {
+    fn raise(&self, node: Option<usize>) {
+        let bit = match node {
+            Some(i) if i < 64 => 1 << i,
+            _ => u64::MAX,
+        };
+        self.reported.fetch_or(bit, Ordering::AcqRel);
         self.raised.store(true, Ordering::Release);
         self.thread.unpark();
     }
@@ -244,6 +256,17 @@ impl Flag {
     /// Whether the flag was raised since the last call.
     pub(crate) fn take(&self) -> bool {
         self.raised.swap(false, Ordering::AcqRel)
+    }
+
+    /// How many nodes reported a release since the last reset; `reset`
+    /// starts counting again.
+    pub(crate) fn reports(&self, reset: bool) -> u32 {
+        let bits = if reset {
+            self.reported.swap(0, Ordering::AcqRel)
+        } else {
+            self.reported.load(Ordering::Acquire)
+        };
+        bits.count_ones()
     }
 }
 
@@ -278,9 +301,10 @@ impl Wakeups {
             return;
         }
         self.started.call_once(|| {
-            for feed in &self.feeds {
+            for (node, feed) in self.feeds.iter().enumerate() {
                 feed.start(ReleaseSink {
                     hub: Arc::clone(&self.hub),
+                    node: Some(node),
                 });
             }
         });
@@ -298,6 +322,7 @@ impl Wakeups {
         let id = self.hub.next_id.fetch_add(1, Ordering::Relaxed);
         let flag = Arc::new(Flag {
             raised: AtomicBool::new(false),
+            reported: AtomicU64::new(0),
             thread: std::thread::current(),
         });
         let mut waiters = self.hub.waiters.lock();
@@ -312,6 +337,7 @@ impl Wakeups {
         };
         if missed {
             flag.raised.store(true, Ordering::Release);
+            flag.reported.store(u64::MAX, Ordering::Release);
         }
         waiters.push((id, keys.clone(), Arc::clone(&flag)));
         drop(waiters);
@@ -456,6 +482,51 @@ mod tests {
         drop(wakeups);
         assert!(sink.is_closed());
         sink.released("a", None);
+    }
+
+    #[test]
+    fn a_release_ends_a_pause_once_a_quorum_of_nodes_reported_it_or_after_the_settle_time() {
+        use crate::mailbox::{Mailbox, Pause};
+        let sinks = Arc::new(Mutex::new(Vec::new()));
+        let feeds: Vec<Box<dyn ReleaseFeed>> = (0..5)
+            .map(|_| Box::new(Keep(Arc::clone(&sinks))) as Box<dyn ReleaseFeed>)
+            .collect();
+        let wakeups = Wakeups::new(feeds, 7, Duration::from_secs(60));
+        wakeups.start();
+        let sinks: Vec<ReleaseSink> = sinks.lock().clone();
+        let mailbox = Mailbox::new((), Arc::new(crate::SystemClock), std::thread::current());
+        let a = Resources::one("a").expect("valid key");
+        let far = Instant::now() + Duration::from_secs(60);
+        // Three of five nodes reported: the pause ends at once, not after a
+        // settle time of 10 s.
+        let waiting = wakeups.wait_for(&a, Instant::now());
+        for sink in &sinks[..3] {
+            sink.released("a", Some(7));
+        }
+        let started = Instant::now();
+        let ended = mailbox.pause_settling(far, waiting.flag(), 3, Duration::from_secs(10));
+        assert_eq!(ended, Pause::Woken);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "waited for the settle time"
+        );
+        // One node reported (twice): the pause waits the settle time for
+        // the others, then ends.
+        sinks[0].released("a", Some(7));
+        sinks[0].released("a", Some(7));
+        let settle = Duration::from_millis(50);
+        let started = Instant::now();
+        let ended = mailbox.pause_settling(far, waiting.flag(), 3, settle);
+        assert_eq!(ended, Pause::Woken);
+        assert!(started.elapsed() >= settle, "{:?}", started.elapsed());
+        // The reports were counted afresh: another pause is not ended by
+        // the ones before.
+        assert_eq!(waiting.flag().reports(false), 0);
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert_eq!(
+            mailbox.pause_settling(soon, waiting.flag(), 3, settle),
+            Pause::Elapsed
+        );
     }
 
     #[test]
