@@ -107,6 +107,38 @@ impl ReleaseSink {
         self.hub.released(key, waiter, self.node);
     }
 
+    /// The id this manager's waiting marks carry
+    /// ([`Queued::manager`](crate::backend::Queued::manager)): a feed that
+    /// can listen for one manager's notifications alone (a channel per
+    /// manager) listens for this one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_core::backend::ReleaseSink::detached().manager(), 0);
+    /// ```
+    #[must_use]
+    pub fn manager(&self) -> u64 {
+        self.hub.manager
+    }
+
+    /// A release by this manager found `key` waited for by another
+    /// manager: its next `lock` of the key waits in the nodes' line
+    /// instead of taking the key first. For a feed that only hears its own
+    /// manager's notifications (which would otherwise tell it that others
+    /// wait); a feed that hears every manager's needs not call it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// redlock_core::backend::ReleaseSink::detached().waited("k");
+    /// ```
+    pub fn waited(&self, key: &str) {
+        if !self.is_closed() {
+            self.hub.contend(key, false);
+        }
+    }
+
     /// The feed listens from now on (it subscribed, or subscribed again
     /// after losing its connection): it may have missed releases before,
     /// so every caller of this manager that waits now tries again at once.

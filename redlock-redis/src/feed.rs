@@ -1,8 +1,10 @@
 //! Release notifications over Pub/Sub: the release script publishes a
-//! deleted key on [`RELEASE_CHANNEL`] when another manager's waiting mark
-//! is on it, and each manager listens on one subscriber connection per
-//! master ([`Feed`]), opened when one of its callers first waits.
+//! deleted key on the channel of the first manager whose waiting mark is on
+//! it (`<RELEASE_CHANNEL>:<id>`), and each manager listens to its own
+//! channel on one subscriber connection per master ([`Feed`]), opened when
+//! one of its callers first waits.
 
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::Duration;
 
@@ -14,13 +16,15 @@ use crate::pool::Reporter;
 use crate::scripts::Resp;
 use crate::wire::{Endpoint, Wire};
 
-/// The Pub/Sub channel on which the release script publishes the keys it
-/// deleted while another manager waited for them, as `<that manager's id>
-/// <key>` (see
-/// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)). Pub/Sub ignores
-/// the database number: managers on other databases of the same server
-/// hear these too (an extra round for a waiter on a key of the same name,
-/// nothing more).
+/// The prefix of the Pub/Sub channels on which the release script
+/// publishes the keys it deleted while another manager waited for them:
+/// the first waiting manager's own channel, `redlock:released:<its id>`,
+/// as `<its id> <key>` (see
+/// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)). Each manager
+/// subscribes to its own channel only, so a release wakes one listener,
+/// not every manager's. Pub/Sub ignores the database number: managers on
+/// other databases of the same server could hear these too (an extra
+/// round for a waiter on a key of the same name, nothing more).
 pub const RELEASE_CHANNEL: &str = "redlock:released";
 
 /// How often a listener that heard nothing looks whether its manager is
@@ -36,10 +40,13 @@ pub(crate) struct Feed {
     pub(crate) endpoint: Endpoint,
     pub(crate) timeout: Duration,
     pub(crate) reporter: Reporter,
+    /// Shared with the backend, whose releases report keys others wait for.
+    pub(crate) sink: Arc<OnceLock<ReleaseSink>>,
 }
 
 impl ReleaseFeed for Feed {
     fn start(&self, sink: ReleaseSink) {
+        let _ = self.sink.set(sink.clone());
         let listener = Listener {
             endpoint: self.endpoint.clone(),
             timeout: self.timeout,
@@ -96,7 +103,7 @@ impl Listener {
         Resp(&mut packed)
             .command(2)
             .bulk(b"SUBSCRIBE")
-            .bulk(RELEASE_CHANNEL.as_bytes());
+            .bulk(channel(self.sink.manager()).as_bytes());
         wire.write(&packed)?;
         // The confirmation, within the node timeout.
         match wire.read()? {
@@ -143,6 +150,11 @@ impl Listener {
             left -= step;
         }
     }
+}
+
+/// The channel of the manager `id`'s notifications.
+pub(crate) fn channel(id: u64) -> String {
+    format!("{RELEASE_CHANNEL}:{id}")
 }
 
 /// A notification's `<waiting manager's id> <key>`; a payload without the

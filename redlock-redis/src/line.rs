@@ -350,7 +350,12 @@ pub(crate) struct Begun<'a> {
     pool: &'a NodePool,
 }
 
-impl Begun<'_> {
+impl<'a> Begun<'a> {
+    /// The claim of the request.
+    pub(crate) fn claim(&self) -> &'a Claim {
+        self.planned.claim()
+    }
+
     /// Reads the replies until they are all in (or reading failed), or
     /// until `until` passes first (then `false`, unless the call's own
     /// deadline passed: its timeout is then the answer). A read that times

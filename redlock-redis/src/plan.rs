@@ -209,7 +209,15 @@ impl<'a> Planned<'a> {
                 })))
             }
             Planned::Extend { .. } => "the extend script",
-            Planned::Release { .. } => "the release script",
+            Planned::Release { .. } => {
+                return match reply {
+                    Value::Int(v @ 0..=3) => Ok(Read::Released {
+                        held: v & 1 == 1,
+                        waited: v & 2 == 2,
+                    }),
+                    other => Err(Failure::unexpected("the release script", &other)),
+                }
+            }
             Planned::RaiseFence { .. } => "the fencing script",
             Planned::SetNx { .. } => return Err(Failure::unexpected("SET NX PX", &reply)),
         };
@@ -296,6 +304,12 @@ fn held(reply: Value, script: &str) -> Result<bool, Failure> {
 /// A request's replies, read.
 pub(crate) enum Read {
     Done(Response),
+    /// The release script's answer: whether every key held the token, and
+    /// whether a manager waited for a deleted one.
+    Released {
+        held: bool,
+        waited: bool,
+    },
     /// The server's error reply to this request alone.
     Error(redis::RedisError),
     /// A reply that is an error for this request alone (a list at the key).

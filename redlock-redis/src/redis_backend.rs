@@ -2,13 +2,14 @@
 
 use std::fmt;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, ReleaseFeed, Request, Response,
-    Started,
+    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, ReleaseFeed, ReleaseSink, Request,
+    Response, Started,
 };
 use redlock_core::{NodeId, Ttl};
 
@@ -141,6 +142,9 @@ pub struct RedisBackend {
     old_set: AtomicBool,
     /// Where it connects, for [`Connect::same_node`]'s own connection.
     target: Target,
+    /// The manager's release notifications, once its feed started: a
+    /// release that found the key waited for says so there.
+    sink: Arc<OnceLock<ReleaseSink>>,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -248,6 +252,7 @@ impl RedisBackend {
             pool,
             line: Mutex::new(Line::default()),
             old_set: AtomicBool::new(false),
+            sink: Arc::default(),
         }
     }
 
@@ -283,15 +288,25 @@ impl RedisBackend {
     /// Runs one request: a script by `EVALSHA`, and by `EVAL` after `NOSCRIPT`.
     fn run_one(&self, planned: Planned<'_>) -> Result<Response, RedisNodeError> {
         match self.run_planned(&[planned]).pop() {
-            Some(read) => self.answer(read?),
+            Some(read) => self.answer(read?, planned.claim()),
             None => Err(self.mismatch()),
         }
     }
 
-    /// The answer to one request, from its replies.
-    fn answer(&self, read: Read) -> Result<Response, RedisNodeError> {
+    /// The answer to one request on `claim`, from its replies.
+    fn answer(&self, read: Read, claim: &Claim) -> Result<Response, RedisNodeError> {
         match read {
             Read::Done(response) => Ok(response),
+            Read::Released { held, waited } => {
+                if waited {
+                    if let Some(sink) = self.sink.get() {
+                        for key in claim.keys() {
+                            sink.waited(key);
+                        }
+                    }
+                }
+                Ok(Response::Held(held))
+            }
             Read::Error(err) => Err(self.pool.command_error(err)),
             Read::Wrong { kind, detail } => Err(self.pool.reply_error(kind, detail)),
         }
@@ -328,6 +343,7 @@ impl LockBackend for RedisBackend {
             endpoint: self.target.endpoint.clone(),
             timeout: self.timeout,
             reporter: self.pool.reporter(),
+            sink: Arc::clone(&self.sink),
         }))
     }
 
@@ -401,7 +417,8 @@ impl LockBackend for RedisBackend {
         out.extend(
             self.run_planned(&planned)
                 .into_iter()
-                .map(|read| read.and_then(|read| self.answer(read))),
+                .zip(&planned)
+                .map(|(read, p)| read.and_then(|read| self.answer(read, p.claim()))),
         );
     }
 
@@ -441,7 +458,8 @@ impl Started<RedisNodeError> for Pending<'_> {
 
     fn finish(self: Box<Self>, deadline: Instant) -> Result<Response, RedisNodeError> {
         let Pending { backend, begun } = *self;
-        backend.answer(begun.finish(deadline)?)
+        let claim = begun.claim();
+        backend.answer(begun.finish(deadline)?, claim)
     }
 }
 

@@ -174,17 +174,21 @@ return top
 
 /// Deletes every lock key that holds our token and, for each deleted key
 /// that managers wait for, publishes the first live one's id and the key
-/// (`<id> <key>`) on a channel, so that that manager tries again at once
-/// (the marks' lines: see [`QUEUED_ACQUIRE_LUA`]).
+/// (`<id> <key>`) on that manager's channel (`<prefix>:<id>`), so that
+/// that manager, and only it, tries again at once (the marks' lines: see
+/// [`QUEUED_ACQUIRE_LUA`]).
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
-/// `ARGV`: token, channel. Returns 1 when all of them held the token, else 0.
+/// `ARGV`: token, channel prefix. Returns 1 when all of them held the
+/// token, else 0, plus 2 when a manager waited for a deleted key (the
+/// releaser's next `lock` of it then waits in line too).
 /// The notification is best effort: marks are read and `PUBLISH` sent by
 /// `redis.pcall`, so neither a mark of another type nor a user the ACL does
 /// not let publish keeps the release from happening (its waiters poll).
 const RELEASE_LUA: &str = r"
 local n = #KEYS / 2
 local held = 1
+local waited = 0
 local mine = {}
 for i = 1, n do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
@@ -200,13 +204,14 @@ for _, i in ipairs(mine) do
   if type(v) == 'string' then
     for _, id in string.gmatch(v, '(%d+):(%S+)') do
       if redis.pcall('GET', mark .. ':' .. id) then
-        redis.pcall('PUBLISH', ARGV[2], id .. ' ' .. KEYS[i])
+        redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[i])
+        waited = 2
         break
       end
     end
   end
 end
-return held
+return held + waited
 ";
 
 /// Resets the TTL of every lock key, only if all hold our token.

@@ -55,18 +55,28 @@ fn warm(locks: &Redlock) {
     .expect("the pools connect");
 }
 
-/// Subscribers of the release channel on each server.
+/// Subscribers of the managers' release channels on each server.
 fn subscribers(cluster: &RedisCluster) -> Vec<i64> {
     cluster
         .iter()
         .map(|s| {
             let mut con = connect(&s.url(), s.ca_pem(), DEFAULT_CLIENT_TIMEOUT).expect("client");
-            let (_, n): (String, i64) = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(RELEASE_CHANNEL)
+            let channels: Vec<String> = redis::cmd("PUBSUB")
+                .arg("CHANNELS")
+                .arg(format!("{RELEASE_CHANNEL}:*"))
                 .query(&mut con)
-                .expect("PUBSUB NUMSUB");
-            n
+                .expect("PUBSUB CHANNELS");
+            channels
+                .iter()
+                .map(|channel| {
+                    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg(channel)
+                        .query(&mut con)
+                        .expect("PUBSUB NUMSUB");
+                    n
+                })
+                .sum()
         })
         .collect()
 }
@@ -165,7 +175,9 @@ fn the_release_script_publishes_only_keys_somebody_waits_for() {
     let mut subscriber = connect(&server.url(), server.ca_pem(), BOUND).expect("client");
     // (the connection's read timeout bounds each wait for a message)
     let mut listener = subscriber.as_pubsub();
-    listener.subscribe(RELEASE_CHANNEL).expect("subscribe");
+    listener
+        .psubscribe(format!("{RELEASE_CHANNEL}:*"))
+        .expect("psubscribe");
     let locks = manager(&servers);
     let quiet = key("wake-quiet");
     let waited = key("wake-waited");
@@ -178,7 +190,7 @@ fn the_release_script_publishes_only_keys_somebody_waits_for() {
         .expect("held");
     let mut con = connect(&server.url(), server.ca_pem(), DEFAULT_CLIENT_TIMEOUT).expect("client");
     let _: i64 = redis::cmd("PUBLISH")
-        .arg(RELEASE_CHANNEL)
+        .arg(format!("{RELEASE_CHANNEL}:0"))
         .arg("marker")
         .query(&mut con)
         .expect("publish");
@@ -192,15 +204,16 @@ fn the_release_script_publishes_only_keys_somebody_waits_for() {
     let other = manager(&servers);
     let after = handed_over(&servers, &locks, &other, &waited);
     assert!(after < BOUND, "{after:?}");
-    let heard: String = listener
-        .get_message()
-        .expect("a message")
-        .get_payload()
-        .expect("text");
-    // `<the waiting manager's id> <key>`.
+    let message = listener.get_message().expect("a message");
+    let heard: String = message.get_payload().expect("text");
+    // `<the waiting manager's id> <key>`, on that manager's own channel.
     let (id, key) = heard.split_once(' ').expect("id and key");
     assert!(id.parse::<u64>().is_ok(), "{heard}");
     assert_eq!(key, waited);
+    assert_eq!(
+        message.get_channel_name(),
+        format!("{RELEASE_CHANNEL}:{id}")
+    );
 }
 
 #[test]
@@ -297,7 +310,7 @@ impl EventHandler for Reports {
 
 #[test]
 fn an_acl_user_allowed_the_channel_is_woken() {
-    let servers = acl_cluster(&["&redlock:released", "+publish", "+subscribe"]);
+    let servers = acl_cluster(&["&redlock:released:*", "+publish", "+subscribe"]);
     let holder = manager(&servers);
     let waiter = manager(&servers);
     let key = key("wake-acl-woken");
@@ -370,4 +383,36 @@ fn processes_take_turns_on_a_contended_key() {
         assert!(*held * 20 >= total, "a process got under 5 %: {counts:?}");
         assert!(*woken > 0, "a process was never woken: {counts:?}");
     }
+}
+
+#[test]
+fn a_releaser_told_by_the_release_that_the_key_is_waited_for_queues_behind_the_waiter() {
+    let servers = cluster(3);
+    let a = manager(&servers);
+    let b = manager(&servers);
+    warm(&a);
+    warm(&b);
+    // `a` waits once, on another key: its feed starts (it hears only its
+    // own channel), and the test key is not contended for it.
+    assert!(handed_over(&servers, &b, &a, &key("wake-reply-other")) < BOUND);
+    let key = key("wake-reply");
+    let lock = a.try_lock(key.as_str(), TTL).expect("free");
+    assert!(a.flush(BOUND));
+    let (b_at, a_at) = std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let got = b.lock(key.as_str(), TTL).expect("woken");
+            let at = Instant::now();
+            got.release().expect("held");
+            at
+        });
+        assert!(marked(&servers, &key), "{}", state(&servers, &key, &b));
+        // The release's reply says that `b` waits: `a`'s next `lock` goes
+        // in line behind it instead of taking the free key first.
+        lock.release().expect("held");
+        let again = a.lock_timeout(key.as_str(), TTL, BOUND).expect("after b");
+        let a_at = Instant::now();
+        again.release().expect("held");
+        (waiting.join().expect("no panic"), a_at)
+    });
+    assert!(b_at < a_at, "the releaser took the key before its waiter");
 }
