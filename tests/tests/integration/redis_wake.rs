@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redlock_core::{Event, EventHandler};
-use redlock_redis::{Redlock, RELEASE_CHANNEL, WAIT_SUFFIX};
+use redlock_redis::{LockError, Redlock, RELEASE_CHANNEL, WAIT_SUFFIX};
 use redlock_tests::harness::{
     connect, wait_until, AclUser, RedisCluster, ServerOptions, DEFAULT_CLIENT_TIMEOUT,
 };
@@ -385,8 +385,26 @@ fn processes_take_turns_on_a_contended_key() {
     }
 }
 
+/// The one-letter state of process `pid` (`T` when stopped).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+/// A child process killed and reaped however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_releaser_told_by_the_release_that_the_key_is_waited_for_queues_behind_the_waiter() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
     let servers = cluster(3);
     let a = manager(&servers);
     let b = manager(&servers);
@@ -398,21 +416,49 @@ fn a_releaser_told_by_the_release_that_the_key_is_waited_for_queues_behind_the_w
     let key = key("wake-reply");
     let lock = a.try_lock(key.as_str(), TTL).expect("free");
     assert!(a.flush(BOUND));
-    let (b_at, a_at) = std::thread::scope(|s| {
-        let waiting = s.spawn(|| {
-            let got = b.lock(key.as_str(), TTL).expect("woken");
-            let at = Instant::now();
-            got.release().expect("held");
-            at
-        });
-        assert!(marked(&servers, &key), "{}", state(&servers, &key, &b));
-        // The release's reply says that `b` waits: `a`'s next `lock` goes
-        // in line behind it instead of taking the free key first.
-        lock.release().expect("held");
-        let again = a.lock_timeout(key.as_str(), TTL, BOUND).expect("after b");
-        let a_at = Instant::now();
-        again.release().expect("held");
-        (waiting.join().expect("no panic"), a_at)
-    });
-    assert!(b_at < a_at, "the releaser took the key before its waiter");
+    // Another process waits for the key until its mark is on every
+    // server, and is then stopped: it cannot take the key when `a`
+    // releases, and its mark lives on (at least twice its longest pause,
+    // 200 ms, past its last refusal).
+    let until = SystemTime::now() + Duration::from_secs(60);
+    let until_ms = until
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis()
+        .to_string();
+    let child = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_redlock-contender"))
+            .arg(&key)
+            .arg("wake")
+            .arg(&until_ms)
+            .args(servers.urls())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("contender started"),
+    );
+    let pid = child.0.id();
+    assert!(marked(&servers, &key), "{}", state(&servers, &key, &a));
+    kill(
+        Pid::from_raw(i32::try_from(pid).expect("pid")),
+        Signal::SIGSTOP,
+    )
+    .expect("SIGSTOP");
+    wait_until(BOUND, "the waiter stopped", || {
+        process_state(pid) == Some('T')
+    })
+    .expect("stopped");
+    // The release's reply says that a manager waits: `a`'s next `lock`
+    // goes in line behind the stopped waiter's mark instead of taking the
+    // free key (which it would at once without being told).
+    lock.release().expect("held");
+    let err = a
+        .lock_timeout(key.as_str(), TTL, Duration::from_millis(100))
+        .expect_err("in line behind the waiter");
+    assert!(matches!(err, LockError::Timeout { .. }), "{err}");
+    kill(
+        Pid::from_raw(i32::try_from(pid).expect("pid")),
+        Signal::SIGCONT,
+    )
+    .expect("SIGCONT");
+    drop(child);
 }
