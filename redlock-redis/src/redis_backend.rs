@@ -75,8 +75,9 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// lock needs `SET`, `GET`, `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and
 /// `EVALSHA` on those keys (and `SCRIPT`, optionally); for waiters to be
 /// woken when a key is released, also `PUBLISH` and `SUBSCRIBE` on the
-/// channel [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL) (the release script
-/// publishes a released key that another manager waits for; see
+/// channels [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL)`:*` (the release
+/// script publishes a released key that another manager waits for on that
+/// manager's channel; see
 /// [`Builder::wake_ups`](redlock_core::Builder::wake_ups)).
 ///
 /// # Timeouts
@@ -334,7 +335,8 @@ impl LockBackend for RedisBackend {
         self.pool.attach(sink);
     }
 
-    /// Pub/Sub on [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL): one
+    /// Pub/Sub on the manager's own channel,
+    /// [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL)`:<its id>`: one
     /// subscriber connection, on a thread of its own, opened when a caller
     /// of the manager first waits.
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
