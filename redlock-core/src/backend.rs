@@ -356,10 +356,9 @@ pub trait LockBackend: Send + Sync {
     /// its round to every node this way and reads the answers itself, in one
     /// thread, instead of handing the round to the node worker threads
     /// (which costs a wake-up per node and per caller). `None` (the default)
-    /// when the backend cannot do that without blocking: it has no request
-    /// in flight of its own, another call on it is under way, it owes the
-    /// node replies, it would have to connect first, or a write would
-    /// block. The manager then runs the request on the node's worker as
+    /// when the backend cannot send without waiting: another call on it is
+    /// under way, it owes the node replies, or it would have to connect
+    /// first. The manager then runs the request on the node's worker as
     /// usual, so `None` is always correct.
     ///
     /// Unlike the other calls, this one may come while another call to the

@@ -232,10 +232,11 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// backend cannot start the request without blocking, gets it through
     /// its worker as usual.
     ///
-    /// The caller reads every started node's answer, in node order, so a
-    /// node that froze since its last answer holds this one round until its
-    /// deadline rather than until a quorum answered; from then on the node
-    /// goes through its worker until it answers again.
+    /// The caller reads every started node's answer, waiting on each a
+    /// short slice at a time (see [`Sent::finish`]), so a node that froze
+    /// since its last answer holds the round only until the others decided
+    /// it, plus a short grace; from then on the node goes through its
+    /// worker until it answers again.
     pub(crate) fn dispatch(
         &self,
         t: &Transmit,

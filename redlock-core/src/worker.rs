@@ -155,9 +155,7 @@ impl Watch {
             }),
         }
     }
-}
 
-impl Watch {
     /// Counts the result of `job`, sent to the node at `began`: late when
     /// it came after the job's deadline, and then queued past the deadline
     /// too when it was sent only after it.

@@ -221,7 +221,7 @@ impl Line {
         }
         Some(Begun {
             line,
-            conn,
+            conn: Some(conn),
             planned,
             form,
             sent,
@@ -338,7 +338,8 @@ const READ_SLICE: Duration = Duration::from_millis(1);
 /// is sent to the node until its reply is read) and the connection.
 pub(crate) struct Begun<'a> {
     line: MutexGuard<'a, Line>,
-    conn: Pooled,
+    /// Taken when the answer is read.
+    conn: Option<Pooled>,
     planned: Planned<'a>,
     form: Form,
     /// How writing and reading went so far.
@@ -369,13 +370,16 @@ impl<'a> Begun<'a> {
         }
         let count = replies_to(&[self.planned], self.form);
         let until = until.min(self.deadline);
+        let Some(conn) = self.conn.as_mut() else {
+            return true;
+        };
         while self.replies.len() < count {
             let now = Instant::now();
             if now >= until {
                 return until >= self.deadline;
             }
             let slice = until.min(now.checked_add(READ_SLICE).unwrap_or(until));
-            match self.pool.session(&mut self.conn, slice).read() {
+            match self.pool.session(conn, slice).read() {
                 Ok(reply) => self.replies.push(reply),
                 Err(failure) if failure.timed_out() => {}
                 Err(failure) => {
@@ -391,36 +395,53 @@ impl<'a> Begun<'a> {
     /// the start), as [`Line::run`] would have.
     pub(crate) fn finish(mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
         self.wait(deadline);
-        let Begun {
-            mut line,
-            mut conn,
-            planned,
-            form,
-            sent,
-            replies,
-            deadline: own,
-            old_set,
-            pool,
-        } = self;
-        let deadline = deadline.min(own);
+        self.settle(deadline)
+    }
+
+    /// Reads what is left by `deadline` and settles the connection as
+    /// [`Line::run`] would; once only (the connection is taken).
+    fn settle(&mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
+        let no_answer = || {
+            Err(self.pool.error_of(Failure::Reply {
+                kind: crate::RedisErrorKind::UnexpectedReply,
+                detail: "no answer to the request".to_owned(),
+            }))
+        };
+        let Some(mut conn) = self.conn.take() else {
+            return no_answer();
+        };
+        let deadline = deadline.min(self.deadline);
+        let sent = std::mem::replace(&mut self.sent, Ok(()));
+        let replies = std::mem::take(&mut self.replies);
+        let planned = [self.planned];
         let exchanged = exchange(
-            pool,
+            self.pool,
             &mut conn,
-            &[planned],
+            &planned,
             deadline,
-            old_set,
-            form,
+            self.old_set,
+            self.form,
             (sent, replies),
         );
-        match line
-            .settle(pool, conn, &[planned], deadline, exchanged)
+        match self
+            .line
+            .settle(self.pool, conn, &planned, deadline, exchanged)
             .pop()
         {
             Some(read) => read,
-            None => Err(pool.error_of(Failure::Reply {
-                kind: crate::RedisErrorKind::UnexpectedReply,
-                detail: "no answer to the request".to_owned(),
-            })),
+            None => no_answer(),
+        }
+    }
+}
+
+impl Drop for Begun<'_> {
+    /// A request nobody read the answer of (its caller panicked between
+    /// sending and reading) is settled as a timed-out call's: the
+    /// connection is kept owing its reply, with a release behind an
+    /// acquire, so that no later call reads that reply as its own.
+    fn drop(&mut self) {
+        if self.conn.is_some() {
+            let _ = self.settle(Instant::now());
         }
     }
 }
@@ -549,6 +570,47 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "never: {what}");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn a_started_acquire_nobody_read_is_followed_by_its_release_and_its_reply_is_skipped() {
+        let timeout = std::time::Duration::from_secs(2);
+        let (port, log) = slow_first_set(std::time::Duration::from_millis(200));
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        let (mine, other) = (claim(&["k"]), claim(&["other"]));
+        // The pool's one connection, made in the background, is idle.
+        wait_for("a connection", || backend.release(&other).is_ok());
+        let started = redlock_core::backend::LockBackend::start(
+            &backend,
+            redlock_core::backend::Request::Acquire {
+                claim: &mine,
+                ttl,
+                fence: false,
+            },
+        )
+        .expect("an idle connection");
+        // Its caller gives up without reading the (late) answer.
+        drop(started);
+        assert!(backend.owes());
+        // The next call reads the owed replies (nil, 1) first and then its
+        // own: the acquire's late reply is not taken for the release's.
+        assert!(!backend.release(&other).expect("in step"));
+        assert!(!backend.owes());
+        wait_for("the commands to be read", || lock_commands(&log).len() >= 4);
+        let shown: Vec<String> = lock_commands(&log).into_iter().map(|(_, c)| c).collect();
+        assert_eq!(
+            shown[1..],
+            [
+                "SET k T NX PX 5000 GET",
+                "EVAL BODY 2 k k:waiting T redlock:released",
+                "EVALSHA BODY 2 other other:waiting T redlock:released",
+            ]
+        );
     }
 
     #[test]
