@@ -117,6 +117,17 @@ fn nodes(n: usize) -> (MockCluster, Vec<Splitting>) {
     (cluster, nodes)
 }
 
+/// A manager over `nodes` with `timeout` per node.
+fn manager<B: LockBackend + 'static>(
+    nodes: impl IntoIterator<Item = B>,
+    timeout: Duration,
+) -> Redlock<B> {
+    Redlock::builder(nodes)
+        .node_timeout(timeout)
+        .build()
+        .expect("config")
+}
+
 fn sum(nodes: &[Splitting], of: impl Fn(&Splitting) -> &AtomicUsize) -> usize {
     nodes.iter().map(|n| of(n).load(Ordering::SeqCst)).sum()
 }
@@ -124,10 +135,7 @@ fn sum(nodes: &[Splitting], of: impl Fn(&Splitting) -> &AtomicUsize) -> usize {
 #[test]
 fn a_lone_callers_rounds_wake_no_node_worker() {
     let (cluster, nodes) = nodes(3);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(Duration::from_secs(5))
-        .build()
-        .expect("config");
+    let locks = manager(nodes.clone(), Duration::from_secs(5));
     let mut lock = locks.try_lock("k", TTL).expect("free");
     lock.extend(TTL).expect("held");
     lock.release().expect("held");
@@ -143,10 +151,7 @@ fn a_lone_callers_rounds_wake_no_node_worker() {
 #[test]
 fn with_another_caller_driving_the_workers_take_the_rounds() {
     let (cluster, nodes) = nodes(3);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(Duration::from_secs(5))
-        .build()
-        .expect("config");
+    let locks = manager(nodes.clone(), Duration::from_secs(5));
     // Another process holds "busy": a caller of this manager waits for it.
     let theirs = Claim::new(
         Resources::one("busy").expect("key"),
@@ -184,10 +189,7 @@ fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others
     // A frozen node answers nothing for the whole node timeout: a round
     // that waited for it would take 10 s.
     let timeout = Duration::from_secs(10);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(timeout)
-        .build()
-        .expect("config");
+    let locks = manager(nodes.clone(), timeout);
     locks
         .try_lock("k", TTL)
         .expect("free")
@@ -215,10 +217,7 @@ fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others
 fn mock_nodes_serve_a_lone_caller_themselves_and_a_frozen_one_through_its_worker() {
     let cluster = MockCluster::new(5);
     let timeout = Duration::from_secs(10);
-    let locks = Redlock::builder(cluster.backends())
-        .node_timeout(timeout)
-        .build()
-        .expect("config");
+    let locks = manager(cluster.backends(), timeout);
     locks
         .try_lock("k", TTL)
         .expect("free")
@@ -255,10 +254,7 @@ fn drop_then_lock_again<B: LockBackend + 'static>(locks: &Redlock<B>, key: &str,
 #[test]
 fn a_dropped_guards_release_reaches_a_mock_node_before_the_next_lone_callers_acquire() {
     let cluster = MockCluster::new(1);
-    let locks = Redlock::builder(cluster.backends())
-        .node_timeout(Duration::from_secs(5))
-        .build()
-        .expect("config");
+    let locks = manager(cluster.backends(), Duration::from_secs(5));
     drop_then_lock_again(&locks, "k", 2000);
     // The drops' releases went through the worker; acquires after them
     // went to the node itself once the worker had run them (on Redis the
