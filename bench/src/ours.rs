@@ -43,11 +43,19 @@ pub(crate) fn manager(
         })
         .collect::<Result<Vec<_>, _>>()
         .context("building the Redis backends")?;
-    let mut builder = Redlock::builder(backends).node_timeout(NODE_TIMEOUT);
+    let mut builder = Redlock::builder(backends)
+        .node_timeout(NODE_TIMEOUT)
+        .own_rounds(own_rounds());
     if let Some((min, max)) = retry {
         builder = builder.retry_delay(min, max);
     }
     builder.build().context("building the manager")
+}
+
+/// Whether a lone caller sends its rounds itself (`Builder::own_rounds`):
+/// on unless `REDLOCK_BENCH_OWN_ROUNDS=0`, to compare both in one build.
+pub(crate) fn own_rounds() -> bool {
+    std::env::var("REDLOCK_BENCH_OWN_ROUNDS").map_or(true, |v| v != "0")
 }
 
 /// As [`run`], while another thread reads `Redlock::stats` every second.

@@ -337,6 +337,7 @@ pub(crate) fn child(args: impl IntoIterator<Item = String>) -> anyhow::Result<()
     let wake_ups = std::env::var("REDLOCK_BENCH_WAKE_UPS").map_or(true, |v| v != "0");
     let locks = Redlock::builder(Vec::new())
         .wake_ups(wake_ups)
+        .own_rounds(crate::ours::own_rounds())
         .connect(&urls)
         .context("building the manager")?;
     let mut lines = String::new();

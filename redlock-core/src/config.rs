@@ -211,6 +211,8 @@ pub(crate) struct Config {
     /// Waiters are woken by the nodes' release notifications (on by
     /// default; only with the system clock).
     pub(crate) wake_ups: bool,
+    /// A lone caller sends its rounds itself ([`Builder::own_rounds`](crate::Builder::own_rounds)).
+    pub(crate) own_rounds: bool,
 }
 
 impl fmt::Debug for Config {
@@ -223,6 +225,7 @@ impl fmt::Debug for Config {
             .field("clock", &self.clock)
             .field("fencing", &self.fencing)
             .field("wake_ups", &self.wake_ups)
+            .field("own_rounds", &self.own_rounds)
             .finish_non_exhaustive()
     }
 }

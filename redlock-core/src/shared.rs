@@ -273,7 +273,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let (Some(inbox), Some(request)) = (inbox, t.message().request(t.claim())) else {
             return queued(self.send(t, inbox));
         };
-        if self.waiting.load(Ordering::Relaxed) > drivers {
+        if !self.config.own_rounds || self.waiting.load(Ordering::Relaxed) > drivers {
             return queued(self.send(t, Some(inbox)));
         }
         let sent_at = Instant::now();

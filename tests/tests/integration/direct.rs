@@ -268,3 +268,22 @@ fn a_dropped_guards_release_reaches_a_redis_master_before_the_next_lone_callers_
     let locks = crate::redis_common::manager(&cluster, Duration::from_secs(5));
     drop_then_lock_again(&locks, &crate::redis_common::key("drop-again"), 500);
 }
+
+#[test]
+fn with_own_rounds_off_a_lone_callers_rounds_go_through_the_workers() {
+    let (_cluster, nodes) = nodes(3);
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
+        .own_rounds(false)
+        .build()
+        .expect("config");
+    locks
+        .try_lock("k", TTL)
+        .expect("free")
+        .release()
+        .expect("held");
+    assert!(locks.flush(Duration::from_secs(10)));
+    assert_eq!(sum(&nodes, |n| &n.started), 0, "a caller started a request");
+    assert_eq!(sum(&nodes, |n| &n.on_worker), 6);
+    assert_eq!(locks.stats().manager.direct_rounds, 0);
+}
