@@ -395,6 +395,16 @@ pub trait LockBackend: Send + Sync {
         false
     }
 
+    /// Whether this backend keeps shared claims as [`Claim::shared`]
+    /// describes: read-write locks need it, and
+    /// [`Redlock::rwlock`](crate::Redlock::rwlock) refuses a manager with
+    /// a node that does not
+    /// ([`ConfigError::NoSharedClaims`](crate::ConfigError::NoSharedClaims)).
+    /// The default is `false`.
+    fn supports_shared(&self) -> bool {
+        false
+    }
+
     /// Called once by the manager when it starts, with a sink for errors
     /// the backend sees outside any request (a connection pool's
     /// background connects, say): they reach the manager's event hook as
@@ -446,6 +456,9 @@ macro_rules! forward_backend {
             }
             fn supports_fencing(&self) -> bool {
                 (**self).supports_fencing()
+            }
+            fn supports_shared(&self) -> bool {
+                (**self).supports_shared()
             }
             fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
                 (**self).release_feed()

@@ -156,6 +156,7 @@ trait Erased: Send + Sync {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
     fn supports_fencing(&self) -> bool;
+    fn supports_shared(&self) -> bool;
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>>;
 }
 
@@ -186,6 +187,9 @@ impl<B: LockBackend> Erased for B {
     }
     fn supports_fencing(&self) -> bool {
         LockBackend::supports_fencing(self)
+    }
+    fn supports_shared(&self) -> bool {
+        LockBackend::supports_shared(self)
     }
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         LockBackend::release_feed(self)
@@ -218,6 +222,9 @@ impl LockBackend for DynBackend {
     }
     fn supports_fencing(&self) -> bool {
         self.inner.supports_fencing()
+    }
+    fn supports_shared(&self) -> bool {
+        self.inner.supports_shared()
     }
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         self.inner.release_feed()

@@ -99,24 +99,18 @@ pub enum ConfigError {
         /// Its permits, as first defined.
         permits: u32,
     },
-    /// A read-write lock of zero reader slots.
-    NoReaders,
-    /// A read-write lock of more reader slots than
-    /// [`MAX_PERMITS`](crate::MAX_PERMITS).
-    TooManyReaders {
-        /// The reader slots asked for.
-        readers: u32,
-        /// The most accepted.
-        max: u32,
+    /// A read-write lock was asked of a manager with a node whose backend
+    /// does not keep shared claims
+    /// ([`LockBackend::supports_shared`](crate::LockBackend::supports_shared)).
+    NoSharedClaims {
+        /// The node.
+        node: NodeId,
     },
-    /// The name is a read-write lock on this manager: it was asked for
-    /// with another number of reader slots, as a semaphore, or locked as a
-    /// mutex (its own name or one of its reader-slot keys).
+    /// The name is a read-write lock on this manager: it was asked for as
+    /// a semaphore, or locked as a mutex.
     RwLockName {
         /// The read-write lock's name.
         name: String,
-        /// Its reader slots, as first defined.
-        readers: u32,
     },
 }
 
@@ -170,16 +164,14 @@ impl fmt::Display for ConfigError {
                 "`{name}` is a semaphore of {permits} permits on this manager: \
                  use it only as that semaphore"
             ),
-            ConfigError::NoReaders => {
-                f.write_str("a read-write lock needs at least one reader slot")
-            }
-            ConfigError::TooManyReaders { readers, max } => write!(
+            ConfigError::NoSharedClaims { node } => write!(
                 f,
-                "a read-write lock of {readers} reader slots exceeds the most supported, {max}"
+                "the backend of node {node} does not keep shared claims, \
+                 which a read-write lock needs"
             ),
-            ConfigError::RwLockName { name, readers } => write!(
+            ConfigError::RwLockName { name } => write!(
                 f,
-                "`{name}` is a read-write lock of {readers} reader slots on this manager: \
+                "`{name}` is a read-write lock on this manager: \
                  use it only as that read-write lock"
             ),
         }

@@ -8,23 +8,20 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{MAX_PERMITS, PERMIT_INFIX, READER_INFIX};
+use crate::engine::{MAX_PERMITS, PERMIT_INFIX};
 use crate::{ConfigError, Resources};
 
-/// The name a permit or reader-slot key belongs to, if `key` has such a
-/// key's form.
+/// The name a permit key belongs to, if `key` has such a key's form.
 fn owner_of(key: &str) -> Option<&str> {
-    [PERMIT_INFIX, READER_INFIX].into_iter().find_map(|infix| {
-        let (name, slot) = key.rsplit_once(infix)?;
-        (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
-    })
+    let (name, slot) = key.rsplit_once(PERMIT_INFIX)?;
+    (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
 }
 
 /// What a name is used as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Semaphore(u32),
-    RwLock(u32),
+    RwLock,
 }
 
 impl Kind {
@@ -32,7 +29,7 @@ impl Kind {
         let name = name.to_owned();
         match self {
             Kind::Semaphore(permits) => ConfigError::SemaphoreName { name, permits },
-            Kind::RwLock(readers) => ConfigError::RwLockName { name, readers },
+            Kind::RwLock => ConfigError::RwLockName { name },
         }
     }
 }
@@ -108,18 +105,11 @@ impl Names {
             .map(drop)
     }
 
-    /// Records `name` as a read-write lock of `readers` reader slots; an
-    /// error if this manager knows it as something else. Its waiting
-    /// writers, shared by every handle of the name on this manager.
-    pub(crate) fn define_rwlock(
-        &self,
-        name: &str,
-        readers: u32,
-    ) -> Result<Arc<Writers>, ConfigError> {
-        if readers == 0 {
-            return Err(ConfigError::NoReaders);
-        }
-        self.define_as(name, Kind::RwLock(readers), readers)
+    /// Records `name` as a read-write lock; an error if this manager knows
+    /// it as something else. Its waiting writers, shared by every handle of
+    /// the name on this manager.
+    pub(crate) fn define_rwlock(&self, name: &str) -> Result<Arc<Writers>, ConfigError> {
+        self.define_as(name, Kind::RwLock, 1)
     }
 
     fn define_as(&self, name: &str, kind: Kind, count: u32) -> Result<Arc<Writers>, ConfigError> {
@@ -127,15 +117,9 @@ impl Names {
             return Err(ConfigError::EmptyKey);
         }
         if count > MAX_PERMITS {
-            return Err(match kind {
-                Kind::Semaphore(_) => ConfigError::TooManyPermits {
-                    permits: count,
-                    max: MAX_PERMITS,
-                },
-                Kind::RwLock(_) => ConfigError::TooManyReaders {
-                    readers: count,
-                    max: MAX_PERMITS,
-                },
+            return Err(ConfigError::TooManyPermits {
+                permits: count,
+                max: MAX_PERMITS,
             });
         }
         let mut defined = self.defined.lock();
@@ -158,8 +142,8 @@ impl Names {
     }
 
     /// An error if a key of `resources` is a semaphore's or read-write
-    /// lock's name or one of their slot keys: those are locked only through
-    /// them.
+    /// lock's name or one of a semaphore's permit keys: those are locked
+    /// only through them.
     pub(crate) fn check_lock(&self, resources: &Resources) -> Result<(), ConfigError> {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
@@ -179,7 +163,7 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{permit_key, reader_key};
+    use crate::engine::permit_key;
 
     #[test]
     fn a_permit_key_names_its_semaphore() {
@@ -188,7 +172,6 @@ mod tests {
         assert_eq!(owner_of("jobs:permit:"), None);
         assert_eq!(owner_of("jobs:permit:x"), None);
         assert_eq!(owner_of("jobs"), None);
-        assert_eq!(owner_of(&reader_key("doc", 0)), Some("doc"));
     }
 
     #[test]
@@ -206,17 +189,15 @@ mod tests {
         assert_eq!(names.check_lock(&one("jobs")), taken);
         assert_eq!(names.check_lock(&one("jobs:permit:2")), taken);
         assert_eq!(names.check_lock(&one("jobs:other")), Ok(()));
-        assert!(names.define_rwlock("doc", 4).is_ok());
-        let doc: Result<(), ConfigError> = Err(ConfigError::RwLockName {
-            name: "doc".into(),
-            readers: 4,
-        });
-        assert_eq!(names.check_lock(&one("doc:read:3")), doc);
+        assert!(names.define_rwlock("doc").is_ok());
+        assert!(names.define_rwlock("doc").is_ok());
+        let doc: Result<(), ConfigError> = Err(ConfigError::RwLockName { name: "doc".into() });
+        assert_eq!(names.check_lock(&one("doc")), doc);
         assert_eq!(names.define("doc", 4), doc);
-        assert_eq!(names.define_rwlock("jobs", 3).map(drop), taken);
+        assert_eq!(names.define_rwlock("jobs").map(drop), taken);
         assert_eq!(
-            names.define_rwlock("d", 0).map(drop),
-            Err(ConfigError::NoReaders)
+            names.define_rwlock("").map(drop),
+            Err(ConfigError::EmptyKey)
         );
         assert_eq!(names.define("", 1), Err(ConfigError::EmptyKey));
         assert_eq!(names.define("x", 0), Err(ConfigError::NoPermits));

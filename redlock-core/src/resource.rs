@@ -150,6 +150,7 @@ pub struct Claim {
     resources: Resources,
     token: Token,
     queued: Option<Queued>,
+    shared: bool,
 }
 
 /// How a caller that waits for its resources (through
@@ -320,7 +321,63 @@ impl Claim {
             resources,
             token,
             queued: None,
+            shared: false,
         }
+    }
+
+    /// This claim, made shared: a read of a read-write lock
+    /// ([`Redlock::read`](crate::Redlock::read)). A backend that supports
+    /// shared claims ([`LockBackend::supports_shared`](crate::LockBackend::supports_shared))
+    /// keeps, for each key, a set of shared holders, each with its own
+    /// time-to-live, next to the key's one exclusive holder:
+    ///
+    /// - an acquire of a shared claim is granted when no key has a live
+    ///   exclusive holder (and, for a [`Queued`] claim that
+    ///   [yields](Queued::yields), no key carries another manager's waiting
+    ///   mark); it adds the token to each key's shared holders for the TTL
+    ///   and never leaves a waiting mark of its own;
+    /// - an acquire of an exclusive (ordinary) claim is refused while any
+    ///   key has a live shared holder, as when it has an exclusive one;
+    /// - extend, release and raise-fence of a shared claim act only when
+    ///   every key has the token among its live shared holders, and touch
+    ///   only that holder's entry;
+    /// - fencing counters are the keys' counters, bumped by shared and
+    ///   exclusive acquires alike.
+    ///
+    /// So shared holders exclude exclusive ones on each node, as two
+    /// exclusive holders exclude each other, and the quorum argument of a
+    /// mutex applies to a read against a write.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
+    /// let claim = Claim::new(Resources::one("doc")?, Token::from_bytes([0; 20])).shared();
+    /// assert!(claim.is_shared());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn shared(mut self) -> Self {
+        self.shared = true;
+        self
+    }
+
+    /// Whether this claim is shared ([`Claim::shared`]): a read, not a
+    /// lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
+    /// let claim = Claim::new(Resources::one("doc")?, Token::from_bytes([0; 20]));
+    /// assert!(!claim.is_shared());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// This claim, acquired by a caller that waits in line (see [`Queued`]).

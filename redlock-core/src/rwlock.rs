@@ -1,46 +1,45 @@
-//! A read-write lock over the same nodes: any number of readers up to its
-//! reader slots, or one writer.
+//! A read-write lock over the same nodes: any number of readers, or one
+//! writer.
 //!
-//! Reader slot `i` of read-write lock `name` is the key `name:read:i`. A
-//! reader holds one slot (as a semaphore's permit); a writer holds every
-//! slot, taken in one multi-key round (all keys or none, atomically per
-//! node). A writer's quorum and a reader's quorum intersect on a node,
-//! which cannot grant both (the writer's keys include the reader's), and
-//! two writers conflict on every key: the mutex's argument, key by key.
+//! Read-write lock `name` lives at the key `name`. A writer holds it as a
+//! mutex holds its key. A reader holds a *shared claim* on it
+//! ([`Claim::shared`](crate::backend::Claim::shared)): each node keeps the
+//! key's readers, each with its own time-to-live, and grants a read only
+//! while no writer holds the key, and a write only while no reader does.
+//! A writer's quorum and a reader's quorum meet on a node, which cannot
+//! have granted both; two writers conflict as two mutex holders do. So the
+//! mutex's argument applies to every pair that must not meet, and readers
+//! never need to count each other (see `docs/safety.md`).
 //!
 //! Waiting writers go first: a writer that was refused leaves its waiting
-//! mark on every slot, and readers' rounds are queued acquires that give
-//! way to another manager's mark, so readers that come after a waiting
-//! writer wait for it; within one manager, a reader waits for the writers
-//! of the manager that came before it.
+//! mark on the key, and readers' rounds are queued acquires that give way
+//! to another manager's mark (readers leave no marks), so readers that
+//! come after a waiting writer wait for it; within one manager, a reader
+//! waits for the writers of the manager that came before it.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::driver::{kept, Redlock};
-use crate::engine::{Entropy, Slots};
+use crate::engine::{Acquire, Entropy};
 use crate::guard::Lock;
 use crate::keeper::KeepAlive;
 use crate::names::Writers;
-use crate::semaphore::{acquire_one_of, Permit};
-use crate::{ConfigError, LockBackend, LockError, RoundReport};
+use crate::{ConfigError, LockBackend, LockError, Resources, RoundReport};
 
 impl<B: LockBackend + 'static> Redlock<B> {
-    /// The read-write lock `name` with `readers` reader slots on this
-    /// manager's nodes: at most `readers` readers at once, or one writer,
-    /// across every process.
+    /// The read-write lock `name` on this manager's nodes: any number of
+    /// readers at once, or one writer, across every process.
     ///
-    /// Every process must use one number of reader slots for one name.
-    /// Within one manager a name is one read-write lock: asking for it with
-    /// another number, as a semaphore, or locking it (or a reader-slot key)
-    /// as a mutex, is an error.
+    /// Within one manager a name is one read-write lock: asking for it as
+    /// a semaphore, or locking it as a mutex, is an error.
     ///
     /// # Errors
     ///
-    /// [`ConfigError::NoReaders`], [`ConfigError::TooManyReaders`] (more
-    /// than [`MAX_PERMITS`](crate::MAX_PERMITS)), [`ConfigError::EmptyKey`],
-    /// [`ConfigError::RwLockName`].
+    /// [`ConfigError::EmptyKey`], [`ConfigError::RwLockName`],
+    /// [`ConfigError::NoSharedClaims`] when a node's backend does not keep
+    /// shared claims ([`LockBackend::supports_shared`]).
     ///
     /// # Examples
     ///
@@ -48,7 +47,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// use std::time::Duration;
     /// use redlock_core::LockError;
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let doc = locks.rwlock("doc:7", 8)?;
+    /// let doc = locks.rwlock("doc:7")?;
     /// let a = doc.try_read(Duration::from_secs(10))?;
     /// let b = doc.try_read(Duration::from_secs(10))?;
     /// assert!(matches!(doc.try_write(Duration::from_secs(10)), Err(LockError::Contended(_))));
@@ -57,36 +56,224 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// assert!(doc.try_read(Duration::from_secs(10)).is_err(), "the writer excludes readers");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn rwlock(&self, name: &str, readers: u32) -> Result<RwLock<B>, ConfigError> {
-        // The keys first: a name is recorded only for a lock made.
-        let slots = Slots::readers(name, readers)?;
-        let writers = self.manager.names.define_rwlock(name, readers)?;
+    pub fn rwlock(&self, name: &str) -> Result<RwLock<B>, ConfigError> {
+        // The key first: a name is recorded only for a lock made.
+        let resources = Resources::one(name)?;
+        if let Some(worker) = self
+            .manager
+            .shared
+            .workers
+            .iter()
+            .find(|w| !w.shared_claims)
+        {
+            return Err(ConfigError::NoSharedClaims {
+                node: worker.id.clone(),
+            });
+        }
+        let writers = self.manager.names.define_rwlock(name)?;
         Ok(RwLock {
             locks: self.clone(),
-            name: name.into(),
-            slots,
+            resources,
             writers,
         })
     }
+
+    /// Reads the read-write lock `name` without waiting:
+    /// [`RwLock::try_read`] on [`Redlock::rwlock`]`(name)`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::try_read`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let a = locks.try_read("config", Duration::from_secs(5))?;
+    /// let b = locks.try_read("config", Duration::from_secs(5))?;
+    /// assert!(locks.try_write("config", Duration::from_secs(5)).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_read(&self, name: &str, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.try_read(ttl)
+    }
+
+    /// Reads the read-write lock `name`, waiting up to the manager's
+    /// acquire timeout: [`RwLock::read`] on [`Redlock::rwlock`]`(name)`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let read = locks.read("config", Duration::from_secs(5))?;
+    /// assert!(read.is_valid());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read(&self, name: &str, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.read(ttl)
+    }
+
+    /// Reads the read-write lock `name`, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let read = locks.read_timeout("config", Duration::from_secs(5), Duration::from_secs(1))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_timeout(
+        &self,
+        name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.read_timeout(ttl, timeout)
+    }
+
+    /// Reads the read-write lock `name`, trying until `deadline` (an
+    /// instant of the manager's clock).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::read`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let by = Instant::now() + Duration::from_secs(1);
+    /// let read = locks.read_deadline("config", Duration::from_secs(5), by)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_deadline(
+        &self,
+        name: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.read_deadline(ttl, deadline)
+    }
+
+    /// Writes the read-write lock `name` without waiting:
+    /// [`RwLock::try_write`] on [`Redlock::rwlock`]`(name)`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::try_write`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let write = locks.try_write("config", Duration::from_secs(5))?;
+    /// assert!(locks.try_read("config", Duration::from_secs(5)).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_write(&self, name: &str, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.try_write(ttl)
+    }
+
+    /// Writes the read-write lock `name`, waiting up to the manager's
+    /// acquire timeout: [`RwLock::write`] on [`Redlock::rwlock`]`(name)`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::write`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let write = locks.write("config", Duration::from_secs(5))?;
+    /// write.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write(&self, name: &str, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.write(ttl)
+    }
+
+    /// Writes the read-write lock `name`, waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::write`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let write = locks.write_timeout("config", Duration::from_secs(5), Duration::from_secs(1))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_timeout(
+        &self,
+        name: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.write_timeout(ttl, timeout)
+    }
+
+    /// Writes the read-write lock `name`, trying until `deadline` (an
+    /// instant of the manager's clock).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Redlock::rwlock`] and [`RwLock::write`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
+    /// let by = Instant::now() + Duration::from_secs(1);
+    /// let write = locks.write_deadline("config", Duration::from_secs(5), by)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_deadline(
+        &self,
+        name: &str,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        self.rwlock(name)?.write_deadline(ttl, deadline)
+    }
 }
 
-/// A read-write lock: up to [`RwLock::readers`] readers at once, or one
-/// writer, across every process whose managers use the same nodes. Made by
+/// A read-write lock: any number of readers at once, or one writer, across
+/// every process whose managers use the same nodes. Made by
 /// [`Redlock::rwlock`]; cheap to clone.
 ///
-/// A read is a [`Permit`] on one reader slot (taken as a semaphore's
-/// permit: one round per slot at most, starting at a random one); a write
-/// is a [`Lock`] on every reader slot at once. Both have a lock's whole
-/// life (validity, extend, keep-alive, release on drop, fencing token).
+/// A read and a write are both a [`Lock`] on the lock's name, with a
+/// lock's whole life (validity, extend, keep-alive, release on drop,
+/// fencing token when fencing is on): a write an ordinary one, a read a
+/// shared claim ([`Claim::shared`](crate::backend::Claim::shared)). A read
+/// costs one round however many readers there are.
 ///
 /// **Policy: waiting writers go first.** A writer refused by the nodes
-/// leaves its waiting mark on every slot; readers' rounds give way to
-/// other managers' marks, so a reader that starts after a writer began
-/// to wait waits for that writer, and a stream of readers cannot starve
-/// it. Within one manager, a reader waits while a writer of the manager
-/// that started before it still waits. Readers that started before the
-/// writer go first. Writers take turns through the manager's local line
-/// and the marks as [`Redlock::lock`] callers do; readers poll with the
+/// leaves its waiting mark on the key; readers' rounds give way to other
+/// managers' marks, so a reader that starts after a writer began to wait
+/// waits for that writer, and a stream of readers cannot starve it. Within
+/// one manager, a reader waits while a writer of the manager that started
+/// before it still waits. Readers that started before the writer go
+/// first. Writers take turns through the manager's local line and the
+/// marks as [`Redlock::lock`] callers do; waiting readers poll with the
 /// random pause.
 ///
 /// # Examples
@@ -94,7 +281,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// ```
 /// use std::time::Duration;
 /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(5).backends())?;
-/// let config = locks.rwlock("config", 16)?;
+/// let config = locks.rwlock("config")?;
 /// let value = config.with_read(Duration::from_secs(10), |_read| "read the config")?;
 /// config.with_write(Duration::from_secs(10), |write| {
 ///     write.ensure_held()?; // before committing
@@ -104,9 +291,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// ```
 pub struct RwLock<B: LockBackend> {
     locks: Redlock<B>,
-    name: Arc<str>,
-    /// The reader slots' keys; a writer locks all of them.
-    slots: Slots,
+    /// The lock's one key.
+    resources: Resources,
     writers: Arc<Writers>,
 }
 
@@ -114,8 +300,7 @@ impl<B: LockBackend> Clone for RwLock<B> {
     fn clone(&self) -> Self {
         RwLock {
             locks: self.locks.clone(),
-            name: Arc::clone(&self.name),
-            slots: self.slots.clone(),
+            resources: self.resources.clone(),
             writers: Arc::clone(&self.writers),
         }
     }
@@ -124,54 +309,41 @@ impl<B: LockBackend> Clone for RwLock<B> {
 impl<B: LockBackend> fmt::Debug for RwLock<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RwLock")
-            .field("name", &self.name)
-            .field("readers", &self.slots.count())
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }
 
-impl<B: LockBackend + 'static> RwLock<B> {
-    /// The lock's name.
+impl<B: LockBackend> RwLock<B> {
+    /// The lock's name (its key on the nodes).
     ///
     /// # Examples
     ///
     /// ```
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(1).backends())?;
-    /// assert_eq!(locks.rwlock("r", 2)?.name(), "r");
+    /// assert_eq!(locks.rwlock("r")?.name(), "r");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
     pub fn name(&self) -> &str {
-        &self.name
+        self.resources.keys().first().map_or("", String::as_str)
     }
+}
 
-    /// How many readers it admits at once.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(1).backends())?;
-    /// assert_eq!(locks.rwlock("r", 2)?.readers(), 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn readers(&self) -> u32 {
-        self.slots.count()
-    }
-
-    /// Reads without waiting: one round per reader slot at most.
+impl<B: LockBackend + 'static> RwLock<B> {
+    /// Reads without waiting: one round.
     ///
     /// # Errors
     ///
-    /// [`LockError::Contended`] when a writer holds or waits for the lock
-    /// or every slot is taken, and the other errors of
+    /// [`LockError::Contended`] when a writer holds the lock or another
+    /// manager's writer waits for it, and the other errors of
     /// [`Redlock::try_lock`].
     ///
     /// # Examples
     ///
     /// See [`Redlock::rwlock`].
-    pub fn try_read(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.rwlock.try_read", self.slots.all());
+    pub fn try_read(&self, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.rwlock.try_read", self.resources);
         self.read_until(ttl, None)
     }
 
@@ -187,10 +359,10 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     /// use std::time::Duration;
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let read = locks.rwlock("r", 4)?.read(Duration::from_secs(5))?;
+    /// let read = locks.rwlock("r")?.read(Duration::from_secs(5))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn read(&self, ttl: Duration) -> Result<Permit<B>, LockError<B::Error>> {
+    pub fn read(&self, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
         self.read_timeout(ttl, self.locks.manager.shared.config.acquire_timeout)
     }
 
@@ -205,14 +377,14 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     /// use std::time::Duration;
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let read = locks.rwlock("r", 4)?.read_timeout(Duration::from_secs(5), Duration::from_secs(1))?;
+    /// let read = locks.rwlock("r")?.read_timeout(Duration::from_secs(5), Duration::from_secs(1))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read_timeout(
         &self,
         ttl: Duration,
         timeout: Duration,
-    ) -> Result<Permit<B>, LockError<B::Error>> {
+    ) -> Result<Lock<B>, LockError<B::Error>> {
         let now = self.locks.manager.shared.config.clock.now();
         self.read_deadline(ttl, crate::config::later(now, timeout))
     }
@@ -228,19 +400,19 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     /// use std::time::{Duration, Instant};
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let read = locks.rwlock("r", 4)?.read_deadline(Duration::from_secs(5), Instant::now() + Duration::from_secs(1))?;
+    /// let read = locks.rwlock("r")?.read_deadline(Duration::from_secs(5), Instant::now() + Duration::from_secs(1))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn read_deadline(
         &self,
         ttl: Duration,
         deadline: Instant,
-    ) -> Result<Permit<B>, LockError<B::Error>> {
-        crate::events::call_span!("redlock.rwlock.read", self.slots.all());
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        crate::events::call_span!("redlock.rwlock.read", self.resources);
         self.read_until(ttl, Some(deadline))
     }
 
-    /// Writes without waiting: one round over every reader slot.
+    /// Writes without waiting: one round.
     ///
     /// # Errors
     ///
@@ -251,7 +423,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ///
     /// See [`Redlock::rwlock`].
     pub fn try_write(&self, ttl: Duration) -> Result<Lock<B>, LockError<B::Error>> {
-        self.locks.try_lock_resources(self.slots.all().clone(), ttl)
+        self.locks.try_lock_resources(self.resources.clone(), ttl)
     }
 
     /// Writes, waiting up to the manager's acquire timeout (default 10 s).
@@ -278,7 +450,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     /// use std::time::Duration;
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let write = locks.rwlock("r", 4)?.write_timeout(Duration::from_secs(5), Duration::from_secs(1))?;
+    /// let write = locks.rwlock("r")?.write_timeout(Duration::from_secs(5), Duration::from_secs(1))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_timeout(
@@ -302,7 +474,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     /// ```
     /// use std::time::{Duration, Instant};
     /// # let locks = redlock_core::Redlock::new(redlock_mock::MockCluster::new(3).backends())?;
-    /// let write = locks.rwlock("r", 4)?.write_deadline(Duration::from_secs(5), Instant::now() + Duration::from_secs(1))?;
+    /// let write = locks.rwlock("r")?.write_deadline(Duration::from_secs(5), Instant::now() + Duration::from_secs(1))?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_deadline(
@@ -312,7 +484,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let _waiting = self.writers.wait(self.writers.arrive());
         self.locks
-            .lock_resources(self.slots.all().clone(), ttl, deadline, None)
+            .lock_resources(self.resources.clone(), ttl, deadline, None)
     }
 
     /// Reads (waiting as [`RwLock::read`]) while `f` runs, keeping the
@@ -329,7 +501,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     pub fn with_read<T>(
         &self,
         ttl: Duration,
-        f: impl FnOnce(&Permit<B>) -> T,
+        f: impl FnOnce(&Lock<B>) -> T,
     ) -> Result<T, LockError<B::Error>> {
         kept(self.read(ttl)?, KeepAlive::new(), f)
     }
@@ -354,14 +526,16 @@ impl<B: LockBackend + 'static> RwLock<B> {
     }
 
     /// A read: first the writers of this manager that came before it, then
-    /// the rounds over the reader slots (queued, giving way to the marks of
+    /// the rounds of a shared claim (queued, giving way to the marks of
     /// other managers' waiting writers).
     fn read_until(
         &self,
         ttl: Duration,
         deadline: Option<Instant>,
-    ) -> Result<Permit<B>, LockError<B::Error>> {
-        let shared = &self.locks.manager.shared;
+    ) -> Result<Lock<B>, LockError<B::Error>> {
+        let manager = &self.locks.manager;
+        let shared = &manager.shared;
+        let ttl = shared.config.check_ttl(ttl)?;
         let seq = self.writers.arrive();
         let waited = || LockError::Contended(RoundReport::untried(shared.workers.len()));
         while self.writers.ahead_of(seq) {
@@ -379,6 +553,22 @@ impl<B: LockBackend + 'static> RwLock<B> {
             let pause = shared.settings.retry.pick(shared.entropy().jitter());
             clock.sleep(pause.min(deadline - now).max(Duration::from_millis(1)));
         }
-        acquire_one_of(&self.locks, &self.slots, ttl, deadline, true, None)
+        let started = Instant::now();
+        let acquire = Acquire::read(
+            shared.settings.clone(),
+            self.resources.clone(),
+            ttl,
+            deadline,
+            shared.queued(true),
+        );
+        let result = self.locks.acquire_with(acquire, None);
+        let rounds = match &result {
+            Ok(acquired) => acquired.attempts,
+            Err(LockError::Timeout { attempts, .. }) => *attempts,
+            Err(_) => 1,
+        };
+        let named = shared.observer.wants_events().then_some(&self.resources);
+        shared.observe_lock(named, started, rounds, &result);
+        Ok(Lock::new(Arc::clone(manager), result?))
     }
 }

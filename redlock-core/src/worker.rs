@@ -97,6 +97,8 @@ pub(crate) struct Worker<E> {
     direct: Arc<dyn Direct<E>>,
     /// Counts what a caller's own round saw, as the worker thread does.
     watch: Watch,
+    /// Whether the backend keeps shared claims ([`LockBackend::supports_shared`]).
+    pub(crate) shared_claims: bool,
 }
 
 /// A backend as callers reach it without its worker: [`LockBackend::start`].
@@ -196,6 +198,7 @@ impl<E: Send + 'static> Worker<E> {
     {
         let backend = Arc::new(backend);
         let id = backend.node_id().clone();
+        let shared_claims = backend.supports_shared();
         let counters = Arc::new(NodeCounters::default());
         backend.attach(ConnectionSink::new(
             id.clone(),
@@ -242,6 +245,7 @@ impl<E: Send + 'static> Worker<E> {
             observer: Arc::clone(observer),
             direct: backend,
             watch: caller_watch,
+            shared_claims,
         })
     }
 }

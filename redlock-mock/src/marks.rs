@@ -89,6 +89,25 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         gives_way
     }
 
+    /// Whether a shared acquire of `keys` with `queued` must give way to
+    /// another manager's mark; unlike [`Marks::gives_way`] it never waits
+    /// in a line (readers leave no marks).
+    pub(crate) fn yields_to_others<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k K>,
+        queued: Option<Queued>,
+    ) -> bool
+    where
+        K: 'k,
+    {
+        let Some(queued) = queued.filter(Queued::yields) else {
+            return false;
+        };
+        let me = queued.manager();
+        keys.into_iter()
+            .any(|key| self.owner(key).is_some_and(|owner| owner != me))
+    }
+
     /// An acquire of `keys` with `queued` was refused because a key is
     /// held: a queued one waits in every key's line until `expires`.
     pub(crate) fn refused<'k>(

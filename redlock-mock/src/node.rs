@@ -85,6 +85,9 @@ struct Entry {
 #[derive(Debug, Default)]
 struct State {
     keys: HashMap<String, Entry>,
+    /// Each key's live shared holders ([`Claim::shared`]), by token, with
+    /// their expiry: never empty.
+    readers: HashMap<String, HashMap<[u8; TOKEN_LEN], Instant>>,
     fences: HashMap<String, u64>,
     /// Waiting marks of queued acquires: key, manager id, expiry.
     marks: Marks<String, Instant>,
@@ -293,6 +296,7 @@ impl MockNode {
     pub fn restart(&self) {
         let mut state = self.state();
         state.keys.clear();
+        state.readers.clear();
         state.fences.clear();
         state.marks.clear();
     }
@@ -344,7 +348,8 @@ impl MockNode {
             .map(|e| Token::from_bytes(e.token))
     }
 
-    /// The number of live lock keys.
+    /// The number of live lock keys: keys with an exclusive holder, and
+    /// keys with live shared holders ([`MockNode::readers`]).
     ///
     /// # Examples
     ///
@@ -355,7 +360,30 @@ impl MockNode {
     pub fn live_keys(&self) -> usize {
         let state = self.state();
         let now = self.now(&state);
-        state.keys.values().filter(|e| e.expires_at > now).count()
+        let readers = state
+            .readers
+            .values()
+            .filter(|holders| holders.values().any(|e| *e > now))
+            .count();
+        state.keys.values().filter(|e| e.expires_at > now).count() + readers
+    }
+
+    /// How many live shared holders (readers of a read-write lock) `key`
+    /// has.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockNode::new("n0").readers("k"), 0);
+    /// ```
+    #[must_use]
+    pub fn readers(&self, key: &str) -> usize {
+        let state = self.state();
+        let now = self.now(&state);
+        state
+            .readers
+            .get(key)
+            .map_or(0, |holders| holders.values().filter(|e| **e > now).count())
     }
 
     /// The fencing counter of `key` (0 if never incremented).
@@ -451,6 +479,10 @@ impl MockNode {
         } else {
             let now = self.now(&state);
             state.keys.retain(|_, e| e.expires_at > now);
+            state.readers.retain(|_, holders| {
+                holders.retain(|_, expires_at| *expires_at > now);
+                !holders.is_empty()
+            });
             Ok(op(&mut state, now))
         };
         drop(state);
@@ -476,18 +508,29 @@ impl Started<MockError> for Ready {
 }
 
 fn holds(state: &State, claim: &Claim) -> bool {
-    claim.keys().iter().all(|k| {
-        state
-            .keys
-            .get(k)
-            .is_some_and(|e| &e.token == claim.token().as_bytes())
-    })
+    let token = claim.token().as_bytes();
+    if claim.is_shared() {
+        return claim.keys().iter().all(|k| {
+            state
+                .readers
+                .get(k)
+                .is_some_and(|holders| holders.contains_key(token))
+        });
+    }
+    claim
+        .keys()
+        .iter()
+        .all(|k| state.keys.get(k).is_some_and(|e| &e.token == token))
 }
 
 impl LockBackend for MockNode {
     type Error = MockError;
 
     fn supports_fencing(&self) -> bool {
+        true
+    }
+
+    fn supports_shared(&self) -> bool {
         true
     }
 
@@ -500,26 +543,50 @@ impl LockBackend for MockNode {
             state.marks.purge(now);
             let queued = claim.queue();
             let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
-            if state.marks.gives_way(claim.keys(), queued, mark_expiry) {
-                state.stats.refused += 1;
-                return AcquireOutcome::HeldByOther;
-            }
-            if claim.keys().iter().any(|k| state.keys.contains_key(k)) {
-                state.marks.refused(claim.keys(), queued, mark_expiry);
-                state.stats.refused += 1;
-                return AcquireOutcome::HeldByOther;
-            }
-            state.marks.granted(claim.keys(), queued);
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
+            if claim.is_shared() {
+                // A read: gives way to other managers' marks and refuses
+                // while a writer holds a key, never marking.
+                if state.marks.yields_to_others(claim.keys(), queued)
+                    || claim.keys().iter().any(|k| state.keys.contains_key(k))
+                {
+                    state.stats.refused += 1;
+                    return AcquireOutcome::HeldByOther;
+                }
+                for key in claim.keys() {
+                    state
+                        .readers
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(*claim.token().as_bytes(), expires_at);
+                }
+            } else {
+                if state.marks.gives_way(claim.keys(), queued, mark_expiry) {
+                    state.stats.refused += 1;
+                    return AcquireOutcome::HeldByOther;
+                }
+                if claim
+                    .keys()
+                    .iter()
+                    .any(|k| state.keys.contains_key(k) || state.readers.contains_key(k))
+                {
+                    state.marks.refused(claim.keys(), queued, mark_expiry);
+                    state.stats.refused += 1;
+                    return AcquireOutcome::HeldByOther;
+                }
+                state.marks.granted(claim.keys(), queued);
+                for key in claim.keys() {
+                    state.keys.insert(
+                        key.clone(),
+                        Entry {
+                            token: *claim.token().as_bytes(),
+                            expires_at,
+                        },
+                    );
+                }
+            }
             let mut top = None;
             for key in claim.keys() {
-                state.keys.insert(
-                    key.clone(),
-                    Entry {
-                        token: *claim.token().as_bytes(),
-                        expires_at,
-                    },
-                );
                 if fence {
                     let counter = state.fences.entry(key.clone()).or_default();
                     *counter += 1;
@@ -544,8 +611,13 @@ impl LockBackend for MockNode {
                 return false;
             }
             let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
+            let token = claim.token().as_bytes();
             for key in claim.keys() {
-                if let Some(entry) = state.keys.get_mut(key) {
+                if claim.is_shared() {
+                    if let Some(e) = state.readers.get_mut(key).and_then(|h| h.get_mut(token)) {
+                        *e = expires_at;
+                    }
+                } else if let Some(entry) = state.keys.get_mut(key) {
                     entry.expires_at = expires_at;
                 }
             }
@@ -559,13 +631,24 @@ impl LockBackend for MockNode {
             let held = holds(state, claim);
             state.marks.purge(now);
             let mut waited = Vec::new();
+            let token = claim.token().as_bytes();
             for key in claim.keys() {
-                if state
-                    .keys
-                    .get(key)
-                    .is_some_and(|e| &e.token == claim.token().as_bytes())
-                {
+                let freed = if claim.is_shared() {
+                    // The last reader's release frees the key.
+                    let (removed, last) = state.readers.get_mut(key).map_or((false, false), |h| {
+                        (h.remove(token).is_some(), h.is_empty())
+                    });
+                    if last {
+                        state.readers.remove(key);
+                    }
+                    removed && last
+                } else if state.keys.get(key).is_some_and(|e| &e.token == token) {
                     state.keys.remove(key);
+                    true
+                } else {
+                    false
+                };
+                if freed {
                     if let Some(owner) = state.marks.owner(key) {
                         waited.push((key.clone(), owner));
                     }

@@ -554,7 +554,8 @@ pub struct KeyState {
     /// `Some(Duration::MAX)`).
     pub ttl: Option<Duration>,
     /// The first three bytes of the token, in hex (never the whole token),
-    /// when held.
+    /// when held. A read-write lock's key that readers hold shows its
+    /// marker's (`redlock:readers`): `726564`.
     pub token_prefix: Option<String>,
 }
 

@@ -113,7 +113,10 @@
 //! A lock on resource `R` is the string key `R` holding the lock's random
 //! token; fencing counters live in `R:fence` (see [`FENCE_SUFFIX`]) and the
 //! waiting marks of callers that wait in line in `R:waiting` (see
-//! [`WAIT_SUFFIX`]). The commands and Lua scripts are described on
+//! [`WAIT_SUFFIX`]). The readers of a read-write lock `R` are the sorted
+//! set `R:readers` (see [`READERS_SUFFIX`]), and while any reader lives `R`
+//! holds the marker `redlock:readers` instead of a token, so that writers
+//! see it held. The commands and Lua scripts are described on
 //! [`RedisBackend`].
 //!
 //! # Timeouts and order
@@ -164,7 +167,7 @@ pub use check::{
 };
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use feed::RELEASE_CHANNEL;
-pub use redis_backend::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
+pub use redis_backend::{RedisBackend, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 // What applications use, by name (the manager, guard, builder and error
 // types are the aliases below, over `RedisBackend`); backend authors find
 // the trait in `backend`, the pure decisions in `decide`.
@@ -224,8 +227,8 @@ pub type Permit = redlock_core::Permit<RedisBackend>;
 /// ```no_run
 /// # use std::time::Duration;
 /// # let locks = redlock_redis::Redlock::connect(["redis://a:6379", "redis://b:6379", "redis://c:6379"])?;
-/// let doc: redlock_redis::RwLock = locks.rwlock("doc:7", 8)?;
-/// let reading: redlock_redis::Permit = doc.read(Duration::from_secs(5))?;
+/// let doc: redlock_redis::RwLock = locks.rwlock("doc:7")?;
+/// let reading: redlock_redis::Lock = doc.read(Duration::from_secs(5))?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub type RwLock = redlock_core::RwLock<RedisBackend>;

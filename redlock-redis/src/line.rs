@@ -10,7 +10,8 @@
 //! behind them.
 //!
 //! - After a call times out, the connection is kept, and a compare-and-delete
-//!   release (by `EVAL`, which a `SCRIPT FLUSH` cannot turn into a no-op) is
+//!   release (by `EVAL`, which a `SCRIPT FLUSH` cannot turn into a no-op;
+//!   for a reader, the removal of its token from the reader sets) is
 //!   written on it behind every acquire whose reply was not read. Whenever
 //!   the node runs that acquire, its release runs right after.
 //! - A later call first reads (and discards) the owed replies, within its
@@ -288,10 +289,10 @@ impl Line {
                 let claim = request.claim();
                 let token = claim.token();
                 match request {
-                    Planned::Release { .. } if self.refused.contains(token) => {
+                    _ if request.is_release() && self.refused.contains(token) => {
                         Ok(Read::Done(Response::Held(false)))
                     }
-                    Planned::Release { .. } => {
+                    _ if request.is_release() => {
                         let written = owing.releases.contains(token)
                             || releases.iter().any(|c| c.token() == token);
                         if !written && owing.has_room(releases.len()) {

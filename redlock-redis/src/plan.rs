@@ -8,11 +8,17 @@ use redlock_core::Ttl;
 
 use crate::scripts::{
     is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
+    SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARED_RELEASE,
 };
 use crate::session::{Failure, Session};
 use crate::{RedisErrorKind, RELEASE_CHANNEL};
 
 /// A request of a kind this backend knows, as it goes to the server.
+///
+/// Build it with [`Planned::new`] or the constructors ([`Planned::acquire`],
+/// [`Planned::extend`], [`Planned::release`], [`Planned::raise_fence`]),
+/// which send a shared claim ([`Claim::is_shared`]) to the `Shared*`
+/// variants; the others are for exclusive claims only.
 #[derive(Clone, Copy)]
 pub(crate) enum Planned<'a> {
     /// Acquire one key without fencing or waiting marks:
@@ -42,6 +48,26 @@ pub(crate) enum Planned<'a> {
         claim: &'a Claim,
         at_least: u64,
     },
+    /// Acquire a shared claim (a reader): the shared acquire script, which
+    /// also reads the waiting marks (`queue`, if any, says whether to give
+    /// way to other managers' ones) but never writes one.
+    SharedAcquire {
+        claim: &'a Claim,
+        ttl: Ttl,
+        fence: bool,
+        queue: Option<Queued>,
+    },
+    SharedExtend {
+        claim: &'a Claim,
+        ttl: Ttl,
+    },
+    SharedRelease {
+        claim: &'a Claim,
+    },
+    SharedRaiseFence {
+        claim: &'a Claim,
+        at_least: u64,
+    },
 }
 
 impl<'a> Planned<'a> {
@@ -49,15 +75,23 @@ impl<'a> Planned<'a> {
     pub(crate) fn new(request: &Request<'a>) -> Option<Self> {
         Some(match *request {
             Request::Acquire { claim, ttl, fence } => Planned::acquire(claim, ttl, fence),
-            Request::Extend { claim, ttl } => Planned::Extend { claim, ttl },
-            Request::Release { claim } => Planned::Release { claim },
-            Request::RaiseFence { claim, at_least } => Planned::RaiseFence { claim, at_least },
+            Request::Extend { claim, ttl } => Planned::extend(claim, ttl),
+            Request::Release { claim } => Planned::release(claim),
+            Request::RaiseFence { claim, at_least } => Planned::raise_fence(claim, at_least),
             _ => return None,
         })
     }
 
     pub(crate) fn acquire(claim: &'a Claim, ttl: Ttl, fence: bool) -> Self {
         let queue = claim.queue();
+        if claim.is_shared() {
+            return Planned::SharedAcquire {
+                claim,
+                ttl,
+                fence,
+                queue,
+            };
+        }
         match (claim.keys(), fence, queue) {
             ([_], false, None) => Planned::SetNx { claim, ttl },
             _ => Planned::Acquire {
@@ -69,6 +103,30 @@ impl<'a> Planned<'a> {
         }
     }
 
+    pub(crate) fn extend(claim: &'a Claim, ttl: Ttl) -> Self {
+        if claim.is_shared() {
+            Planned::SharedExtend { claim, ttl }
+        } else {
+            Planned::Extend { claim, ttl }
+        }
+    }
+
+    pub(crate) fn release(claim: &'a Claim) -> Self {
+        if claim.is_shared() {
+            Planned::SharedRelease { claim }
+        } else {
+            Planned::Release { claim }
+        }
+    }
+
+    pub(crate) fn raise_fence(claim: &'a Claim, at_least: u64) -> Self {
+        if claim.is_shared() {
+            Planned::SharedRaiseFence { claim, at_least }
+        } else {
+            Planned::RaiseFence { claim, at_least }
+        }
+    }
+
     /// The lock this request is about.
     pub(crate) fn claim(&self) -> &'a Claim {
         match *self {
@@ -76,13 +134,28 @@ impl<'a> Planned<'a> {
             | Planned::Acquire { claim, .. }
             | Planned::Extend { claim, .. }
             | Planned::Release { claim }
-            | Planned::RaiseFence { claim, .. } => claim,
+            | Planned::RaiseFence { claim, .. }
+            | Planned::SharedAcquire { claim, .. }
+            | Planned::SharedExtend { claim, .. }
+            | Planned::SharedRelease { claim }
+            | Planned::SharedRaiseFence { claim, .. } => claim,
         }
     }
 
     /// Whether this is an acquire.
     pub(crate) fn is_acquire(&self) -> bool {
-        matches!(self, Planned::SetNx { .. } | Planned::Acquire { .. })
+        matches!(
+            self,
+            Planned::SetNx { .. } | Planned::Acquire { .. } | Planned::SharedAcquire { .. }
+        )
+    }
+
+    /// Whether this is a release.
+    pub(crate) fn is_release(&self) -> bool {
+        matches!(
+            self,
+            Planned::Release { .. } | Planned::SharedRelease { .. }
+        )
     }
 
     /// How many replies its commands get.
@@ -131,6 +204,7 @@ impl<'a> Planned<'a> {
             } => {
                 let keys = Keys {
                     locks: claim.keys(),
+                    readers: false,
                     counters: fence,
                     marks: false,
                 };
@@ -146,6 +220,7 @@ impl<'a> Planned<'a> {
             } => {
                 let keys = Keys {
                     locks: claim.keys(),
+                    readers: false,
                     counters: fence,
                     marks: true,
                 };
@@ -165,16 +240,62 @@ impl<'a> Planned<'a> {
                 let args = [token(claim), Arg::Int(ttl.as_millis())];
                 EXTEND.write(packed, via, Keys::locks(claim.keys()), &args);
             }
-            Planned::Release { claim } => write_release(packed, claim, via),
+            Planned::Release { claim } | Planned::SharedRelease { claim } => {
+                write_release(packed, claim, via);
+            }
             Planned::RaiseFence { claim, at_least } => {
                 let keys = Keys {
                     locks: claim.keys(),
+                    readers: false,
                     counters: true,
                     marks: false,
                 };
-                // Redis counters are signed 64-bit.
-                let at_least = at_least.min(i64::MAX.unsigned_abs());
-                RAISE_FENCE.write(packed, via, keys, &[token(claim), Arg::Int(at_least)]);
+                let args = [token(claim), Arg::Int(counter(at_least))];
+                RAISE_FENCE.write(packed, via, keys, &args);
+            }
+            Planned::SharedAcquire {
+                claim,
+                ttl,
+                fence,
+                queue,
+            } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    readers: true,
+                    counters: fence,
+                    marks: true,
+                };
+                // No queue: no manager, none to give way to.
+                let manager = queue.map_or(Arg::Bytes(b""), |q| Arg::Int(q.manager()));
+                let args = [
+                    token(claim),
+                    Arg::Int(ttl.as_millis()),
+                    Arg::Int(claim.keys().len() as u64),
+                    Arg::Int(u64::from(fence)),
+                    manager,
+                    Arg::Int(u64::from(queue.is_some_and(|q| q.yields()))),
+                ];
+                SHARED_ACQUIRE.write(packed, via, keys, &args);
+            }
+            Planned::SharedExtend { claim, ttl } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    readers: true,
+                    counters: false,
+                    marks: false,
+                };
+                let args = [token(claim), Arg::Int(ttl.as_millis())];
+                SHARED_EXTEND.write(packed, via, keys, &args);
+            }
+            Planned::SharedRaiseFence { claim, at_least } => {
+                let keys = Keys {
+                    locks: claim.keys(),
+                    readers: true,
+                    counters: true,
+                    marks: false,
+                };
+                let args = [token(claim), Arg::Int(counter(at_least))];
+                SHARED_RAISE_FENCE.write(packed, via, keys, &args);
             }
         }
     }
@@ -199,7 +320,7 @@ impl<'a> Planned<'a> {
             return Ok(Read::Error(err.into()));
         }
         let script = match *self {
-            Planned::Acquire { fence, .. } => {
+            Planned::Acquire { fence, .. } | Planned::SharedAcquire { fence, .. } => {
                 return Ok(Read::Done(Response::Acquire(match reply {
                     Value::Int(-1) => AcquireOutcome::HeldByOther,
                     Value::Int(top) if top >= 0 => AcquireOutcome::Granted {
@@ -209,7 +330,8 @@ impl<'a> Planned<'a> {
                 })))
             }
             Planned::Extend { .. } => "the extend script",
-            Planned::Release { .. } => {
+            Planned::SharedExtend { .. } => "the shared extend script",
+            Planned::Release { .. } | Planned::SharedRelease { .. } => {
                 return match reply {
                     Value::Int(v @ 0..=3) => Ok(Read::Released {
                         held: v & 1 == 1,
@@ -219,6 +341,7 @@ impl<'a> Planned<'a> {
                 }
             }
             Planned::RaiseFence { .. } => "the fencing script",
+            Planned::SharedRaiseFence { .. } => "the shared fencing script",
             Planned::SetNx { .. } => return Err(Failure::unexpected("SET NX PX", &reply)),
         };
         Ok(Read::Done(Response::Held(held(reply, script)?)))
@@ -235,15 +358,27 @@ fn single(claim: &Claim) -> (&str, &[u8]) {
     (key, claim.token().as_bytes())
 }
 
-/// Appends the compare-and-delete release of `claim`, sent `via`.
+/// A fencing value as Redis counters take it: they are signed 64-bit.
+fn counter(at_least: u64) -> u64 {
+    at_least.min(i64::MAX.unsigned_abs())
+}
+
+/// Appends the release of `claim`, sent `via`: the compare-and-delete of
+/// an exclusive claim, the removal from the reader sets of a shared one.
 pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via) {
     let keys = Keys {
         locks: claim.keys(),
+        readers: claim.is_shared(),
         counters: false,
         marks: true,
     };
     let args = [token(claim), Arg::Bytes(RELEASE_CHANNEL.as_bytes())];
-    RELEASE.write(packed, via, keys, &args);
+    let script = if claim.is_shared() {
+        &SHARED_RELEASE
+    } else {
+        &RELEASE
+    };
+    script.write(packed, via, keys, &args);
 }
 
 /// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
@@ -518,6 +653,180 @@ pub(crate) mod tests {
             2
         );
         assert_eq!(Planned::acquire(&one, ttl, true).replies(Form::FALLBACK), 1);
+    }
+
+    #[test]
+    fn shared_commands_name_the_documented_keys() {
+        use redlock_core::backend::Queued;
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let mark_ttl = Ttl::new(Duration::from_millis(300)).expect("ttl");
+        let reader = claim(&["b", "a"])
+            .shared()
+            .queued(Queued::new(42, mark_ttl, true).with_ticket(9));
+        let token = &[7_u8; 20][..];
+        let packed = written(Planned::acquire(&reader, ttl, true), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(SHARED_ACQUIRE.hash())
+            .arg(8)
+            .arg(&["a", "b", "a:readers", "b:readers"])
+            .arg(&["a:fence", "b:fence", "a:waiting", "b:waiting"])
+            .arg(token)
+            .arg(1500)
+            .arg(2)
+            .arg(1)
+            .arg(42)
+            .arg(1)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        // One key without fencing is still the script, never `SET NX`;
+        // a claim without a queue names no manager and does not yield.
+        let one = claim(&["k"]).shared();
+        let packed = written(Planned::acquire(&one, ttl, false), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(SHARED_ACQUIRE.hash())
+            .arg(3)
+            .arg(&["k", "k:readers", "k:waiting"])
+            .arg(token)
+            .arg(1500)
+            .arg(1)
+            .arg(0)
+            .arg("")
+            .arg(0)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        let packed = written(Planned::extend(&reader, ttl), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(SHARED_EXTEND.hash())
+            .arg(4)
+            .arg(&["a", "b", "a:readers", "b:readers"])
+            .arg(token)
+            .arg(1500)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        let packed = written(Planned::release(&reader), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(SHARED_RELEASE.hash())
+            .arg(6)
+            .arg(&["a", "b", "a:readers", "b:readers", "a:waiting", "b:waiting"])
+            .arg(token)
+            .arg(RELEASE_CHANNEL)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        let packed = written(Planned::raise_fence(&reader, u64::MAX), NEW);
+        let expected = redis::cmd("EVALSHA")
+            .arg(SHARED_RAISE_FENCE.hash())
+            .arg(6)
+            .arg(&["a", "b", "a:readers", "b:readers", "a:fence", "b:fence"])
+            .arg(token)
+            .arg(i64::MAX)
+            .get_packed_command();
+        assert_eq!(packed, expected);
+        // The release written behind a timed-out shared acquire is the
+        // shared one, by `EVAL`.
+        let mut behind = Vec::new();
+        write_release(&mut behind, &reader, Via::Body);
+        let keys = Keys {
+            locks: reader.keys(),
+            readers: true,
+            counters: false,
+            marks: true,
+        };
+        let mut expected = Vec::new();
+        let args = [
+            super::token(&reader),
+            Arg::Bytes(RELEASE_CHANNEL.as_bytes()),
+        ];
+        SHARED_RELEASE.write(&mut expected, Via::Body, keys, &args);
+        assert_eq!(behind, expected);
+        assert!(behind.starts_with(b"*11\r\n$4\r\nEVAL\r\n"));
+    }
+
+    #[test]
+    fn shared_claims_are_planned_and_read_as_their_exclusive_counterparts() {
+        let ttl = Ttl::new(Duration::from_millis(1500)).expect("ttl");
+        let reader = claim(&["k"]).shared();
+        let plain = claim(&["k"]);
+        let requests = [
+            Request::Acquire {
+                claim: &reader,
+                ttl,
+                fence: true,
+            },
+            Request::Extend {
+                claim: &reader,
+                ttl,
+            },
+            Request::Release { claim: &reader },
+            Request::RaiseFence {
+                claim: &reader,
+                at_least: 3,
+            },
+        ];
+        let planned: Vec<Planned<'_>> = requests
+            .iter()
+            .map(|r| Planned::new(r).expect("known"))
+            .collect();
+        assert!(matches!(
+            planned[..],
+            [
+                Planned::SharedAcquire { fence: true, .. },
+                Planned::SharedExtend { .. },
+                Planned::SharedRelease { .. },
+                Planned::SharedRaiseFence { at_least: 3, .. },
+            ]
+        ));
+        assert!(matches!(
+            Planned::extend(&plain, ttl),
+            Planned::Extend { .. }
+        ));
+        assert!(matches!(Planned::release(&plain), Planned::Release { .. }));
+        assert!(matches!(
+            Planned::raise_fence(&plain, 1),
+            Planned::RaiseFence { .. }
+        ));
+        let acquire = planned[0];
+        assert!(acquire.is_acquire() && !acquire.is_release());
+        assert!(planned[2].is_release() && !planned[2].is_acquire());
+        for p in &planned {
+            assert!(std::ptr::eq(p.claim(), &reader));
+            assert_eq!(p.replies(NEW), 1);
+            assert_eq!(p.replies(Form::FALLBACK), 1);
+        }
+        let read = |p: &Planned<'_>, reply: Value| p.read(&mut std::iter::once(reply), NEW);
+        assert!(matches!(
+            read(&acquire, Value::Int(-1)),
+            Ok(Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)))
+        ));
+        assert!(matches!(
+            read(&acquire, Value::Int(5)),
+            Ok(Read::Done(Response::Acquire(AcquireOutcome::Granted {
+                fence: Some(5)
+            })))
+        ));
+        let unfenced = Planned::acquire(&reader, ttl, false);
+        assert!(matches!(
+            read(&unfenced, Value::Int(0)),
+            Ok(Read::Done(Response::Acquire(AcquireOutcome::Granted {
+                fence: None
+            })))
+        ));
+        assert!(read(&acquire, Value::Int(-2)).is_err());
+        assert!(matches!(
+            read(&planned[1], Value::Int(1)),
+            Ok(Read::Done(Response::Held(true)))
+        ));
+        assert!(matches!(
+            read(&planned[2], Value::Int(2)),
+            Ok(Read::Released {
+                held: false,
+                waited: true
+            })
+        ));
+        assert!(matches!(
+            read(&planned[3], Value::Int(0)),
+            Ok(Read::Done(Response::Held(false)))
+        ));
+        assert!(read(&planned[3], Value::Int(2)).is_err());
     }
 
     #[test]

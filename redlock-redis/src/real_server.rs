@@ -12,6 +12,8 @@ use redlock_core::{Resources, Ttl};
 
 use crate::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
 
+mod shared;
+
 /// A `redis-server` without persistence, killed and reaped on drop.
 struct Server {
     child: Child,

@@ -27,6 +27,18 @@ pub const FENCE_SUFFIX: &str = ":fence";
 /// `invoice:42:waiting` (see [`RedisBackend`], "Commands and keys").
 pub const WAIT_SUFFIX: &str = ":waiting";
 
+/// The suffix of a read-write lock's reader set: the readers of `doc:7` are
+/// the sorted set `doc:7:readers`, one member per reader (its token),
+/// scored by its expiry in ms on the server's clock (see [`RedisBackend`],
+/// "Commands and keys").
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(format!("doc:7{}", redlock_redis::READERS_SUFFIX), "doc:7:readers");
+/// ```
+pub const READERS_SUFFIX: &str = ":readers";
+
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -63,6 +75,26 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// - Release: a Lua compare-and-delete over all keys; extend: a Lua
 ///   compare-and-`PEXPIRE`, all keys or none; raising fencing counters: a Lua
 ///   script that acts only while every key holds the token.
+/// - Shared claims (the readers of a [`RwLock`](crate::RwLock), see
+///   [`Claim::shared`]): the readers of `R` are the sorted set `R:readers`
+///   (see [`READERS_SUFFIX`]), each member a reader's token scored by its
+///   expiry in ms on the server's clock (`TIME`). While any reader lives,
+///   `R` itself holds the 15-byte marker `redlock:readers` (never a
+///   token), and `R` and `R:readers` expire with the latest reader. So
+///   every exclusive command above refuses or ignores `R` while it has
+///   readers, unchanged: `SET NX` and the acquire scripts see it held, and
+///   release, extend and fencing raises never find their token in it. Four
+///   more scripts, all keys or none: the shared acquire gives way (changing
+///   nothing) to a waiting mark that names another manager still waiting,
+///   refuses while `R` holds anything but the marker (a writer), else
+///   drops the expired readers, adds its token for the TTL, sets the
+///   marker and both expiries, and with fencing bumps `R:fence` as the
+///   exclusive acquire does; it never leaves a mark. Extend and fencing
+///   raises act only when every `R` holds the marker and has the token
+///   among its live readers. Release removes the token; a key left
+///   without readers loses `R:readers` and the marker, and its first
+///   waiting manager is told as for an exclusive release. Nothing but the
+///   counter stays once the last reader left.
 ///
 /// Scripts are hashed once per process and sent by `EVALSHA`. Each new
 /// connection first loads them (`SCRIPT LOAD`, in the round trip that also
@@ -71,10 +103,12 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// `NOSCRIPT` (a `SCRIPT FLUSH` mid-run) the same call resends the script
 /// with `EVAL` (for a batch, see [`LockBackend::run_batch`] on what that
 /// does to the order). Do not name resources so that one is another's
-/// counter or mark (`R` and `R:fence` or `R:waiting`). An ACL user for the
-/// lock needs `SET`, `GET`, `DEL`, `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and
-/// `EVALSHA` on those keys (and `SCRIPT`, optionally); for waiters to be
-/// woken when a key is released, also `PUBLISH` and `SUBSCRIBE` on the
+/// counter, mark or reader set (`R` and `R:fence`, `R:waiting` or
+/// `R:readers`). An ACL user for the lock needs `SET`, `GET`, `DEL`,
+/// `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and `EVALSHA` on those keys (and
+/// `SCRIPT`, optionally), for read-write locks also `TIME`, `ZADD`,
+/// `ZREM`, `ZREMRANGEBYSCORE`, `ZRANGE`, `ZSCORE` and `ZCARD`; for
+/// waiters to be woken when a key is released, also `PUBLISH` and `SUBSCRIBE` on the
 /// channels [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL)`:*` (the release
 /// script publishes a released key that another manager waits for on that
 /// manager's channel; see
@@ -353,6 +387,12 @@ impl LockBackend for RedisBackend {
         true
     }
 
+    /// Readers are kept in a sorted set next to the lock key (see
+    /// "Commands and keys" on [`RedisBackend`]).
+    fn supports_shared(&self) -> bool {
+        true
+    }
+
     fn node_id(&self) -> &NodeId {
         &self.node
     }
@@ -370,11 +410,11 @@ impl LockBackend for RedisBackend {
     }
 
     fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, RedisNodeError> {
-        self.held_answer(Planned::Extend { claim, ttl })
+        self.held_answer(Planned::extend(claim, ttl))
     }
 
     fn release(&self, claim: &Claim) -> Result<bool, RedisNodeError> {
-        self.held_answer(Planned::Release { claim })
+        self.held_answer(Planned::release(claim))
     }
 
     /// Sends the whole batch in one write and reads the replies: many callers
@@ -443,7 +483,7 @@ impl LockBackend for RedisBackend {
 
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, RedisNodeError> {
-        self.held_answer(Planned::RaiseFence { claim, at_least })
+        self.held_answer(Planned::raise_fence(claim, at_least))
     }
 }
 

@@ -9,7 +9,13 @@ use std::sync::LazyLock;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-use crate::{FENCE_SUFFIX, WAIT_SUFFIX};
+use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+
+mod shared;
+
+#[cfg(test)]
+pub(crate) use shared::READERS_MARKER;
+pub(crate) use shared::{SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARED_RELEASE};
 
 /// Acquires all lock keys or none; with fencing, increments each key's
 /// counter.
@@ -274,12 +280,14 @@ pub(crate) enum Via {
     Body,
 }
 
-/// The keys a script runs on: a claim's lock keys, then, with `counters`,
-/// the fencing counter of each (`key` + [`FENCE_SUFFIX`]), then, with
-/// `marks`, the waiting mark of each (`key` + [`WAIT_SUFFIX`]).
+/// The keys a script runs on: a claim's lock keys, then, with `readers`,
+/// the reader set of each (`key` + [`READERS_SUFFIX`]), then, with
+/// `counters`, the fencing counter of each (`key` + [`FENCE_SUFFIX`]),
+/// then, with `marks`, the waiting mark of each (`key` + [`WAIT_SUFFIX`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keys<'a> {
     pub(crate) locks: &'a [String],
+    pub(crate) readers: bool,
     pub(crate) counters: bool,
     pub(crate) marks: bool,
 }
@@ -289,13 +297,15 @@ impl<'a> Keys<'a> {
     pub(crate) fn locks(locks: &'a [String]) -> Self {
         Keys {
             locks,
+            readers: false,
             counters: false,
             marks: false,
         }
     }
 
     fn len(self) -> usize {
-        self.locks.len() * (1 + usize::from(self.counters) + usize::from(self.marks))
+        let each = 1 + usize::from(self.readers) + usize::from(self.counters);
+        self.locks.len() * (each + usize::from(self.marks))
     }
 }
 
@@ -332,6 +342,11 @@ impl LuaScript {
         resp.int(keys.len() as u64);
         for key in keys.locks {
             resp.bulk(key.as_bytes());
+        }
+        if keys.readers {
+            for key in keys.locks {
+                resp.bulk_joined(key.as_bytes(), READERS_SUFFIX.as_bytes());
+            }
         }
         if keys.counters {
             for key in keys.locks {
@@ -429,13 +444,17 @@ fn write_decimal(digits: &mut [u8; 20], mut n: u64) -> usize {
 /// later echoing the binary lock token in a reply that cannot be parsed. A
 /// `NOPERM` (an ACL user without `SCRIPT`) is tolerated: the calls fall back
 /// to `EVAL`.
-pub(crate) fn preload() -> [&'static str; 5] {
+pub(crate) fn preload() -> [&'static str; 9] {
     [
         ACQUIRE.code,
         QUEUED_ACQUIRE.code,
         RELEASE.code,
         EXTEND.code,
         RAISE_FENCE.code,
+        SHARED_ACQUIRE.code,
+        SHARED_EXTEND.code,
+        SHARED_RELEASE.code,
+        SHARED_RAISE_FENCE.code,
     ]
 }
 
@@ -446,7 +465,6 @@ pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new
 pub(crate) static EXTEND: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(EXTEND_LUA));
 pub(crate) static RAISE_FENCE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(RAISE_FENCE_LUA));
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,13 +478,36 @@ mod tests {
             &RELEASE.hash,
             &EXTEND.hash,
             &RAISE_FENCE.hash,
+            &SHARED_ACQUIRE.hash,
+            &SHARED_EXTEND.hash,
+            &SHARED_RELEASE.hash,
+            &SHARED_RAISE_FENCE.hash,
         ];
         for hash in hashes {
             assert_eq!(hash.len(), 40);
             assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
         }
         let distinct: std::collections::HashSet<_> = hashes.into_iter().collect();
-        assert_eq!(distinct.len(), 5);
+        assert_eq!(distinct.len(), 9);
+        assert_eq!(preload().len(), 9);
+    }
+
+    #[test]
+    fn the_shared_scripts_write_the_marker_that_is_never_a_token() {
+        assert_ne!(READERS_MARKER.len(), 20);
+        let quoted = format!("local marker = '{READERS_MARKER}'");
+        for script in [
+            &SHARED_ACQUIRE,
+            &SHARED_EXTEND,
+            &SHARED_RELEASE,
+            &SHARED_RAISE_FENCE,
+        ] {
+            assert!(script.code.contains(&quoted), "{}", script.code);
+        }
+        // The exclusive scripts know nothing of readers.
+        for script in [&ACQUIRE, &QUEUED_ACQUIRE, &RELEASE, &EXTEND, &RAISE_FENCE] {
+            assert!(!script.code.contains("readers"));
+        }
     }
 
     fn written(script: &LuaScript, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) -> Vec<u8> {
@@ -492,6 +533,7 @@ mod tests {
         assert_eq!(written(&RELEASE, Via::Hash, keys, &args), expected);
         let fenced = Keys {
             locks: &locks,
+            readers: false,
             counters: true,
             marks: false,
         };

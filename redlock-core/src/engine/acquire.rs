@@ -73,6 +73,8 @@ pub struct Acquire<E> {
     records: VecDeque<RoundRecord>,
     /// Alternatives, one of which is wanted ([`Acquire::one_of`]).
     choices: Option<Choices>,
+    /// Every round's claim is shared ([`Acquire::read`]).
+    shared: bool,
 }
 
 /// The alternatives of an [`Acquire::one_of`] and where the sweep over
@@ -150,7 +152,51 @@ impl<E> Acquire<E> {
             outcome: None,
             records: VecDeque::new(),
             choices: None,
+            shared: false,
         }
+    }
+
+    /// The acquisition of a read of the read-write lock `resources`, as
+    /// [`Redlock::read`](crate::Redlock::read) and the simulator make it:
+    /// every round's claim is shared ([`Claim::shared`]) and queued from
+    /// the first round on ([`Acquire::queue_first`]), so that it gives way
+    /// to the waiting marks of other managers' writers (readers leave no
+    /// marks). `deadline` as in [`Acquire::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::{NodeId, Resources, Ttl, engine::{Acquire, Entropy, Machine, Settings}};
+    /// use redlock_core::backend::{Queued, Token};
+    /// # struct Zero;
+    /// # impl Entropy for Zero {
+    /// #     fn token(&mut self) -> Result<Token, redlock_core::EntropyError> { Ok(Token::from_bytes([0; 20])) }
+    /// #     fn holder(&mut self) -> Result<u64, redlock_core::EntropyError> { Ok(0) }
+    /// #     fn jitter(&mut self) -> u64 { 1 }
+    /// # }
+    /// let settings = Settings::new(vec![NodeId::new("a")].into());
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let queued = Queued::new(7, ttl, true);
+    /// let mut read = Acquire::<std::io::Error>::read(settings, Resources::one("doc")?, ttl, None, queued);
+    /// read.start(Instant::now(), &mut Zero);
+    /// let round = read.poll_transmit().unwrap();
+    /// assert!(round.claim().is_shared());
+    /// assert_eq!(round.claim().queue(), Some(queued));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn read(
+        settings: Settings,
+        resources: Resources,
+        ttl: Ttl,
+        deadline: Option<Instant>,
+        queued: Queued,
+    ) -> Self {
+        let mut acquire = Acquire::new(settings, resources, ttl, deadline, Some(queued));
+        acquire.shared = true;
+        acquire.queue_first();
+        acquire
     }
 
     /// Makes this an acquisition of *one* of `choices` (a semaphore's
@@ -437,6 +483,9 @@ impl<E> Acquire<E> {
             choices.next = (choices.next + 1) % len;
         }
         let mut claim = Claim::new(self.resources.clone(), token);
+        if self.shared {
+            claim = claim.shared();
+        }
         // The first round is a plain acquire (the fast path: on the Redis
         // backend one `SET NX`, where a queued one runs a script); a caller
         // that was refused leaves its waiting marks from the next round on.

@@ -24,8 +24,8 @@
 //!   same resources, the hand-off and its bound on local passing.
 //! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
 //!   next owner's first acquire round.
-//! - [`Slots`]: the keys of a semaphore's permits and of a read-write
-//!   lock's reader slots, and the [`Acquire`] of one of them.
+//! - [`Slots`]: the keys of a semaphore's permits and the [`Acquire`] of
+//!   one of them; [`Acquire::read`], a read of a read-write lock.
 //!
 //! # Examples
 //!
@@ -83,9 +83,9 @@ pub(crate) use round::Round;
 pub use round::RoundId;
 pub use single::{Decided, Single, Until};
 #[cfg(test)]
-pub(crate) use slots::{permit_key, reader_key};
+pub(crate) use slots::permit_key;
+pub(crate) use slots::PERMIT_INFIX;
 pub use slots::{Slots, MAX_PERMITS};
-pub(crate) use slots::{PERMIT_INFIX, READER_INFIX};
 
 use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
 

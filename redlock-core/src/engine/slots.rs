@@ -1,7 +1,6 @@
-//! The keys of a semaphore's permits and of a read-write lock's reader
-//! slots, and the acquisition of one of them: in one place for
-//! [`Redlock::semaphore`](crate::Redlock::semaphore),
-//! [`Redlock::rwlock`](crate::Redlock::rwlock) and the simulator.
+//! The keys of a semaphore's permits and the acquisition of one of them:
+//! in one place for [`Redlock::semaphore`](crate::Redlock::semaphore) and
+//! the simulator.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,37 +8,24 @@ use std::time::Instant;
 use crate::engine::{Acquire, Settings};
 use crate::{ConfigError, Queued, Resources, Ttl};
 
-/// The most permits a semaphore, or reader slots a read-write lock, may
-/// have: a call that finds every permit taken makes one round per permit
-/// (see [`Semaphore`](crate::Semaphore)), and a writer's rounds cover
-/// every reader slot.
+/// The most permits a semaphore may have: a call that finds every permit
+/// taken makes one round per permit (see [`Semaphore`](crate::Semaphore)).
 pub const MAX_PERMITS: u32 = 64;
 
 /// What separates a semaphore's name from a permit's number in its key.
 pub(crate) const PERMIT_INFIX: &str = ":permit:";
-/// What separates a read-write lock's name from a reader slot's number.
-pub(crate) const READER_INFIX: &str = ":read:";
 
 /// The key of permit `slot` of semaphore `name`.
 pub(crate) fn permit_key(name: &str, slot: u32) -> String {
     format!("{name}{PERMIT_INFIX}{slot}")
 }
 
-/// The key of reader slot `slot` of read-write lock `name`.
-pub(crate) fn reader_key(name: &str, slot: u32) -> String {
-    format!("{name}{READER_INFIX}{slot}")
-}
-
-/// The slots of a semaphore (permit `i` is the key `name:permit:i`) or of
-/// a read-write lock (reader slot `i` is the key `name:read:i`), each a
-/// lock of its own, and how a caller takes them: one of them with
-/// [`Slots::acquire_one`] (a permit, a read), or all of them at once as
-/// the multi-key lock [`Slots::all`] (a write).
+/// The permits of a semaphore (permit `i` is the key `name:permit:i`),
+/// each a lock of its own, and how a caller takes one of them
+/// ([`Slots::acquire_one`]).
 ///
 /// At most [`Slots::count`] callers hold a slot at a time, because each
-/// slot is a Redlock mutex; a writer holding every slot excludes everyone
-/// else, because its quorum and any other holder's meet on a node, which
-/// cannot grant both (see `docs/safety.md`).
+/// slot is a Redlock mutex (see `docs/safety.md`).
 ///
 /// # Examples
 ///
@@ -48,16 +34,15 @@ pub(crate) fn reader_key(name: &str, slot: u32) -> String {
 /// let permits = Slots::permits("jobs", 3)?;
 /// assert_eq!(permits.count(), 3);
 /// assert_eq!(permits.slots()[2].keys(), ["jobs:permit:2"]);
-/// let doc = Slots::readers("doc", 2)?;
-/// assert_eq!(doc.all().keys(), ["doc:read:0", "doc:read:1"]);
-/// assert_eq!(doc.slot_of(&doc.slots()[1]), Some(1));
+/// assert_eq!(permits.all().keys(), ["jobs:permit:0", "jobs:permit:1", "jobs:permit:2"]);
+/// assert_eq!(permits.slot_of(&permits.slots()[1]), Some(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slots {
     /// Each slot's resources, by slot.
     slots: Arc<[Resources]>,
-    /// Every slot at once: what a writer locks.
+    /// Every slot at once.
     all: Resources,
 }
 
@@ -88,34 +73,6 @@ impl Slots {
             });
         }
         Self::of(name, permits, permit_key)
-    }
-
-    /// The `readers` reader slots of read-write lock `name`.
-    ///
-    /// # Errors
-    ///
-    /// [`ConfigError::NoReaders`], [`ConfigError::TooManyReaders`] (more
-    /// than [`MAX_PERMITS`]), [`ConfigError::EmptyKey`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use redlock_core::{engine::Slots, ConfigError};
-    /// assert_eq!(Slots::readers("r", 1)?.all().keys(), ["r:read:0"]);
-    /// assert_eq!(Slots::readers("r", 0), Err(ConfigError::NoReaders));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn readers(name: &str, readers: u32) -> Result<Slots, ConfigError> {
-        if readers == 0 {
-            return Err(ConfigError::NoReaders);
-        }
-        if readers > MAX_PERMITS {
-            return Err(ConfigError::TooManyReaders {
-                readers,
-                max: MAX_PERMITS,
-            });
-        }
-        Self::of(name, readers, reader_key)
     }
 
     fn of(name: &str, count: u32, key: fn(&str, u32) -> String) -> Result<Slots, ConfigError> {
@@ -152,8 +109,7 @@ impl Slots {
         &self.slots
     }
 
-    /// Every slot at once, as one multi-key lock: a read-write lock's
-    /// writer takes these in one round (all keys or none on each node).
+    /// Every slot at once, as one multi-key resource set.
     ///
     /// # Examples
     ///
@@ -174,13 +130,12 @@ impl Slots {
         u32::try_from(slot).ok()
     }
 
-    /// The acquisition of one slot, as a semaphore's permit and a
-    /// read-write lock's read take it: one [`Acquire`] over the slots as
-    /// alternatives ([`Acquire::one_of`]: the first slot at random, the
-    /// next one at once when refused, a pause only after every slot was
-    /// refused in a row). With `queued`, every round, the first too
-    /// ([`Acquire::queue_first`]), carries the waiting mark and gives way
-    /// to other managers' marks: a read so waits behind waiting writers.
+    /// The acquisition of one slot, as a semaphore's permit takes it: one
+    /// [`Acquire`] over the slots as alternatives ([`Acquire::one_of`]: the
+    /// first slot at random, the next one at once when refused, a pause
+    /// only after every slot was refused in a row). With `queued`, every
+    /// round, the first too ([`Acquire::queue_first`]), carries the
+    /// waiting mark and gives way to other managers' marks.
     /// `deadline` as in [`Acquire::new`] (`None`: one sweep).
     ///
     /// # Examples
@@ -236,9 +191,9 @@ mod tests {
         assert_eq!(permits.slot_of(&permits.all), None);
         assert_eq!(Slots::permits("", 1), Err(ConfigError::EmptyKey));
         assert_eq!(
-            Slots::readers("r", MAX_PERMITS + 1),
-            Err(ConfigError::TooManyReaders {
-                readers: MAX_PERMITS + 1,
+            Slots::permits("r", MAX_PERMITS + 1),
+            Err(ConfigError::TooManyPermits {
+                permits: MAX_PERMITS + 1,
                 max: MAX_PERMITS
             })
         );

@@ -37,7 +37,7 @@ pub use failure::{ConformanceError, Failure};
 use failure::{bail, ensure, Context as _};
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
-use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Request, Response, Token};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Queued, Request, Response, Token};
 use redlock_core::{Redlock, Resources, Ttl};
 
 /// One named check.
@@ -116,6 +116,14 @@ impl<B: LockBackend + 'static> Conformance<B> {
             (
                 "node_ids_are_distinct_and_stable",
                 Self::node_ids_are_distinct_and_stable,
+            ),
+            (
+                "shared_claims_admit_readers_and_exclude_a_writer",
+                Self::shared_claims_admit_readers_and_exclude_a_writer,
+            ),
+            (
+                "shared_claims_expire_and_give_way_to_marks",
+                Self::shared_claims_expire_and_give_way_to_marks,
             ),
             ("manager_lock_cycle", Self::manager_lock_cycle),
             (
@@ -311,6 +319,155 @@ impl<B: LockBackend + 'static> Conformance<B> {
             "the extended key expired at its first TTL"
         );
         node.release(&a)?;
+        Ok(())
+    }
+
+    /// Shared claims ([`Claim::shared`]), for a backend that declares them
+    /// ([`LockBackend::supports_shared`]; others pass at once): readers
+    /// are granted together, a writer is refused while any reader lives and
+    /// a reader while the writer lives; extend and release touch only the
+    /// reader's own entry; the last reader's release frees the key.
+    pub fn shared_claims_admit_readers_and_exclude_a_writer(&self) -> Result<()> {
+        let node = self.one()?;
+        if !node.supports_shared() {
+            return Ok(());
+        }
+        let read = || -> Result<Claim> { Ok(self.claim(&["shared"])?.shared()) };
+        let (r1, r2, r3) = (read()?, read()?, read()?);
+        let writer = self.claim(&["shared"])?;
+        let ttl = Self::ttl(TTL)?;
+        ensure!(
+            node.acquire(&r1, ttl, false)?.is_granted(),
+            "a free key refused a reader"
+        );
+        ensure!(
+            node.acquire(&r2, ttl, false)?.is_granted(),
+            "a second reader was refused"
+        );
+        ensure!(
+            node.acquire(&writer, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a writer was granted while readers live"
+        );
+        ensure!(node.extend(&r1, ttl)?, "a reader could not extend");
+        ensure!(!node.extend(&r3, ttl)?, "an absent reader extended");
+        ensure!(
+            !node.release(&r3)?,
+            "an absent reader's release reported held"
+        );
+        ensure!(node.release(&r1)?, "a reader's release reported not held");
+        ensure!(
+            !node.release(&r1)?,
+            "a second release of a reader reported held"
+        );
+        ensure!(
+            node.acquire(&writer, ttl, false)? == AcquireOutcome::HeldByOther,
+            "one reader's release let a writer in while another reads"
+        );
+        ensure!(
+            node.release(&r2)?,
+            "the last reader's release reported not held"
+        );
+        ensure!(
+            node.acquire(&writer, ttl, false)?.is_granted(),
+            "the key was not free for a writer after the last reader left"
+        );
+        ensure!(
+            node.acquire(&r3, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a reader was granted while a writer holds"
+        );
+        ensure!(!node.extend(&r3, ttl)?, "a refused reader extended");
+        ensure!(!node.release(&r3)?, "a refused reader released");
+        ensure!(node.release(&writer)?, "the writer could not release");
+        if node.supports_fencing() {
+            let before = match node.acquire(&r3, ttl, true)? {
+                AcquireOutcome::Granted { fence: Some(f) } => f,
+                other => bail!("a fenced read: expected a counter, got {other:?}"),
+            };
+            ensure!(
+                node.raise_fence(&r3, before + 10)?,
+                "a reader could not raise its counter"
+            );
+            ensure!(node.release(&r3)?, "a fenced reader could not release");
+            match node.acquire(&writer, ttl, true)? {
+                AcquireOutcome::Granted { fence: Some(f) } if f > before + 10 => {}
+                other => bail!(
+                    "a write after a raised read: expected a counter above {}, got {other:?}",
+                    before + 10
+                ),
+            }
+            ensure!(
+                node.release(&writer)?,
+                "the fenced writer could not release"
+            );
+        }
+        Ok(())
+    }
+
+    /// Shared claims expire after their own TTL (one long-lived reader
+    /// keeps the key from a writer after a short-lived one expired), and a
+    /// queued, yielding one gives way to another manager's waiting mark
+    /// but not to its own manager's, and never leaves a mark. Backends
+    /// without shared claims pass at once.
+    pub fn shared_claims_expire_and_give_way_to_marks(&self) -> Result<()> {
+        let node = self.one()?;
+        if !node.supports_shared() {
+            return Ok(());
+        }
+        let ttl = Self::ttl(TTL)?;
+        let short = self.claim(&["expiring"])?.shared();
+        let long = self.claim(&["expiring"])?.shared();
+        let writer = self.claim(&["expiring"])?;
+        ensure!(
+            node.acquire(&long, ttl, false)?.is_granted(),
+            "a reader was refused"
+        );
+        ensure!(
+            node.acquire(&short, Self::ttl(Duration::from_millis(100))?, false)?
+                .is_granted(),
+            "a second reader was refused"
+        );
+        ensure!(node.release(&long)?, "the long reader could not release");
+        let started = Instant::now();
+        Self::acquire_when_free(&node, &writer, ttl)?;
+        ensure!(
+            started.elapsed() >= Duration::from_millis(50),
+            "the short reader expired early: {:?}",
+            started.elapsed()
+        );
+        ensure!(!node.release(&short)?, "an expired reader released");
+        // A queued writer refused while the key is held leaves its mark.
+        let mark = Self::ttl(Duration::from_secs(10))?;
+        let waiting = self
+            .claim(&["expiring"])?
+            .queued(Queued::new(1, mark, true));
+        ensure!(
+            node.acquire(&waiting, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a second writer was granted"
+        );
+        ensure!(node.release(&writer)?, "the writer could not release");
+        let other = self
+            .claim(&["expiring"])?
+            .shared()
+            .queued(Queued::new(2, mark, true));
+        ensure!(
+            node.acquire(&other, ttl, false)? == AcquireOutcome::HeldByOther,
+            "a reader of another manager went ahead of a waiting writer"
+        );
+        let own = self
+            .claim(&["expiring"])?
+            .shared()
+            .queued(Queued::new(1, mark, true));
+        ensure!(
+            node.acquire(&own, ttl, false)?.is_granted(),
+            "a reader gave way to its own manager's mark"
+        );
+        ensure!(node.release(&own)?, "the reader could not release");
+        // The waiting writer goes in; the readers left no mark of theirs.
+        ensure!(
+            node.acquire(&waiting, ttl, false)?.is_granted(),
+            "the waiting writer was refused once the readers left"
+        );
+        node.release(&waiting)?;
         Ok(())
     }
 

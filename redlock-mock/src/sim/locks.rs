@@ -35,6 +35,8 @@ pub(crate) struct LockRec {
     pub(crate) release_skipped: u32,
     /// A hand-off's claim: the lock whose release it was queued behind.
     pub(crate) handed_from: Option<u32>,
+    /// Its claim is shared (a read of a read-write lock).
+    pub(crate) shared: bool,
 }
 
 /// The attempts of a run, numbered in the order their tokens were made.
@@ -59,6 +61,7 @@ impl Locks {
             release_lost: 0,
             release_skipped: 0,
             handed_from: None,
+            shared: false,
         });
         lock
     }

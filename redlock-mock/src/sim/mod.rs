@@ -42,9 +42,11 @@
 //!
 //! With [`Scenario::primitive`] the clients take a semaphore's permits or a
 //! read-write lock's reads and writes instead of plain locks, through the
-//! core's own [`Slots`](redlock_core::engine::Slots) (the keys and the
+//! core's own [`Slots`](redlock_core::engine::Slots) and
+//! [`Acquire::read`](redlock_core::engine::Acquire::read) (the keys and the
 //! acquisitions `Semaphore::acquire`, `RwLock::read` and `RwLock::write`
-//! make), and the checker checks the primitive's promise:
+//! make; the simulated nodes keep shared claims as `MockNode` does), and
+//! the checker checks the primitive's promise:
 //! [`ViolationKind::TooManyHolders`] and [`ViolationKind::WriterShared`].
 //!
 //! What the simulator itself adds is the world: nodes, links, clocks,

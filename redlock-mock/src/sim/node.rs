@@ -21,10 +21,21 @@ pub(crate) struct Slot {
     pub(crate) expires: i64,
 }
 
-/// A node's data set: lock keys and fencing counters.
+/// How many shared holders (readers of a read-write lock) one key of a
+/// simulated node keeps at most; a read that finds them all taken is
+/// refused. The scenarios have fewer clients than this, and a client has
+/// one attempt under way at a time (late grants of its earlier ones
+/// expire).
+pub(crate) const MAX_READERS: usize = 8;
+
+/// A node's data set: lock keys, their shared holders and fencing
+/// counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Store {
     pub(crate) keys: [Option<Slot>; MAX_KEYS],
+    /// Each key's shared holders ([`Claim::shared`](redlock_core::backend::Claim::shared)),
+    /// as `MockNode` and the Redis reader sets keep them.
+    pub(crate) readers: [[Option<Slot>; MAX_READERS]; MAX_KEYS],
     pub(crate) fences: [u64; MAX_KEYS],
 }
 
@@ -35,11 +46,27 @@ fn keys_of(mask: u8) -> impl Iterator<Item = usize> {
 impl Store {
     /// Drops the keys whose expiry the node's clock (`now`) has reached.
     pub(crate) fn purge(&mut self, now: i64) {
-        for slot in &mut self.keys {
+        for slot in self
+            .keys
+            .iter_mut()
+            .chain(self.readers.iter_mut().flatten())
+        {
             if slot.is_some_and(|s| s.expires <= now) {
                 *slot = None;
             }
         }
+    }
+
+    /// Whether key `k` has a shared holder.
+    fn read(&self, k: usize) -> bool {
+        self.readers[k].iter().any(Option::is_some)
+    }
+
+    /// The place of the shared holder with `token` on key `k`.
+    fn reader(&self, k: usize, token: &[u8; TOKEN_LEN]) -> Option<usize> {
+        self.readers[k]
+            .iter()
+            .position(|s| s.is_some_and(|s| &s.token == token))
     }
 
     fn holds(&self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
@@ -57,16 +84,55 @@ impl Store {
         expires: i64,
         fence: bool,
     ) -> Option<u64> {
-        if keys_of(mask).any(|k| self.keys[k].is_some()) {
+        if keys_of(mask).any(|k| self.keys[k].is_some() || self.read(k)) {
             return None;
         }
-        let mut top = 0;
         for k in keys_of(mask) {
             self.keys[k] = Some(Slot {
                 token: *token,
                 lock,
                 expires,
             });
+        }
+        Some(self.bump(mask, fence))
+    }
+
+    /// A shared acquire (a read) of every key, all or none: granted while
+    /// no key has an exclusive holder (`blind`, out of model: whatever the
+    /// keys hold). `Some(fence)` as [`Store::acquire`].
+    pub(crate) fn acquire_shared(
+        &mut self,
+        mask: u8,
+        token: &[u8; TOKEN_LEN],
+        lock: u32,
+        expires: i64,
+        fence: bool,
+        blind: bool,
+    ) -> Option<u64> {
+        if !blind && keys_of(mask).any(|k| self.keys[k].is_some()) {
+            return None;
+        }
+        let mut places = [0; MAX_KEYS];
+        for k in keys_of(mask) {
+            places[k] = self
+                .reader(k, token)
+                .or_else(|| self.readers[k].iter().position(Option::is_none))?;
+        }
+        for k in keys_of(mask) {
+            self.readers[k][places[k]] = Some(Slot {
+                token: *token,
+                lock,
+                expires,
+            });
+        }
+        Some(self.bump(mask, fence))
+    }
+
+    /// With `fence`, increments the counters of `mask` and makes each the
+    /// largest (as the backends do); returns it, 0 without.
+    fn bump(&mut self, mask: u8, fence: bool) -> u64 {
+        let mut top = 0;
+        for k in keys_of(mask) {
             if fence {
                 self.fences[k] += 1;
                 top = top.max(self.fences[k]);
@@ -78,7 +144,7 @@ impl Store {
                 self.fences[k] = top;
             }
         }
-        Some(top)
+        top
     }
 
     /// Resets the expiry of every key, only if every key holds `token`.
@@ -117,10 +183,61 @@ impl Store {
         true
     }
 
+    /// Resets the expiry of the shared holder with `token` on every key,
+    /// only if every key has it.
+    pub(crate) fn extend_shared(
+        &mut self,
+        mask: u8,
+        token: &[u8; TOKEN_LEN],
+        expires: i64,
+    ) -> bool {
+        if !keys_of(mask).all(|k| self.reader(k, token).is_some()) {
+            return false;
+        }
+        for k in keys_of(mask) {
+            for slot in self.readers[k].iter_mut().flatten() {
+                if &slot.token == token {
+                    slot.expires = expires;
+                }
+            }
+        }
+        true
+    }
+
+    /// Removes the shared holder with `token` from every key; whether
+    /// every key had it.
+    pub(crate) fn release_shared(&mut self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
+        let held = keys_of(mask).all(|k| self.reader(k, token).is_some());
+        for k in keys_of(mask) {
+            if let Some(place) = self.reader(k, token) {
+                self.readers[k][place] = None;
+            }
+        }
+        held
+    }
+
+    /// [`Store::raise_fence`] for a shared holder.
+    pub(crate) fn raise_fence_shared(
+        &mut self,
+        mask: u8,
+        token: &[u8; TOKEN_LEN],
+        at_least: u64,
+    ) -> bool {
+        if !keys_of(mask).all(|k| self.reader(k, token).is_some()) {
+            return false;
+        }
+        for k in keys_of(mask) {
+            self.fences[k] = self.fences[k].max(at_least);
+        }
+        true
+    }
+
     /// Whether every key of `mask` is live (at node time `now`) and was set
-    /// by lock `lock`: the checker's view, by lock identity, not token bytes.
+    /// by lock `lock`, as its exclusive holder or one of its shared ones:
+    /// the checker's view, by lock identity, not token bytes.
     pub(crate) fn has_lock(&self, mask: u8, lock: u32, now: i64) -> bool {
-        keys_of(mask).all(|k| self.keys[k].is_some_and(|s| s.lock == lock && s.expires > now))
+        let live = |s: &Option<Slot>| s.is_some_and(|s| s.lock == lock && s.expires > now);
+        keys_of(mask).all(|k| live(&self.keys[k]) || self.readers[k].iter().any(live))
     }
 
     // A set of holders (out of model, [`SimNode::holder_set`]): the keys of

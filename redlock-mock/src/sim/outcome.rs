@@ -57,9 +57,7 @@ pub enum ViolationKind {
     Starved,
     /// With a semaphore ([`Primitive::Semaphore`](super::Primitive::Semaphore)):
     /// more clients than it has permits believed (inside their validity)
-    /// that they held one at the same real time; with a read-write lock
-    /// ([`Primitive::RwLock`](super::Primitive::RwLock)), more readers than
-    /// it has reader slots.
+    /// that they held one at the same real time.
     TooManyHolders,
     /// With a read-write lock ([`Primitive::RwLock`](super::Primitive::RwLock)):
     /// a writer believed (inside its validity) that it held the lock at the

@@ -36,7 +36,7 @@ impl Scenario {
         "semaphore",
         "semaphore-holder-sets",
         "rwlock",
-        "rwlock-mismatched",
+        "rwlock-blind-readers",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -73,7 +73,7 @@ impl Scenario {
             "semaphore" => Self::semaphore(),
             "semaphore-holder-sets" => Self::semaphore_holder_sets(),
             "rwlock" => Self::rwlock(),
-            "rwlock-mismatched" => Self::rwlock_mismatched(),
+            "rwlock-blind-readers" => Self::rwlock_blind_readers(),
             _ => return None,
         })
     }
@@ -764,15 +764,14 @@ impl Scenario {
         }
     }
 
-    /// A read-write lock of three reader slots ([`Primitive::RwLock`]:
-    /// keys `rw:read:0..3`) used by six processes, a third of whose cycles
-    /// write, under the in-model faults. Reads run the core's acquisition
-    /// of one reader slot, queued so that they give way to waiting writers;
-    /// writes lock every slot in one multi-key lock. Expect zero
-    /// violations: never a writer together with a reader or another writer
-    /// ([`ViolationKind::WriterShared`](super::ViolationKind::WriterShared)),
-    /// never more than three readers
-    /// ([`ViolationKind::TooManyHolders`](super::ViolationKind::TooManyHolders)).
+    /// A read-write lock ([`Primitive::RwLock`]: key `rw`) used by six
+    /// processes, three tenths of whose cycles write, under the in-model
+    /// faults. Reads run the core's read acquisition
+    /// ([`Acquire::read`](redlock_core::engine::Acquire::read): a shared
+    /// claim, queued so that it gives way to waiting writers); writes lock
+    /// the key as a mutex. Expect zero violations: never a writer together
+    /// with a reader or another writer
+    /// ([`ViolationKind::WriterShared`](super::ViolationKind::WriterShared)).
     ///
     /// # Examples
     ///
@@ -787,38 +786,37 @@ impl Scenario {
         Scenario {
             name: "rwlock".into(),
             clients: 6,
-            keys: 3,
+            keys: 1,
             multi_key: 0.0,
             acquire_timeout: ms(400),
             primitive: Primitive::RwLock {
                 write: 0.3,
-                mismatched: false,
+                blind_readers: false,
             },
             ..base
         }
     }
 
-    /// [`Scenario::rwlock`] with processes that disagree on the number of
-    /// reader slots (three for the even-numbered, two for the odd ones), a
-    /// setup rwlock.rs documents as unsupported: a writer that thinks
-    /// there are two slots locks those two, while a reader of a process
-    /// that thinks there are three may hold the third. Out of model.
+    /// [`Scenario::rwlock`] on nodes whose read grants a shared claim
+    /// without looking for a writer (a read script that only adds the
+    /// reader to the key's set). Out of model: a reader and a writer then
+    /// both win their quorums.
     ///
     /// # Examples
     ///
     /// ```
     /// use redlock_mock::sim::{sweep, Scenario, ViolationKind};
-    /// let report = sweep(&Scenario::rwlock_mismatched(), 0..100, 2);
+    /// let report = sweep(&Scenario::rwlock_blind_readers(), 0..100, 2);
     /// assert!(report.runs_with(ViolationKind::WriterShared) > 0);
     /// ```
     #[must_use]
-    pub fn rwlock_mismatched() -> Scenario {
+    pub fn rwlock_blind_readers() -> Scenario {
         Scenario {
-            name: "rwlock-mismatched".into(),
+            name: "rwlock-blind-readers".into(),
             out_of_model: true,
             primitive: Primitive::RwLock {
                 write: 0.3,
-                mismatched: true,
+                blind_readers: true,
             },
             ..Self::rwlock()
         }

@@ -122,21 +122,21 @@ pub enum Fault {
     },
 }
 
-/// What the clients lock: the scenario's resources as mutexes, or the
-/// slots of one semaphore or one read-write lock, taken by the very
-/// acquisition the core makes of them ([`Slots`]).
+/// What the clients lock: the scenario's resources as mutexes, the permits
+/// of one semaphore, or one read-write lock, taken by the very acquisition
+/// the core makes of them ([`Slots`], [`Acquire::read`]).
 ///
-/// The slots are the scenario's [`Scenario::keys`] resources (at most
-/// [`MAX_KEYS`]): a semaphore of `keys` permits (keys `sem:permit:i`), or a
-/// read-write lock of `keys` reader slots (keys `rw:read:i`). With a
+/// A semaphore's permits are the scenario's [`Scenario::keys`] resources
+/// (at most [`MAX_KEYS`]; keys `sem:permit:i`); a read-write lock is the
+/// first resource (key `rw`), its readers shared holders of it. With a
 /// primitive, each process has one caller
 /// ([`Scenario::callers_per_process`] is 1), and the checker checks the
 /// primitive's promise instead of mutual exclusion per key: at most
 /// `keys` holders of a permit at once ([`ViolationKind::TooManyHolders`]);
-/// no writer together with anyone ([`ViolationKind::WriterShared`]) and
-/// at most `keys` readers.
+/// no writer together with anyone ([`ViolationKind::WriterShared`]).
 ///
 /// [`Slots`]: redlock_core::engine::Slots
+/// [`Acquire::read`]: redlock_core::engine::Acquire::read
 /// [`ViolationKind::TooManyHolders`]: super::ViolationKind::TooManyHolders
 /// [`ViolationKind::WriterShared`]: super::ViolationKind::WriterShared
 ///
@@ -166,22 +166,20 @@ pub enum Primitive {
         /// clients are unchanged.
         holder_sets: bool,
     },
-    /// Each cycle reads (the core's `RwLock::read`: [`Slots::acquire_one`]
-    /// over the reader slots, every round queued and giving way to other
-    /// managers' waiting marks) or, with chance `write`, writes (the
-    /// core's `RwLock::write`: every slot, [`Slots::all`], in one
-    /// multi-key lock whose rounds after the first leave waiting marks).
+    /// Each cycle reads (the core's `RwLock::read`: [`Acquire::read`], a
+    /// shared claim whose rounds are all queued and give way to other
+    /// managers' waiting marks) or, with chance `write`, writes (the core's
+    /// `RwLock::write`: an ordinary lock of the key whose rounds after the
+    /// first leave waiting marks).
     ///
-    /// [`Slots::acquire_one`]: redlock_core::engine::Slots::acquire_one
-    /// [`Slots::all`]: redlock_core::engine::Slots::all
+    /// [`Acquire::read`]: redlock_core::engine::Acquire::read
     RwLock {
         /// The chance that a cycle writes.
         write: f64,
-        /// Out of model: the odd-numbered processes think the lock has one
-        /// reader slot fewer (a configuration rwlock.rs documents as
-        /// unsupported): their writers leave the last slot free to readers
-        /// of the others.
-        mismatched: bool,
+        /// Out of model: the nodes grant a read even while a writer holds
+        /// the key (a read script that forgot to look at the writer). The
+        /// clients are unchanged.
+        blind_readers: bool,
     },
 }
 
@@ -584,16 +582,6 @@ impl Scenario {
             if matches!(self.primitive, Primitive::Semaphore { holder_sets: true }) && self.fencing
             {
                 return Err("holder sets keep no fencing counters".into());
-            }
-            if matches!(
-                self.primitive,
-                Primitive::RwLock {
-                    mismatched: true,
-                    ..
-                }
-            ) && self.keys < 2
-            {
-                return Err("mismatched reader slots need at least two".into());
             }
         }
         if self.node_faults.persistence.is_empty() {

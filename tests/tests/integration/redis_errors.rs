@@ -171,7 +171,7 @@ fn tls_masters_serve_locks_over_rediss() {
 }
 
 /// The ACL rules docs/operations.md recommends for lock clients.
-pub(crate) const DOCUMENTED_ACL: [&str; 11] = [
+pub(crate) const DOCUMENTED_ACL: [&str; 18] = [
     "-@all",
     "+set",
     "+get",
@@ -183,6 +183,13 @@ pub(crate) const DOCUMENTED_ACL: [&str; 11] = [
     "+evalsha",
     "+script|load",
     "+ping",
+    "+time",
+    "+zadd",
+    "+zrem",
+    "+zscore",
+    "+zrange",
+    "+zcard",
+    "+zremrangebyscore",
 ];
 
 #[test]
@@ -205,6 +212,18 @@ fn an_acl_user_limited_to_the_lock_prefix_can_lock_and_fence() {
     assert!(node.raise_fence(&fenced, 100).expect("raise"));
     assert!(node.extend(&fenced, ttl()).expect("extend"));
     assert!(node.release(&fenced).expect("release"));
+    // Readers of a read-write lock, under the same rules.
+    let doc = key("acl-doc");
+    let mut read = locks.try_read(&doc, TTL).expect("a read");
+    let err = locks.try_write(&doc, TTL).expect_err("a reader inside");
+    assert!(matches!(err, LockError::Contended(_)), "{err}");
+    read.extend(TTL).expect("a reader extends");
+    read.release().expect("a reader releases");
+    locks
+        .try_write(&doc, TTL)
+        .expect("free")
+        .release()
+        .expect("held");
     let outside = node
         .acquire(&claim("elsewhere:key"), ttl(), false)
         .expect_err("outside the prefix");

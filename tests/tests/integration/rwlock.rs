@@ -1,13 +1,13 @@
-//! The read-write lock on in-memory nodes: readers share, a writer
-//! excludes everyone, a waiting writer is not starved by readers, and bad
-//! input is refused.
+//! The read-write lock on in-memory nodes: readers share (any number of
+//! them), a writer excludes everyone, a waiting writer is not starved by
+//! readers, and bad input is refused.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redlock_core::backend::LockBackend;
-use redlock_core::{ConfigError, LockError, Redlock, MAX_PERMITS};
-use redlock_mock::{MockCluster, MockNode};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend};
+use redlock_core::{ConfigError, LockError, NodeId, Redlock, Ttl};
+use redlock_mock::{MockCluster, MockError, MockNode};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -68,17 +68,18 @@ impl Room {
 fn readers_share_and_a_writer_excludes_readers_and_writers_of_other_managers() {
     let cluster = MockCluster::new(5);
     let (a, b) = (manager(&cluster), manager(&cluster));
-    let doc_a = a.rwlock("doc", 4).expect("rwlock");
-    let doc_b = b.rwlock("doc", 4).expect("rwlock");
+    let doc_a = a.rwlock("doc").expect("rwlock");
+    let doc_b = b.rwlock("doc").expect("rwlock");
     let r1 = doc_a.try_read(TTL).expect("free");
     let r2 = doc_b.try_read(TTL).expect("readers share");
-    assert_ne!(r1.slot(), r2.slot());
+    assert_eq!(r1.resources().keys(), ["doc"]);
     let err = doc_b.try_write(TTL).expect_err("readers inside");
     assert!(matches!(err, LockError::Contended(_)), "{err}");
     r1.release().expect("released");
+    let err = a.try_write("doc", TTL).expect_err("a reader still inside");
+    assert!(matches!(err, LockError::Contended(_)), "{err}");
     r2.release().expect("released");
     let w = doc_a.try_write(TTL).expect("free again");
-    assert_eq!(w.resources().keys().len(), 4, "a writer holds every slot");
     for err in [
         doc_b.try_read(TTL).map(drop).expect_err("a writer inside"),
         doc_b.try_write(TTL).map(drop).expect_err("a writer inside"),
@@ -91,6 +92,74 @@ fn readers_share_and_a_writer_excludes_readers_and_writers_of_other_managers() {
 }
 
 #[test]
+fn any_number_of_readers_share_and_the_last_one_out_frees_the_key() {
+    let cluster = MockCluster::new(5);
+    let (a, b) = (manager(&cluster), manager(&cluster));
+    // More readers than a semaphore may have permits, from two managers.
+    let reads: Vec<_> = (0..200)
+        .map(|i| {
+            let locks = if i % 2 == 0 { &a } else { &b };
+            locks.try_read("crowd", TTL).expect("readers share")
+        })
+        .collect();
+    assert!(a.flush(Duration::from_secs(10)) && b.flush(Duration::from_secs(10)));
+    for i in 0..5 {
+        let node = cluster.node(i);
+        assert_eq!(node.readers("crowd"), 200, "node {i}");
+        // One round per read, however many read already.
+        assert_eq!(
+            (node.stats().granted, node.stats().refused),
+            (200, 0),
+            "node {i}"
+        );
+    }
+    let err = a.try_write("crowd", TTL).expect_err("readers inside");
+    assert!(matches!(err, LockError::Contended(_)), "{err}");
+    let mut reads = reads;
+    let last = reads.pop().expect("a reader");
+    drop(reads);
+    let err = b
+        .try_write("crowd", TTL)
+        .expect_err("one reader still inside");
+    assert!(matches!(err, LockError::Contended(_)), "{err}");
+    last.release().expect("released");
+    let w = b.try_write("crowd", TTL).expect("the last reader left");
+    w.release().expect("released");
+    assert!(a.flush(Duration::from_secs(10)) && b.flush(Duration::from_secs(10)));
+    for i in 0..5 {
+        assert_eq!(cluster.node(i).live_keys(), 0, "node {i} keeps a key");
+    }
+}
+
+#[test]
+fn a_read_has_a_locks_life_extend_keep_alive_and_release_on_drop() {
+    let cluster = MockCluster::new(3);
+    let locks = manager(&cluster);
+    let mut read = locks
+        .try_read("life", Duration::from_millis(300))
+        .expect("free");
+    read.extend(TTL).expect("a reader extends");
+    assert!(read.validity() > Duration::from_secs(5));
+    drop(read);
+    assert!(locks.flush(Duration::from_secs(10)));
+    for i in 0..3 {
+        assert_eq!(
+            cluster.node(i).readers("life"),
+            0,
+            "dropping the read releases it"
+        );
+    }
+    let doc = locks.rwlock("life").expect("rwlock");
+    let kept = doc
+        .with_read(Duration::from_millis(300), |read| {
+            std::thread::sleep(Duration::from_millis(900));
+            read.ensure_held().map(|()| "still read")
+        })
+        .expect("kept alive");
+    assert_eq!(kept.expect("held throughout"), "still read");
+}
+
+#[test]
 fn readers_and_writers_of_several_managers_never_meet() {
     let cluster = MockCluster::new(5);
     let managers: Vec<_> = (0..3).map(|_| manager(&cluster)).collect();
@@ -100,7 +169,7 @@ fn readers_and_writers_of_several_managers_never_meet() {
             for t in 0..3 {
                 let room = &room;
                 s.spawn(move || {
-                    let doc = locks.rwlock("shared-doc", 8).expect("rwlock");
+                    let doc = locks.rwlock("shared-doc").expect("rwlock");
                     for i in 0..20 {
                         if (m + t + i) % 4 == 0 {
                             let w = doc
@@ -122,7 +191,7 @@ fn readers_and_writers_of_several_managers_never_meet() {
     });
     assert_eq!(room.done(), 3 * 3 * 20);
     assert!(!room.clashed(), "a writer met someone");
-    assert!(room.most_readers() <= 8);
+    assert!(room.most_readers() >= 1);
 }
 
 /// Four readers of `readers_on` keep `name` read (overlapping, so that it
@@ -139,7 +208,7 @@ pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
         for _ in 0..4 {
             let (stop, reads) = (&stop, &reads);
             s.spawn(move || {
-                let doc = readers_on.rwlock(name, 8).expect("rwlock");
+                let doc = readers_on.rwlock(name).expect("rwlock");
                 while !stop.load(Ordering::SeqCst) {
                     if let Ok(r) = doc.read_timeout(TTL, Duration::from_millis(100)) {
                         reads.fetch_add(1, Ordering::SeqCst);
@@ -153,7 +222,7 @@ pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
         while reads.load(Ordering::SeqCst) < 20 {
             std::thread::yield_now();
         }
-        let doc = writer_on.rwlock(name, 8).expect("rwlock");
+        let doc = writer_on.rwlock(name).expect("rwlock");
         let written = doc.write_timeout(TTL, Duration::from_secs(20)).map(drop);
         stop.store(true, Ordering::SeqCst);
         written
@@ -181,12 +250,12 @@ fn a_waiting_writer_is_not_starved_by_readers_of_its_own_manager() {
 
 /// A reader holds; a writer of `writer_on` comes and waits (its rounds are
 /// refused on every node); then a reader of `reader_on` that comes after
-/// it is refused, though seven reader slots are free.
+/// it is refused, though only readers hold the lock.
 fn a_reader_after_a_waiting_writer_waits(same_manager: bool) {
     let cluster = MockCluster::new(3);
     let (first, second) = (manager(&cluster), manager(&cluster));
     let reader_on = if same_manager { &first } else { &second };
-    let doc = first.rwlock("queue-doc", 8).expect("rwlock");
+    let doc = first.rwlock("queue-doc").expect("rwlock");
     let held = doc.try_read(TTL).expect("free");
     let refused_before: Vec<u64> = (0..3).map(|i| cluster.node(i).stats().refused).collect();
     std::thread::scope(|s| {
@@ -204,7 +273,7 @@ fn a_reader_after_a_waiting_writer_waits(same_manager: bool) {
                 std::thread::yield_now();
             }
         }
-        let late = reader_on.rwlock("queue-doc", 8).expect("rwlock");
+        let late = reader_on.rwlock("queue-doc").expect("rwlock");
         let err = late
             .try_read(TTL)
             .map(drop)
@@ -232,33 +301,30 @@ fn a_reader_of_the_same_manager_waits_for_a_writer_that_waits() {
 fn bad_input_gets_a_typed_error() {
     let cluster = MockCluster::new(3);
     let locks = manager(&cluster);
-    assert_eq!(locks.rwlock("r", 0).err(), Some(ConfigError::NoReaders));
-    assert_eq!(
-        locks.rwlock("r", MAX_PERMITS + 1).err(),
-        Some(ConfigError::TooManyReaders {
-            readers: MAX_PERMITS + 1,
-            max: MAX_PERMITS
-        })
+    assert_eq!(locks.rwlock("").err(), Some(ConfigError::EmptyKey));
+    let err = locks.try_read("", TTL).expect_err("empty name");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::EmptyKey)),
+        "{err}"
     );
-    assert_eq!(locks.rwlock("", 2).err(), Some(ConfigError::EmptyKey));
-    let doc = locks.rwlock("r", 2).expect("rwlock");
-    let taken = ConfigError::RwLockName {
-        name: "r".into(),
-        readers: 2,
-    };
-    assert_eq!(locks.rwlock("r", 3).err(), Some(taken.clone()));
+    let doc = locks.rwlock("r").expect("rwlock");
+    let taken = ConfigError::RwLockName { name: "r".into() };
+    assert!(locks.rwlock("r").is_ok(), "the same read-write lock again");
     assert_eq!(locks.semaphore("r", 2).err(), Some(taken.clone()));
-    for key in ["r", "r:read:1"] {
-        let err = locks.try_lock(key, TTL).expect_err("the lock's key");
-        assert!(matches!(&err, LockError::Config(e) if *e == taken), "{err}");
-    }
+    let err = locks.try_lock("r", TTL).expect_err("the lock's key");
+    assert!(matches!(&err, LockError::Config(e) if *e == taken), "{err}");
     locks.semaphore("s", 2).expect("semaphore");
     assert_eq!(
-        locks.rwlock("s", 2).err(),
+        locks.rwlock("s").err(),
         Some(ConfigError::SemaphoreName {
             name: "s".into(),
             permits: 2
         })
+    );
+    let err = locks.try_write("s", TTL).expect_err("a semaphore");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::SemaphoreName { .. })),
+        "{err}"
     );
     let err = doc.try_read(Duration::ZERO).expect_err("bad TTL");
     assert!(
@@ -270,4 +336,50 @@ fn bad_input_gets_a_typed_error() {
         matches!(err, LockError::Config(ConfigError::TtlZero)),
         "{err}"
     );
+}
+
+/// A third-party backend that keeps no shared claims (the trait's default).
+struct NoShared(MockNode);
+
+impl LockBackend for NoShared {
+    type Error = MockError;
+    fn node_id(&self) -> &NodeId {
+        self.0.node_id()
+    }
+    fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
+        self.0.acquire(claim, ttl, fence)
+    }
+    fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, MockError> {
+        self.0.extend(claim, ttl)
+    }
+    fn release(&self, claim: &Claim) -> Result<bool, MockError> {
+        self.0.release(claim)
+    }
+    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
+        self.0.raise_fence(claim, at_least)
+    }
+}
+
+#[test]
+fn a_backend_without_shared_claims_gets_a_typed_error_and_mutexes_still_work() {
+    let cluster = MockCluster::new(3);
+    let nodes = (0..3)
+        .map(|i| NoShared(cluster.node(i).clone()))
+        .collect::<Vec<_>>();
+    let locks = Redlock::new(nodes).expect("valid");
+    let err = locks.rwlock("doc").expect_err("no shared claims");
+    assert!(
+        matches!(&err, ConfigError::NoSharedClaims { node } if node.as_str() == "mock-0"),
+        "{err}"
+    );
+    let err = locks.try_read("doc", TTL).expect_err("no shared claims");
+    assert!(
+        matches!(err, LockError::Config(ConfigError::NoSharedClaims { .. })),
+        "{err}"
+    );
+    locks
+        .try_lock("doc", TTL)
+        .expect("a mutex")
+        .release()
+        .expect("released");
 }

@@ -68,10 +68,10 @@ pub(crate) enum Rule {
     /// `permits` locks hold one of them at once, whichever
     /// ([`ViolationKind::TooManyHolders`]).
     Semaphore { group: u8, permits: usize },
-    /// The resources of `group` are the reader slots of one read-write
-    /// lock: a writer holds with nobody else ([`ViolationKind::WriterShared`]),
-    /// at most `readers` readers at once ([`ViolationKind::TooManyHolders`]).
-    RwLock { group: u8, readers: usize },
+    /// The resources of `group` are one read-write lock: a writer holds
+    /// with nobody else ([`ViolationKind::WriterShared`]); readers hold
+    /// together (their number is counted, not limited).
+    RwLock { group: u8 },
 }
 
 /// What a lock is for, as the client that holds it sees it.
@@ -186,11 +186,11 @@ impl Checker {
             Rule::Semaphore { group, permits } if mask & group != 0 => {
                 self.at_most(lock, client, now, |h| h.key_in(group), permits);
             }
-            Rule::RwLock { group, readers } if mask & group != 0 => {
+            Rule::RwLock { group } if mask & group != 0 => {
                 self.shared(lock, client, role, group, now);
                 if role == Role::Reader {
                     let reader = |h: &Hold| h.key_in(group) && h.role == Role::Reader;
-                    self.at_most(lock, client, now, reader, readers);
+                    self.at_most(lock, client, now, reader, usize::MAX);
                 }
             }
             Rule::Semaphore { .. } | Rule::RwLock { .. } => {}

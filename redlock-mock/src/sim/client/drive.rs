@@ -303,6 +303,9 @@ impl Client {
             a.lock = self.issued.take().unwrap_or(a.lock);
             a.fences.clear();
             a.raising = false;
+            if let Some(rec) = ctx.locks.get_mut(a.lock) {
+                rec.shared = t.claim().is_shared();
+            }
             if let Some(mask) = slot {
                 self.mask = mask;
                 if let Some(rec) = ctx.locks.get_mut(a.lock) {

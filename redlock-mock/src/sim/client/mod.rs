@@ -18,7 +18,8 @@
 //! - `work.rs`: the critical section against the protected resource.
 //! - `keep.rs`: the keeper that runs the keep-alive schedule.
 //! - `primitive.rs`: a cycle on a semaphore or a read-write lock, through
-//!   the core's [`Slots`](redlock_core::engine::Slots).
+//!   the core's [`Slots`](redlock_core::engine::Slots) and
+//!   [`Acquire::read`](redlock_core::engine::Acquire::read).
 //!
 //! Time: the client's clock reading (integer nanoseconds) becomes an
 //! `Instant` through the run's [`Timebase`].
@@ -35,7 +36,7 @@ use std::time::Instant;
 
 use redlock_core::backend::Claim;
 use redlock_core::decide::quorum;
-use redlock_core::engine::{Acquire, Keep, Lease, Settings, Single, Slots, Transmit};
+use redlock_core::engine::{Acquire, Keep, Lease, Settings, Single, Transmit};
 use redlock_core::{NodeId, RetryDelay, Ttl};
 
 use super::checker::Role;
@@ -140,10 +141,9 @@ pub(crate) struct Client {
     mask: u8,
     /// What the cycle's lock is for.
     role: Role,
-    /// The semaphore's permits or the read-write lock's reader slots, as
-    /// this process knows them ([`Scenario::primitive`]); `None` for
-    /// mutexes.
-    slots: Option<Slots>,
+    /// The semaphore's permits or the read-write lock
+    /// ([`Scenario::primitive`]); `None` for mutexes.
+    primitive: Option<primitive::Prim>,
     next_tx: u32,
     sent: Vec<Sent>,
     /// Transmits taken from a machine and not yet sent (a pause fell in
@@ -199,7 +199,7 @@ impl Client {
             cycle: 0,
             mask: 0,
             role: Role::Lock,
-            slots: primitive::slots(id, sc),
+            primitive: primitive::primitive(sc),
             next_tx: 0,
             sent: Vec::with_capacity(4),
             outbox: Vec::with_capacity(2),
@@ -387,8 +387,8 @@ impl Client {
             return;
         }
         self.cycle += 1;
-        if let Some(slots) = self.slots.clone() {
-            return self.begin_primitive(ctx, &slots);
+        if let Some(prim) = self.primitive.clone() {
+            return self.begin_primitive(ctx, &prim);
         }
         let first = self.rng.below(sc.keys as u64) as u8;
         let mut mask = 1u8 << first;

@@ -1,10 +1,10 @@
 //! A cycle on a semaphore or a read-write lock
 //! ([`Scenario::primitive`](crate::sim::Scenario::primitive)): the
 //! acquisition is the one the core makes, built by the core's own
-//! [`Slots`] (the keys `name:permit:i` and `name:read:i`, the `one_of`
-//! sweep over them, queued rounds for reads, every slot at once for a
-//! write). What it won names its slot, and so the keys the nodes and the
-//! checker see.
+//! [`Slots`] for a permit (the keys `name:permit:i`, the `one_of` sweep over
+//! them) and [`Acquire::read`] for a read (a shared claim on the key `rw`,
+//! every round queued); a write is an ordinary lock of `rw`. What a permit
+//! won names its slot, and so the keys the nodes and the checker see.
 
 use redlock_core::backend::Queued;
 use redlock_core::engine::{Acquire, Slots};
@@ -21,32 +21,31 @@ const SEMAPHORE: &str = "sem";
 /// The simulated read-write lock's name.
 const RWLOCK: &str = "rw";
 
-/// The slots client `id` knows for the scenario's primitive: the
-/// semaphore's `keys` permits, or the read-write lock's `keys` reader
-/// slots (one fewer in odd-numbered processes when they are mismatched).
-pub(super) fn slots(id: u8, sc: &Scenario) -> Option<Slots> {
+/// What a client locks besides mutexes.
+#[derive(Debug, Clone)]
+pub(super) enum Prim {
+    /// The semaphore's permits.
+    Semaphore(Slots),
+    /// The read-write lock's key (the scenario's first resource).
+    RwLock(Resources),
+}
+
+/// What the clients lock for the scenario's primitive: the semaphore's
+/// `keys` permits, or the read-write lock.
+pub(super) fn primitive(sc: &Scenario) -> Option<Prim> {
     let keys = u32::try_from(sc.keys.min(MAX_KEYS)).ok()?;
     match sc.primitive {
         Primitive::Mutex => None,
-        Primitive::Semaphore { .. } => Slots::permits(SEMAPHORE, keys).ok(),
-        Primitive::RwLock { mismatched, .. } => {
-            let process = usize::from(id) / sc.callers_per_process.max(1);
-            let fewer = mismatched && process % 2 == 1;
-            Slots::readers(RWLOCK, keys - u32::from(fewer)).ok()
-        }
+        Primitive::Semaphore { .. } => Slots::permits(SEMAPHORE, keys).ok().map(Prim::Semaphore),
+        Primitive::RwLock { .. } => Resources::one(RWLOCK).ok().map(Prim::RwLock),
     }
-}
-
-/// The mask of the first `count` keys.
-fn first_keys(count: u32) -> u8 {
-    (0..count.min(MAX_KEYS as u32)).fold(0, |mask, k| mask | (1 << k))
 }
 
 impl Client {
     /// A new cycle on the primitive: a permit, a read or a write, with
     /// retries until the acquire timeout, as the core's `Semaphore::acquire`,
     /// `RwLock::read` and `RwLock::write` make them.
-    pub(super) fn begin_primitive(&mut self, ctx: &mut Ctx<'_>, slots: &Slots) {
+    pub(super) fn begin_primitive(&mut self, ctx: &mut Ctx<'_>, prim: &Prim) {
         let sc = ctx.sc;
         let local = self.clock.local(ctx.now);
         let deadline = ctx
@@ -58,27 +57,34 @@ impl Client {
         let queued =
             Queued::new(ctx.process.manager, ctx.process.mark_ttl, true).with_ticket(ctx.now);
         let settings = self.settings.clone();
-        // Until a round names its slot, no key.
-        self.mask = 0;
-        let machine = match sc.primitive {
-            Primitive::RwLock { write, .. } if self.rng.chance(write) => {
-                // `RwLock::write`: `Redlock::lock` on every slot at once.
-                self.role = Role::Writer;
-                Acquire::new(
-                    settings,
-                    slots.all().clone(),
-                    self.ttl,
-                    Some(deadline),
-                    Some(queued),
-                )
+        let machine = match prim {
+            Prim::RwLock(key) => {
+                let write = match sc.primitive {
+                    Primitive::RwLock { write, .. } => write,
+                    _ => 0.0,
+                };
+                // The lock is the first resource.
+                self.mask = 1;
+                if self.rng.chance(write) {
+                    // `RwLock::write`: `Redlock::lock` on the key.
+                    self.role = Role::Writer;
+                    Acquire::new(
+                        settings,
+                        key.clone(),
+                        self.ttl,
+                        Some(deadline),
+                        Some(queued),
+                    )
+                } else {
+                    // `RwLock::read`: a shared claim, every round queued.
+                    self.role = Role::Reader;
+                    Acquire::read(settings, key.clone(), self.ttl, Some(deadline), queued)
+                }
             }
-            Primitive::RwLock { .. } => {
-                // `RwLock::read`: one slot, every round queued.
-                self.role = Role::Reader;
-                slots.acquire_one(settings, self.ttl, Some(deadline), Some(queued))
-            }
-            _ => {
-                // `Semaphore::acquire`: one permit, not queued.
+            Prim::Semaphore(slots) => {
+                // `Semaphore::acquire`: one permit, not queued. Until a
+                // round names its slot, no key.
+                self.mask = 0;
                 self.role = Role::Permit;
                 slots.acquire_one(settings, self.ttl, Some(deadline), None)
             }
@@ -89,14 +95,14 @@ impl Client {
         self.run_acquire(ctx, machine);
     }
 
-    /// The key mask of `resources`, one of the primitive's slots or all of
-    /// them (`None` for mutexes: their mask is chosen with the cycle).
+    /// The key mask of `resources` when it is one of the semaphore's
+    /// permits (`None` otherwise: a mutex's mask is chosen with the cycle,
+    /// a read-write lock's is its one key).
     pub(super) fn slot_mask(&self, resources: &Resources) -> Option<u8> {
-        let slots = self.slots.as_ref()?;
-        match slots.slot_of(resources) {
-            Some(slot) => 1u8.checked_shl(slot),
-            None => (resources == slots.all()).then(|| first_keys(slots.count())),
-        }
+        let Some(Prim::Semaphore(slots)) = self.primitive.as_ref() else {
+            return None;
+        };
+        1u8.checked_shl(slots.slot_of(resources)?)
     }
 
     /// The keys of the protected resource the cycle's lock reads (or, with

@@ -265,6 +265,7 @@ impl World<'_, '_> {
         let node = &mut self.nodes[n as usize];
         if node.up {
             node.store.keys = Default::default();
+            node.store.readers = Default::default();
             self.stats.flushes += 1;
             self.trace
                 .line(self.now, || format!("n{n} evicts every lock key"));

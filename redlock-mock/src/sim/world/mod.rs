@@ -330,12 +330,14 @@ impl<'s, 'o> World<'s, 'o> {
         if self.nodes.iter().any(|node| node.holder_set != 0) {
             return;
         }
+        // Readers (shared claims) hold together by design.
+        let shared = |lock: u32| self.locks.get(lock).is_some_and(|rec| rec.shared);
         for (other, client) in self.clients.iter().enumerate() {
             if other == g.client as usize {
                 continue;
             }
             if let Some((lock, mask)) = client.belief(self.time, now) {
-                if mask & g.keys != 0 {
+                if mask & g.keys != 0 && !(shared(lock) && shared(g.lock)) {
                     let (c, l) = (g.client, g.lock);
                     self.checker
                         .violation(ViolationKind::StaleHolder, now, || {
@@ -424,7 +426,9 @@ impl<'s, 'o> World<'s, 'o> {
                 continue;
             }
             node.store.purge(node.clock.local(now));
-            for (key, slot) in node.store.keys.iter().enumerate() {
+            let readers = node.store.readers.iter().enumerate();
+            let shared = readers.flat_map(|(key, set)| set.iter().map(move |slot| (key, slot)));
+            for (key, slot) in node.store.keys.iter().enumerate().chain(shared) {
                 let Some(slot) = slot else {
                     continue;
                 };
@@ -584,6 +588,39 @@ impl<'s, 'o> World<'s, 'o> {
                     ttl_ns,
                     fence,
                     queued,
+                } if rec.shared => {
+                    // A read: gives way to other managers' marks, never
+                    // marks, refused while a writer holds a key.
+                    let keys = node_keys(rec.mask);
+                    node.marks.purge(local);
+                    let blind = matches!(
+                        sc.primitive,
+                        Primitive::RwLock {
+                            blind_readers: true,
+                            ..
+                        }
+                    );
+                    if node.marks.yields_to_others(&keys, queued) {
+                        Answer::Refused
+                    } else {
+                        let counters = fence || sc.fencing;
+                        match node.store.acquire_shared(
+                            rec.mask,
+                            &rec.token,
+                            lock,
+                            expiry(ttl_ns),
+                            counters,
+                            blind,
+                        ) {
+                            Some(fence) => Answer::Granted(fence),
+                            None => Answer::Refused,
+                        }
+                    }
+                }
+                Op::Acquire {
+                    ttl_ns,
+                    fence,
+                    queued,
                 } => {
                     let counters = fence || sc.fencing;
                     let keys = node_keys(rec.mask);
@@ -617,6 +654,10 @@ impl<'s, 'o> World<'s, 'o> {
                 }
                 Op::Extend { ttl_ns } => {
                     let extended = match node.set_of(rec.mask) {
+                        _ if rec.shared => {
+                            node.store
+                                .extend_shared(rec.mask, &rec.token, expiry(ttl_ns))
+                        }
                         Some(set) => node.store.extend_in_set(set, &rec.token, expiry(ttl_ns)),
                         None => node.store.extend(rec.mask, &rec.token, expiry(ttl_ns)),
                     };
@@ -627,10 +668,20 @@ impl<'s, 'o> World<'s, 'o> {
                 }
                 Op::Release => {
                     let released = match node.set_of(rec.mask) {
+                        _ if rec.shared => node.store.release_shared(rec.mask, &rec.token),
                         Some(set) => node.store.leave_set(set, &rec.token),
                         None => node.store.release(rec.mask, &rec.token),
                     };
                     match released {
+                        true => Answer::Granted(0),
+                        false => Answer::Refused,
+                    }
+                }
+                Op::RaiseFence(at_least) if rec.shared => {
+                    match node
+                        .store
+                        .raise_fence_shared(rec.mask, &rec.token, at_least)
+                    {
                         true => Answer::Granted(0),
                         false => Answer::Refused,
                     }
@@ -759,10 +810,7 @@ fn rule(sc: &Scenario) -> Rule {
             group,
             permits: sc.keys,
         },
-        Primitive::RwLock { .. } => Rule::RwLock {
-            group,
-            readers: sc.keys,
-        },
+        Primitive::RwLock { .. } => Rule::RwLock { group },
     }
 }
 

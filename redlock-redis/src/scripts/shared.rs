@@ -1,0 +1,259 @@
+//! The scripts of shared claims (the readers of a read-write lock): a
+//! sorted set of readers next to each lock key, and a marker in the lock
+//! key that the exclusive scripts, and `SET NX`, already take for a holder.
+
+use std::sync::LazyLock;
+
+use super::LuaScript;
+
+/// The value a lock key `R` holds while it has readers (shared claims, see
+/// [`SHARED_ACQUIRE_LUA`]): 15 bytes, so never a token (20 bytes), which is
+/// why the exclusive scripts, comparing `R` with their token, never take it
+/// for theirs, and `SET NX` and the acquire scripts see `R` held. Written
+/// out in each shared script (`local marker = ...`); this copy is for the
+/// tests that check they agree.
+#[cfg(test)]
+pub(crate) const READERS_MARKER: &str = "redlock:readers";
+
+/// Acquires a shared claim (a reader of a read-write lock) on all lock
+/// keys or none.
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets
+/// (`R:readers`); `KEYS[2n+1..2n+c]`: their fencing counters (`c` is `n`
+/// with fencing, else 0); `KEYS[2n+c+1..2n+c+n]`: their waiting marks.
+/// `ARGV`: token, TTL in ms, `n`, fencing (`1` or `0`), the manager's id
+/// (empty for none), whether to give way to other managers' marks (`1` or
+/// `0`).
+///
+/// A reader set is a sorted set of tokens scored by their expiry in ms on
+/// the server's clock (`TIME`); a member whose score is not above now has
+/// expired. While a key has live readers, the lock key holds the marker
+/// `redlock:readers`, and it and the set expire with the latest reader.
+///
+/// Returns -1, having changed nothing, when it gives way to a mark that
+/// names another live manager (the marks' lines, see
+/// [`QUEUED_ACQUIRE_LUA`](super::QUEUED_ACQUIRE_LUA)), or when a lock key
+/// holds anything but the marker (a writer). Else it drops each set's
+/// expired readers, adds the token until now + TTL, sets the marker and
+/// both keys' expiry to the latest reader's, and with fencing increments
+/// the counters as [`ACQUIRE_LUA`](super::ACQUIRE_LUA) does; returns the
+/// largest counter (0 without fencing). It never writes a mark.
+const SHARED_ACQUIRE_LUA: &str = r"
+local n = tonumber(ARGV[3])
+local c = 0
+if ARGV[4] == '1' then
+  c = n
+end
+local me = ARGV[5]
+local marker = 'redlock:readers'
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local held = false
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  if v and v ~= marker then
+    held = true
+  end
+  redis.call('ZCARD', KEYS[n + i])
+end
+for i = 2 * n + 1, 2 * n + c do
+  local v = redis.call('GET', KEYS[i])
+  if v and not string.match(v, '^%d+$') then
+    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
+  end
+end
+local gives_way = false
+for i = 1, n do
+  local mark = KEYS[2 * n + c + i]
+  local v = redis.call('GET', mark)
+  if v and ARGV[6] == '1' then
+    for _, id in string.gmatch(v, '(%d+):(%S+)') do
+      if id ~= me and redis.call('GET', mark .. ':' .. id) then
+        gives_way = true
+      end
+    end
+  end
+end
+if held or gives_way then
+  return -1
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ms = string.format('%d', now + tonumber(ARGV[2]))
+for i = 1, n do
+  local readers = KEYS[n + i]
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
+  redis.call('ZADD', readers, until_ms, ARGV[1])
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local left = string.format('%d', tonumber(last[2]) - now)
+  redis.call('SET', KEYS[i], marker, 'PX', left)
+  redis.call('PEXPIRE', readers, left)
+end
+local top = 0
+for i = 2 * n + 1, 2 * n + c do
+  local v = redis.call('INCR', KEYS[i])
+  if v > top then
+    top = v
+  end
+end
+for i = 2 * n + 1, 2 * n + c do
+  if tonumber(redis.call('GET', KEYS[i])) < top then
+    redis.call('SET', KEYS[i], top)
+  end
+end
+return top
+";
+
+/// Extends a shared claim: only if every lock key holds the readers'
+/// marker and has the token among its live readers, sets the token's
+/// expiry to now + TTL and both keys' expiry to the latest reader's.
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets.
+/// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
+const SHARED_EXTEND_LUA: &str = r"
+local n = #KEYS / 2
+local marker = 'redlock:readers'
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = true
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
+  if v ~= marker or not s or tonumber(s) <= now then
+    held = false
+  end
+end
+if not held then
+  return 0
+end
+local until_ms = string.format('%d', now + tonumber(ARGV[2]))
+for i = 1, n do
+  local readers = KEYS[n + i]
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
+  redis.call('ZADD', readers, until_ms, ARGV[1])
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local left = string.format('%d', tonumber(last[2]) - now)
+  redis.call('PEXPIRE', KEYS[i], left)
+  redis.call('PEXPIRE', readers, left)
+end
+return 1
+";
+
+/// Releases a shared claim: removes the token from every key's readers
+/// (after dropping the expired ones). A key left without readers loses its
+/// reader set and, when it holds the readers' marker, the marker too, and
+/// the first live manager waiting for it is told as
+/// [`RELEASE_LUA`](super::RELEASE_LUA) tells it; a key with readers left
+/// gets the expiry of the latest one.
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
+/// `KEYS[2n+1..3n]`: their waiting marks. `ARGV`: token, channel prefix.
+/// Returns as [`RELEASE_LUA`](super::RELEASE_LUA): 1 when every key had
+/// the token among its live readers (and held the marker), else 0, plus 2
+/// when a manager waited for a freed key.
+const SHARED_RELEASE_LUA: &str = r"
+local n = #KEYS / 3
+local marker = 'redlock:readers'
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = 1
+local values = {}
+for i = 1, n do
+  values[i] = redis.call('GET', KEYS[i])
+  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
+  if values[i] ~= marker or not s or tonumber(s) <= now then
+    held = 0
+  end
+end
+local waited = 0
+for i = 1, n do
+  local readers = KEYS[n + i]
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
+  redis.call('ZREM', readers, ARGV[1])
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  if #last == 0 then
+    redis.call('DEL', readers)
+    if values[i] == marker then
+      redis.call('DEL', KEYS[i])
+      local mark = KEYS[2 * n + i]
+      local v = redis.pcall('GET', mark)
+      if type(v) == 'string' then
+        for _, id in string.gmatch(v, '(%d+):(%S+)') do
+          if redis.pcall('GET', mark .. ':' .. id) then
+            redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[i])
+            waited = 2
+            break
+          end
+        end
+      end
+    end
+  else
+    local left = string.format('%d', tonumber(last[2]) - now)
+    if values[i] == marker or not values[i] then
+      redis.call('SET', KEYS[i], marker, 'PX', left)
+    end
+    redis.call('PEXPIRE', readers, left)
+  end
+end
+return held + waited
+";
+
+/// Raises each fencing counter to at least a value as
+/// [`RAISE_FENCE_LUA`](super::RAISE_FENCE_LUA) does, only if every lock
+/// key holds the readers' marker and has the token among its live readers.
+///
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
+/// `KEYS[2n+1..3n]`: their counters. `ARGV`: token, the value as a
+/// canonical decimal. Returns 1 if the keys were held, else 0.
+const SHARED_RAISE_FENCE_LUA: &str = r"
+local n = #KEYS / 3
+local marker = 'redlock:readers'
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = true
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
+  if v ~= marker or not s or tonumber(s) <= now then
+    held = false
+  end
+end
+local current = {}
+for i = 2 * n + 1, #KEYS do
+  local v = redis.call('GET', KEYS[i]) or '0'
+  if not string.match(v, '^%d+$') then
+    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
+  end
+  current[i] = (string.gsub(v, '^0+(%d)', '%1'))
+end
+if not held then
+  return 0
+end
+local want = ARGV[2]
+for i = 2 * n + 1, #KEYS do
+  local cur = current[i]
+  if #cur < #want or (#cur == #want and cur < want) then
+    redis.call('SET', KEYS[i], want)
+  end
+end
+return 1
+";
+
+pub(crate) static SHARED_ACQUIRE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(SHARED_ACQUIRE_LUA));
+pub(crate) static SHARED_EXTEND: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(SHARED_EXTEND_LUA));
+pub(crate) static SHARED_RELEASE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(SHARED_RELEASE_LUA));
+pub(crate) static SHARED_RAISE_FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(SHARED_RAISE_FENCE_LUA));
