@@ -333,8 +333,9 @@ impl Claim {
     ///
     /// - an acquire of a shared claim is granted when no key has a live
     ///   exclusive holder (and, for a [`Queued`] claim that
-    ///   [yields](Queued::yields), no key carries another manager's waiting
-    ///   mark); it adds the token to each key's shared holders for the TTL
+    ///   [yields](Queued::yields), no key's line of waiting managers names
+    ///   a live manager other than [`Queued::manager`], wherever in the
+    ///   line); it adds the token to each key's shared holders for the TTL
     ///   and never leaves a waiting mark of its own;
     /// - an acquire of an exclusive (ordinary) claim is refused while any
     ///   key has a live shared holder, as when it has an exclusive one;

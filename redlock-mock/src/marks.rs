@@ -89,9 +89,11 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         gives_way
     }
 
-    /// Whether a shared acquire of `keys` with `queued` must give way to
-    /// another manager's mark; unlike [`Marks::gives_way`] it never waits
-    /// in a line (readers leave no marks).
+    /// Whether a shared acquire of `keys` with `queued` must give way: it
+    /// yields and a key's line names another (live) manager, wherever in
+    /// the line (as the Redis shared acquire script decides). Unlike
+    /// [`Marks::gives_way`] it never waits in a line: readers leave no
+    /// marks. Purge expired waits first.
     pub(crate) fn yields_to_others<'k>(
         &self,
         keys: impl IntoIterator<Item = &'k K>,
@@ -104,8 +106,12 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
             return false;
         };
         let me = queued.manager();
-        keys.into_iter()
-            .any(|key| self.owner(key).is_some_and(|owner| owner != me))
+        keys.into_iter().any(|key| {
+            self.lines
+                .iter()
+                .filter(|(k, _)| k == key)
+                .any(|(_, line)| line.iter().any(|m| m.manager != me))
+        })
     }
 
     /// An acquire of `keys` with `queued` was refused because a key is
@@ -234,6 +240,32 @@ mod tests {
         assert_eq!(marks.owner(&0), None);
         marks.purge(100);
         assert_eq!(marks.len(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_shared_acquire_yields_to_any_other_manager_in_line_and_never_waits(
+    ) -> Result<(), redlock_core::ConfigError> {
+        let ttl = Ttl::new(Duration::from_millis(10))?;
+        let q = |m, ticket| Queued::new(m, ttl, true).with_ticket(ticket);
+        let mut marks: Marks<u8, i64> = Marks::new();
+        marks.refused(&[0u8], Some(q(1, 10)), 100);
+        assert!(
+            !marks.yields_to_others(&[0u8], Some(q(1, 0))),
+            "its own mark"
+        );
+        assert!(marks.yields_to_others(&[0u8], Some(q(2, 0))));
+        assert!(!marks.yields_to_others(&[0u8], Some(Queued::new(2, ttl, false))));
+        assert!(
+            !marks.yields_to_others(&[1u8], Some(q(2, 0))),
+            "another key"
+        );
+        // Manager 2 waits behind manager 1: a reader of manager 1 gives
+        // way to it too (as the Redis script decides), and leaves no mark.
+        marks.refused(&[0u8], Some(q(2, 20)), 100);
+        assert!(marks.yields_to_others(&[0u8], Some(q(1, 0))));
+        assert!(marks.yields_to_others(&[0u8], Some(q(3, 0))));
+        assert_eq!(marks.len(), 1);
         Ok(())
     }
 

@@ -183,6 +183,11 @@ impl Store {
         true
     }
 
+    /// Whether every key of `mask` has the shared holder with `token`.
+    fn holds_shared(&self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
+        keys_of(mask).all(|k| self.reader(k, token).is_some())
+    }
+
     /// Resets the expiry of the shared holder with `token` on every key,
     /// only if every key has it.
     pub(crate) fn extend_shared(
@@ -191,7 +196,7 @@ impl Store {
         token: &[u8; TOKEN_LEN],
         expires: i64,
     ) -> bool {
-        if !keys_of(mask).all(|k| self.reader(k, token).is_some()) {
+        if !self.holds_shared(mask, token) {
             return false;
         }
         for k in keys_of(mask) {
@@ -207,7 +212,7 @@ impl Store {
     /// Removes the shared holder with `token` from every key; whether
     /// every key had it.
     pub(crate) fn release_shared(&mut self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        let held = keys_of(mask).all(|k| self.reader(k, token).is_some());
+        let held = self.holds_shared(mask, token);
         for k in keys_of(mask) {
             if let Some(place) = self.reader(k, token) {
                 self.readers[k][place] = None;
@@ -223,7 +228,7 @@ impl Store {
         token: &[u8; TOKEN_LEN],
         at_least: u64,
     ) -> bool {
-        if !keys_of(mask).all(|k| self.reader(k, token).is_some()) {
+        if !self.holds_shared(mask, token) {
             return false;
         }
         for k in keys_of(mask) {
