@@ -383,3 +383,21 @@ fn a_backend_without_shared_claims_gets_a_typed_error_and_mutexes_still_work() {
         .release()
         .expect("released");
 }
+
+#[test]
+fn with_fencing_on_reads_and_writes_get_tokens_that_rise() {
+    let cluster = MockCluster::new(3);
+    let locks = Redlock::builder(cluster.backends())
+        .fencing(true)
+        .build()
+        .expect("valid config");
+    let read = locks.try_read("fenced-doc", TTL).expect("free");
+    let first = read.fencing_token().expect("a read's token");
+    let other = locks.try_read("fenced-doc", TTL).expect("readers share");
+    let second = other.fencing_token().expect("a read's token");
+    assert!(second > first, "{second:?} after {first:?}");
+    drop((read, other));
+    let write = locks.write("fenced-doc", TTL).expect("free again");
+    let third = write.fencing_token().expect("a write's token");
+    assert!(third > second, "{third:?} after {second:?}");
+}
