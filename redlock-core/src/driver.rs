@@ -649,6 +649,28 @@ impl<B: LockBackend + 'static> Redlock<B> {
         }
         shared.drive(&mailbox, Deadlines::default())
     }
+
+    /// [`Redlock::acquire_with`], counted and reported as an acquisition
+    /// (`named` gives the resources its event names, asked only when a hook
+    /// wants events).
+    pub(crate) fn acquire_observed(
+        &self,
+        acquire: Acquire<B::Error>,
+        cancel: Option<&Cancel>,
+        named: impl FnOnce(&Result<Acquired, LockError<B::Error>>) -> Resources,
+    ) -> Result<Acquired, LockError<B::Error>> {
+        let shared = &self.manager.shared;
+        let started = Instant::now();
+        let result = self.acquire_with(acquire, cancel);
+        let rounds = match &result {
+            Ok(acquired) => acquired.attempts,
+            Err(LockError::Timeout { attempts, .. }) => *attempts,
+            Err(_) => 1,
+        };
+        let named = shared.observer.wants_events().then(|| named(&result));
+        shared.observe_lock(named.as_ref(), started, rounds, &result);
+        result
+    }
 }
 
 /// Keeps `guard`'s lock alive while `f` runs, then releases it: `f`'s value,

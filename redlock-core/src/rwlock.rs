@@ -553,7 +553,6 @@ impl<B: LockBackend + 'static> RwLock<B> {
             let pause = shared.settings.retry.pick(shared.entropy().jitter());
             clock.sleep(pause.min(deadline - now).max(Duration::from_millis(1)));
         }
-        let started = Instant::now();
         let acquire = Acquire::read(
             shared.settings.clone(),
             self.resources.clone(),
@@ -561,14 +560,9 @@ impl<B: LockBackend + 'static> RwLock<B> {
             deadline,
             shared.queued(true),
         );
-        let result = self.locks.acquire_with(acquire, None);
-        let rounds = match &result {
-            Ok(acquired) => acquired.attempts,
-            Err(LockError::Timeout { attempts, .. }) => *attempts,
-            Err(_) => 1,
-        };
-        let named = shared.observer.wants_events().then_some(&self.resources);
-        shared.observe_lock(named, started, rounds, &result);
-        Ok(Lock::new(Arc::clone(manager), result?))
+        let acquired = self
+            .locks
+            .acquire_observed(acquire, None, |_| self.resources.clone())?;
+        Ok(Lock::new(Arc::clone(manager), acquired))
     }
 }

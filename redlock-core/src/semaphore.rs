@@ -369,26 +369,17 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     let manager = &locks.manager;
     let shared = &manager.shared;
     let ttl = shared.config.check_ttl(ttl)?;
-    let started = Instant::now();
     let acquire = slots.acquire_one(
         shared.settings.clone(),
         ttl,
         deadline,
         queued.then(|| shared.queued(true)),
     );
-    let result = locks.acquire_with(acquire, cancel);
-    let rounds = match &result {
-        Ok(acquired) => acquired.attempts,
-        Err(LockError::Timeout { attempts, .. }) => *attempts,
-        Err(_) => 1,
-    };
     // Events name the slot won, or the first slot of a failed call.
-    let named = shared.observer.wants_events().then(|| match &result {
+    let acquired = locks.acquire_observed(acquire, cancel, |result| match result {
         Ok(acquired) => acquired.claim.resources().clone(),
         Err(_) => slots.slots()[0].clone(),
-    });
-    shared.observe_lock(named.as_ref(), started, rounds, &result);
-    let acquired = result?;
+    })?;
     let slot = slots
         .slot_of(acquired.claim.resources())
         .unwrap_or_default();

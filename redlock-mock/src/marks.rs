@@ -102,10 +102,9 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
     where
         K: 'k,
     {
-        let Some(queued) = queued.filter(Queued::yields) else {
+        let Some(me) = queued.filter(Queued::yields).map(|q| q.manager()) else {
             return false;
         };
-        let me = queued.manager();
         keys.into_iter().any(|key| {
             self.lines
                 .iter()

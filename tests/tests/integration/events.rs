@@ -413,3 +413,64 @@ fn requests_still_queued_past_their_deadline_are_counted_apart() {
         );
     }
 }
+
+/// The resources and rounds of every lock call the hook saw.
+#[derive(Default)]
+struct Named(Mutex<Vec<(Vec<String>, CallOutcome, u32)>>);
+
+impl EventHandler for Named {
+    fn on_event(&self, event: &Event<'_>) {
+        if let Event::Call {
+            kind: CallKind::Lock,
+            resources,
+            outcome,
+            rounds,
+            ..
+        } = event
+        {
+            self.0
+                .lock()
+                .push((resources.keys().to_vec(), *outcome, *rounds));
+        }
+    }
+}
+
+#[test]
+fn reads_and_permits_are_reported_under_their_keys() {
+    let cluster = MockCluster::new(3);
+    let named = Arc::new(Named::default());
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&named) as Arc<dyn EventHandler>)
+        .retry_delay(Duration::from_millis(1), Duration::from_millis(2))
+        .build()
+        .expect("valid config");
+    let ttl = Duration::from_secs(10);
+    let write = locks.try_write("doc", ttl).expect("free");
+    let err = locks
+        .read_timeout("doc", ttl, Duration::from_millis(30))
+        .expect_err("a writer inside");
+    assert!(matches!(err, LockError::Timeout { .. }), "{err}");
+    drop(write);
+    let _read = locks.try_read("doc", ttl).expect("free again");
+    let permit = locks
+        .semaphore("jobs", 2)
+        .expect("semaphore")
+        .try_acquire(ttl)
+        .expect("free");
+    let seen = named.0.lock().clone();
+    let on_doc: Vec<_> = seen.iter().filter(|(keys, ..)| keys == &["doc"]).collect();
+    assert_eq!(on_doc.len(), 3, "the write and two reads: {seen:?}");
+    assert!(
+        matches!(on_doc[1], (_, CallOutcome::Timeout, rounds) if *rounds > 1),
+        "{seen:?}"
+    );
+    assert!(matches!(on_doc[2], (_, CallOutcome::Ok, 1)), "{seen:?}");
+    let won = format!("jobs:permit:{}", permit.slot());
+    assert!(
+        seen.iter().any(
+            |(keys, outcome, _)| keys.as_slice() == std::slice::from_ref(&won)
+                && *outcome == CallOutcome::Ok
+        ),
+        "{seen:?}"
+    );
+}
