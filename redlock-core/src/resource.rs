@@ -167,8 +167,16 @@ pub struct Claim {
 ///    and changes nothing: somebody else has been waiting;
 /// 2. otherwise, when any key is held, refuses and marks every key as waited
 ///    for by [`Queued::manager`] for [`Queued::mark_ttl`];
-/// 3. otherwise grants as usual and removes the marks of
-///    [`Queued::manager`] from its keys.
+/// 3. otherwise grants as usual, and [`Queued::manager`] keeps its place
+///    in the keys' lines: when the round fails on other nodes, the lines
+///    still agree across the nodes for the caller's next round.
+///
+/// The release of a claim that carries a mark (the lock's own release) also
+/// takes [`Queued::manager`] out of the keys' lines, before the next
+/// manager in line is told (see
+/// [`LockBackend::release_feed`](crate::LockBackend::release_feed)). The
+/// release that cleans up a failed round carries no mark
+/// ([`Claim::unqueued`]), so the caller keeps its place for its next round.
 ///
 /// Marks never make a node grant what it would otherwise refuse, so they
 /// cannot break mutual exclusion. A backend may ignore them (the default):
@@ -398,6 +406,31 @@ impl Claim {
     pub fn queued(mut self, queued: Queued) -> Self {
         self.queued = Some(queued);
         self
+    }
+
+    /// The same claim without its waiting mark: what the release of a
+    /// failed round carries, so that the nodes keep the caller's place in
+    /// the keys' lines for its next round (see [`Queued`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use redlock_core::{Resources, Ttl};
+    /// # use redlock_core::backend::{Claim, Queued, Token};
+    /// let q = Queued::new(3, Ttl::new(Duration::from_millis(400))?, true);
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([0; 20])).queued(q);
+    /// let cleanup = claim.unqueued();
+    /// assert_eq!(cleanup.queue(), None);
+    /// assert_eq!(cleanup.token(), claim.token());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn unqueued(&self) -> Claim {
+        Claim {
+            queued: None,
+            ..self.clone()
+        }
     }
 
     /// How the acquire of this claim waits, if it comes from a caller that

@@ -12,8 +12,13 @@
 //! - waiting again refreshes the manager's expiry (and its ticket); an
 //!   expired manager leaves the line (a waiter gone away holds nobody up
 //!   for longer than the mark TTL);
-//! - a granted queued acquire leaves its keys' lines, so the next one owns
-//!   them: a release then notifies it (see `LockBackend::release_feed`).
+//! - a granted queued acquire keeps its place, so that when its round
+//!   failed on other nodes the lines still agree across the nodes for its
+//!   next round;
+//! - the release of a queued claim (the lock's own release; a failed
+//!   round's release carries no mark, `Claim::unqueued`) takes its manager
+//!   out of its keys' lines, so the next one owns them: the release then
+//!   notifies it (see `LockBackend::release_feed`).
 //!
 //! A mark never grants anything: it only makes other managers' yielding
 //! acquires step aside, so that managers take turns.
@@ -162,19 +167,15 @@ impl<K: PartialEq + Clone, T: Ord + Copy> Marks<K, T> {
         self.lines.retain(|(_, line)| !line.is_empty());
     }
 
-    /// An acquire of `keys` with `queued` was granted: its manager leaves
-    /// their lines.
-    pub(crate) fn granted<'k>(
-        &mut self,
-        keys: impl IntoIterator<Item = &'k K>,
-        queued: Option<Queued>,
-    ) where
+    /// A lock of `keys` acquired with `queued` is released: its manager
+    /// leaves their lines.
+    pub(crate) fn left<'k>(&mut self, keys: impl IntoIterator<Item = &'k K>, manager: Option<u64>)
+    where
         K: 'k,
     {
-        let Some(queued) = queued else {
+        let Some(me) = manager else {
             return;
         };
-        let me = queued.manager();
         for key in keys {
             for (_, line) in self.lines.iter_mut().filter(|(k, _)| k == key) {
                 line.retain(|m| m.manager != me);
@@ -231,10 +232,11 @@ mod tests {
         assert!(!marks.gives_way(&[1u8], None, 100));
         assert!(!marks.gives_way(&[2u8], Some(theirs), 100));
         assert!(marks.gives_way(&[1u8], Some(theirs), 100));
-        // Someone else's grant leaves my marks; mine removes them.
-        marks.granted(&[0u8], Some(theirs));
+        // Someone else's release leaves my marks; the release of my lock
+        // takes me out of the lines (a grant alone does not).
+        marks.left(&[0u8], Some(theirs.manager()));
         assert_eq!(marks.owner(&0), Some(1));
-        marks.granted(&keys, Some(mine));
+        marks.left(&keys, Some(mine.manager()));
         assert_eq!(marks.owner(&1), Some(2), "they waited behind me on 1");
         assert_eq!(marks.owner(&0), None);
         marks.purge(100);
@@ -281,7 +283,7 @@ mod tests {
         marks.refused(&[0u8], Some(q(2, 20)), 150);
         for turn in [1, 2, 3] {
             assert_eq!(marks.owner(&0), Some(turn));
-            marks.granted(&[0u8], Some(q(turn, 0)));
+            marks.left(&[0u8], Some(turn));
         }
         assert!(!marks.is_marked(&0));
         // A waiter gone away holds the line up only until its expiry.
@@ -295,7 +297,7 @@ mod tests {
         }
         for m in 0..LINE_MAX as u64 {
             assert_eq!(marks.owner(&1), Some(100 + m));
-            marks.granted(&[1u8], Some(q(100 + m, 0)));
+            marks.left(&[1u8], Some(100 + m));
         }
         assert!(!marks.is_marked(&1));
         Ok(())

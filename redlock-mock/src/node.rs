@@ -574,7 +574,6 @@ impl LockBackend for MockNode {
                     state.stats.refused += 1;
                     return AcquireOutcome::HeldByOther;
                 }
-                state.marks.granted(claim.keys(), queued);
                 for key in claim.keys() {
                     state.keys.insert(
                         key.clone(),
@@ -630,6 +629,12 @@ impl LockBackend for MockNode {
         let (held, waited, feeds) = self.call(|state, now| {
             let held = holds(state, claim);
             state.marks.purge(now);
+            if !claim.is_shared() {
+                // The lock's own release: its manager leaves the lines.
+                state
+                    .marks
+                    .left(claim.keys(), claim.queue().map(|q| q.manager()));
+            }
             let mut waited = Vec::new();
             let token = claim.token().as_bytes();
             for key in claim.keys() {

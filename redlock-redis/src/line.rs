@@ -127,7 +127,9 @@ impl Owing {
         let mut size = 0;
         let sent = session.send_anyway(WRITE_BEHIND, |packed| {
             for claim in claims {
-                write_release(packed, claim, Via::Body);
+                // Cleanups behind acquires whose answers never came:
+                // their callers keep their place in line.
+                write_release(packed, claim, Via::Body, false);
             }
             size = packed.len();
         });

@@ -241,7 +241,7 @@ impl<'a> Planned<'a> {
                 EXTEND.write(packed, via, Keys::locks(claim.keys()), &args);
             }
             Planned::Release { claim } | Planned::SharedRelease { claim } => {
-                write_release(packed, claim, via);
+                write_release(packed, claim, via, true);
             }
             Planned::RaiseFence { claim, at_least } => {
                 let keys = Keys {
@@ -365,20 +365,25 @@ fn counter(at_least: u64) -> u64 {
 
 /// Appends the release of `claim`, sent `via`: the compare-and-delete of
 /// an exclusive claim, the removal from the reader sets of a shared one.
-pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via) {
+/// Writes the release of `claim`; with `leave`, a claim that waited in line
+/// ([`Claim::queue`]) also takes its manager out of the keys' lines (the
+/// lock's own release, not a failed round's cleanup).
+pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave: bool) {
     let keys = Keys {
         locks: claim.keys(),
         readers: claim.is_shared(),
         counters: false,
         marks: true,
     };
-    let args = [token(claim), Arg::Bytes(RELEASE_CHANNEL.as_bytes())];
-    let script = if claim.is_shared() {
-        &SHARED_RELEASE
+    let channel = Arg::Bytes(RELEASE_CHANNEL.as_bytes());
+    if claim.is_shared() {
+        SHARED_RELEASE.write(packed, via, keys, &[token(claim), channel]);
+    } else if let Some(queue) = claim.queue().filter(|_| leave) {
+        let args = [token(claim), channel, Arg::Int(queue.manager())];
+        RELEASE.write(packed, via, keys, &args);
     } else {
-        &RELEASE
-    };
-    script.write(packed, via, keys, &args);
+        RELEASE.write(packed, via, keys, &[token(claim), channel]);
+    }
 }
 
 /// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
@@ -724,7 +729,7 @@ pub(crate) mod tests {
         // The release written behind a timed-out shared acquire is the
         // shared one, by `EVAL`.
         let mut behind = Vec::new();
-        write_release(&mut behind, &reader, Via::Body);
+        write_release(&mut behind, &reader, Via::Body, false);
         let keys = Keys {
             locks: reader.keys(),
             readers: true,

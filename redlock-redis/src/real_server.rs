@@ -173,14 +173,17 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
     let plain = claim(&["c"], None);
     assert_eq!(node.acquire(&plain, ttl(5), false).expect("up"), GRANTED);
     assert!(node.release(&plain).expect("up"));
-    // ... and so does a queued one that does not yield: granted, it
-    // leaves the line, and the other manager's place stays.
+    // ... and so does a queued one that does not yield: granted, it keeps
+    // its place (its round may have failed elsewhere), and so does the
+    // other manager; its lock's release takes it out of the line.
     let bold = claim(&["a"], Some((2, false)));
     assert_eq!(node.acquire(&bold, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("10:1"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some("10:1 20:2"));
+    assert!(server.get(&format!("{}:2", mark("a"))).is_some());
     assert!(node.release(&bold).expect("up"));
+    assert_eq!(server.get(&format!("{}:2", mark("a"))), None, "2 left");
     // Manager 3 waits behind 1 (ticket 30 after 10), 0 before it (ticket
-    // 0); 0 gives up (its wait expires), 1's grant makes 3 the owner.
+    // 0); 0 gives up (its wait expires), 1's release makes 3 the owner.
     for early in [3, 0] {
         let waiter = claim(&["a"], Some((early, true)));
         assert_eq!(
@@ -192,14 +195,25 @@ fn a_yielding_acquire_gives_way_to_another_managers_mark_and_changes_nothing() {
     server.command(&["DEL", &format!("{}:0", mark("a"))]);
     let again = claim(&["a"], Some((1, true)));
     assert_eq!(node.acquire(&again, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("a")).as_deref(), Some("30:3"));
+    assert!(server.get(&format!("{}:1", mark("a"))).is_some(), "1 stays");
+    // A failed round's release (no mark) keeps 1's place; its lock's
+    // release takes it out, and 3 is first: refused while 3 waits.
+    assert!(node.release(&again.unqueued()).expect("up"));
+    assert!(server.get(&format!("{}:1", mark("a"))).is_some(), "1 stays");
+    assert_eq!(node.acquire(&again, ttl(5), false).expect("up"), GRANTED);
+    assert!(node.release(&again).expect("up"));
     assert_eq!(server.get(&format!("{}:1", mark("a"))), None, "1 left");
+    assert_eq!(
+        node.acquire(&again, ttl(5), false).expect("up"),
+        AcquireOutcome::HeldByOther,
+        "3 owns the line"
+    );
     let left = server.pttl(&mark("a"));
     assert!(0 < left && left <= 3000, "mark TTL {left}");
 }
 
 #[test]
-fn a_free_resource_is_granted_to_the_marking_manager_which_removes_its_own_marks() {
+fn a_free_resource_is_granted_to_the_marking_manager_whose_release_removes_its_own_marks() {
     let server = Server::start();
     let node = backend(&server);
     let holder = claim(&["a", "b"], None);
@@ -214,19 +228,22 @@ fn a_free_resource_is_granted_to_the_marking_manager_which_removes_its_own_marks
     );
     assert!(node.release(&holder).expect("up"));
     // Manager 9 does not yield to its own marks: granted, fenced above the
-    // last holder, its marks gone.
+    // last holder, keeping its place until its lock's release.
     assert_eq!(
         node.acquire(&waiter, ttl(5), true).expect("up"),
         AcquireOutcome::Granted { fence: Some(2) }
     );
     for key in ["a", "b"] {
-        assert_eq!(server.get(&mark(key)), None);
+        assert!(server.get(&format!("{}:9", mark(key))).is_some());
         assert_eq!(
             server.get(&format!("{key}{FENCE_SUFFIX}")).as_deref(),
             Some("2")
         );
     }
     assert!(node.release(&waiter).expect("up"));
+    for key in ["a", "b"] {
+        assert_eq!(server.get(&format!("{}:9", mark(key))), None, "9 left");
+    }
     // Another manager's mark is left alone by a grant.
     server.command(&["SET", &mark("d"), "50:5", "PX", "3000"]);
     server.command(&["SET", &format!("{}:5", mark("d")), "1", "PX", "3000"]);

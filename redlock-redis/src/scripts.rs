@@ -68,15 +68,17 @@ return top
 /// their tickets (the same on every node for one call, so the nodes' lines
 /// agree): `ticket:id` words separated by spaces, at most 16. Each waiting
 /// manager `id` also has a key `M:id` that lives for the marks' TTL from
-/// its last refusal: one whose key is gone has left the line. The first
-/// live one owns the mark.
+/// its last refusal: one whose key is gone has left the line (by its
+/// lock's release, [`RELEASE_LUA`], or by going away), also when the
+/// caller is this manager again. The first live one owns the mark.
 ///
 /// Returns -1 when it gave way to another manager's mark or when a lock
 /// key exists: then it waits in every key's line at its ticket's place
 /// (behind equal tickets) and its `M:id` keys live for the marks' TTL.
-/// Else it grants as [`ACQUIRE_LUA`] does, leaves its keys' lines (the next
-/// manager in each owns it) and returns the largest counter (0 without
-/// fencing).
+/// Else it grants as [`ACQUIRE_LUA`] does and returns the largest counter
+/// (0 without fencing), keeping its place in the keys' lines: when the
+/// round failed on other nodes, the lines still agree across nodes for
+/// the next one. The lock's release leaves them ([`RELEASE_LUA`]).
 const QUEUED_ACQUIRE_LUA: &str = r"
 local n = tonumber(ARGV[3])
 local c = 0
@@ -94,11 +96,11 @@ for i = 1, n do
   local v = redis.call('GET', mark)
   if v then
     for t, id in string.gmatch(v, '(%d+):(%S+)') do
-      if id == me then
-        first[i] = first[i] or me
-      elseif redis.call('GET', mark .. ':' .. id) then
+      if redis.call('GET', mark .. ':' .. id) then
         first[i] = first[i] or id
-        line[#line + 1] = {tonumber(t), id}
+        if id ~= me then
+          line[#line + 1] = {tonumber(t), id}
+        end
       end
     end
   end
@@ -171,10 +173,6 @@ for i = n + 1, n + c do
     redis.call('SET', KEYS[i], top)
   end
 end
-for i = 1, n do
-  redis.call('DEL', KEYS[n + c + i] .. ':' .. me)
-  save(i)
-end
 return top
 ";
 
@@ -185,7 +183,12 @@ return top
 /// [`QUEUED_ACQUIRE_LUA`]).
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
-/// `ARGV`: token, channel prefix. Returns 1 when all of them held the
+/// `ARGV`: token, channel prefix, and, for the release of a lock won by a
+/// caller that waited in line, its manager's id: that manager leaves the
+/// keys' lines (its `M:id` keys are deleted) before the next live one is
+/// told. A failed round's release leaves the id out, so the caller keeps
+/// its place for its next round. A mark with nobody live left in it is
+/// deleted with the key. Returns 1 when all of them held the
 /// token, else 0, plus 2 when a manager waited for a deleted key (the
 /// releaser's next `lock` of it then waits in line too).
 /// The notification is best effort: marks are read and `PUBLISH` sent by
@@ -196,6 +199,11 @@ return top
 /// less server time per release (measured in docs/benchmarks.md).
 const RELEASE_LUA: &str = r"
 local n = #KEYS / 2
+if ARGV[3] then
+  for i = n + 1, #KEYS do
+    redis.pcall('DEL', KEYS[i] .. ':' .. ARGV[3])
+  end
+end
 if n == 1 then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     return 0
@@ -209,6 +217,7 @@ if n == 1 then
         return 3
       end
     end
+    redis.pcall('DEL', KEYS[2])
   end
   return 1
 end
@@ -227,12 +236,17 @@ for _, i in ipairs(mine) do
   local mark = KEYS[n + i]
   local v = redis.pcall('GET', mark)
   if type(v) == 'string' then
+    local live = false
     for _, id in string.gmatch(v, '(%d+):(%S+)') do
       if redis.pcall('GET', mark .. ':' .. id) then
         redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[i])
         waited = 2
+        live = true
         break
       end
+    end
+    if not live then
+      redis.pcall('DEL', mark)
     end
   end
 end

@@ -647,10 +647,17 @@ impl<E> Acquire<E> {
     ) {
         let id = self.round_id();
         let left = may_hold.iter().filter(|&&m| m).count();
+        // Without its waiting mark: the nodes keep the caller's place in
+        // the keys' lines for its next round (see `Queued`).
+        let claim = if claim.queue().is_some() {
+            Arc::new(claim.unqueued())
+        } else {
+            Arc::clone(claim)
+        };
         self.transmits.push_back(Transmit {
             round: id,
             message: Message::Release(self.ttl),
-            claim: Arc::clone(claim),
+            claim,
             wanted: Some(may_hold.clone()),
             to: refused.map(|refused| refused.iter().map(|r| !r).collect()),
         });

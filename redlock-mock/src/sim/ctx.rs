@@ -151,7 +151,7 @@ impl Ctx<'_> {
                 },
             ),
             Fate::Lost => {
-                if op == Op::Release {
+                if matches!(op, Op::Release(_)) {
                     if let Some(rec) = self.locks.get_mut(lock) {
                         rec.release_lost |= 1 << node;
                     }

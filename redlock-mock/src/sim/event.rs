@@ -13,7 +13,7 @@ use std::fmt;
 pub(crate) enum Op {
     /// Set the lock's keys if free, for `ttl_ns`, bumping the fencing
     /// counters when the node keeps them; a `queued` one gives way to, or
-    /// leaves, waiting marks (`crate::marks`).
+    /// waits in, waiting marks (`crate::marks`).
     Acquire {
         ttl_ns: u64,
         fence: bool,
@@ -21,8 +21,10 @@ pub(crate) enum Op {
     },
     /// Reset the keys' expiry to `ttl_ns` where they hold the token.
     Extend { ttl_ns: u64 },
-    /// Delete the keys that hold the token.
-    Release,
+    /// Delete the keys that hold the token; the lock's own release (not a
+    /// failed round's) also takes its manager out of the keys' lines
+    /// (`crate::marks`).
+    Release(Option<u64>),
     /// Raise the fencing counters to at least this, if the keys still hold
     /// the lock's token.
     RaiseFence(u64),
@@ -36,7 +38,7 @@ impl Op {
             // request's code (the trace hash of runs without lines).
             Op::Acquire { ttl_ns, fence, .. } => (ttl_ns << 3) | (u64::from(fence) << 2),
             Op::Extend { ttl_ns } => (ttl_ns << 3) | 1,
-            Op::Release => 2,
+            Op::Release(_) => 2,
             Op::RaiseFence(t) => 3 | (t << 3),
         }
     }

@@ -34,7 +34,7 @@ fn op(t: &Transmit) -> Option<Op> {
         Message::Extend(ttl) => Op::Extend {
             ttl_ns: duration_ns(ttl.as_duration()),
         },
-        Message::Release(_) => Op::Release,
+        Message::Release(_) => Op::Release(t.claim().queue().map(|q| q.manager())),
         Message::RaiseFence(at_least) => Op::RaiseFence(at_least),
         _ => return None,
     })
@@ -364,7 +364,7 @@ impl Client {
             for (pos, &node) in self.view.iter().enumerate() {
                 if t.sends_to(pos) {
                     ctx.send(self.id, node, tx, *lock, op);
-                } else if op == Op::Release {
+                } else if matches!(op, Op::Release(_)) {
                     ctx.release_skipped(*lock, node);
                 }
             }

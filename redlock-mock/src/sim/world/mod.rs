@@ -641,10 +641,9 @@ impl<'s, 'o> World<'s, 'o> {
                             expiry(ttl_ns),
                             counters,
                         ) {
-                            Some(fence) => {
-                                node.marks.granted(&keys, queued);
-                                Answer::Granted(fence)
-                            }
+                            // A granted caller keeps its place in line
+                            // (`crate::marks`).
+                            Some(fence) => Answer::Granted(fence),
                             None => {
                                 node.marks.refused(&keys, queued, expiry(mark_ns));
                                 Answer::Refused
@@ -666,7 +665,10 @@ impl<'s, 'o> World<'s, 'o> {
                         false => Answer::Refused,
                     }
                 }
-                Op::Release => {
+                Op::Release(leaves) => {
+                    if !rec.shared {
+                        node.marks.left(&node_keys(rec.mask), leaves);
+                    }
                     let released = match node.set_of(rec.mask) {
                         _ if rec.shared => node.store.release_shared(rec.mask, &rec.token),
                         Some(set) => node.store.leave_set(set, &rec.token),
@@ -735,7 +737,7 @@ impl<'s, 'o> World<'s, 'o> {
     fn ordered_behind_release(&mut self, n: u8, lock: u32, op: Op, from: Option<u32>) {
         let bit = 1u32 << n;
         match (op, from) {
-            (Op::Release, _) => {
+            (Op::Release(_), _) => {
                 if let Some(rec) = self.locks.get_mut(lock) {
                     rec.release_landed |= bit;
                 }
@@ -766,7 +768,7 @@ impl<'s, 'o> World<'s, 'o> {
             return;
         };
         match (op, answer) {
-            (Op::Release, Answer::Granted(_) | Answer::Refused) => rec.released_on |= 1 << n,
+            (Op::Release(_), Answer::Granted(_) | Answer::Refused) => rec.released_on |= 1 << n,
             (Op::Acquire { .. }, Answer::Granted(_)) if rec.released_on & (1 << n) != 0 => {
                 let (client, mask) = (rec.client, rec.mask);
                 self.checker
