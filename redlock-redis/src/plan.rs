@@ -365,9 +365,9 @@ fn counter(at_least: u64) -> u64 {
 
 /// Appends the release of `claim`, sent `via`: the compare-and-delete of
 /// an exclusive claim, the removal from the reader sets of a shared one.
-/// Writes the release of `claim`; with `leave`, a claim that waited in line
-/// ([`Claim::queue`]) also takes its manager out of the keys' lines (the
-/// lock's own release, not a failed round's cleanup).
+/// With `leave`, a claim that waited in line ([`Claim::queue`]) also takes
+/// its manager out of the keys' lines (a lock's own release; not the
+/// cleanup written behind acquires whose answers never came).
 pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave: bool) {
     let keys = Keys {
         locks: claim.keys(),
