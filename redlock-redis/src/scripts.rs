@@ -11,6 +11,57 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 
+/// Lua that increments the fencing counters `KEYS[first..last]` and raises
+/// every one of them to the largest, `top` (0 when there are none), so
+/// that a later lock on any of the keys gets a larger value; then returns
+/// `top`. Expects the locals `first` and `last`. One text for every
+/// acquire script.
+macro_rules! bump_counters {
+    () => {
+        r"
+local top = 0
+for i = first, last do
+  local v = redis.call('INCR', KEYS[i])
+  if v > top then
+    top = v
+  end
+end
+for i = first, last do
+  if tonumber(redis.call('GET', KEYS[i])) < top then
+    redis.call('SET', KEYS[i], top)
+  end
+end
+return top
+"
+    };
+}
+
+/// Lua that tells the first live manager in the waiting line `mark` that
+/// `key` was released, on that manager's own channel (`ARGV[2]:<id>`,
+/// `redis.pcall`: best effort), and sets the local `told`; a line with
+/// nobody live left in it is deleted. Expects the locals `mark` and `key`.
+/// One text for every release script ([`RELEASE_LUA`] and the shared one).
+macro_rules! tell_first_waiter {
+    () => {
+        r"
+local told = false
+local v = redis.pcall('GET', mark)
+if type(v) == 'string' then
+  for _, id in string.gmatch(v, '(%d+):(%S+)') do
+    if redis.pcall('GET', mark .. ':' .. id) then
+      redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. key)
+      told = true
+      break
+    end
+  end
+  if not told then
+    redis.pcall('DEL', mark)
+  end
+end
+"
+    };
+}
+
 mod shared;
 
 #[cfg(test)]
@@ -24,7 +75,8 @@ pub(crate) use shared::{SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARE
 /// fencing counters. `ARGV`: token, TTL in ms, `n`.
 /// Returns -1 when a lock key exists, else the largest counter after the
 /// increment (0 without fencing).
-const ACQUIRE_LUA: &str = r"
+const ACQUIRE_LUA: &str = concat!(
+    r"
 local n = tonumber(ARGV[3])
 for i = 1, n do
   if redis.call('GET', KEYS[i]) then
@@ -40,20 +92,10 @@ end
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-local top = 0
-for i = n + 1, #KEYS do
-  local c = redis.call('INCR', KEYS[i])
-  if c > top then
-    top = c
-  end
-end
-for i = n + 1, #KEYS do
-  if tonumber(redis.call('GET', KEYS[i])) < top then
-    redis.call('SET', KEYS[i], top)
-  end
-end
-return top
-";
+local first, last = n + 1, #KEYS
+",
+    bump_counters!()
+);
 
 /// Acquires all lock keys or none for a caller that waits in line, keeping
 /// the waiting marks (see `redlock_core::backend::Queued`).
@@ -79,7 +121,8 @@ return top
 /// (0 without fencing), keeping its place in the keys' lines: when the
 /// round failed on other nodes, the lines still agree across nodes for
 /// the next one. The lock's release leaves them ([`RELEASE_LUA`]).
-const QUEUED_ACQUIRE_LUA: &str = r"
+const QUEUED_ACQUIRE_LUA: &str = concat!(
+    r"
 local n = tonumber(ARGV[3])
 local c = 0
 if ARGV[4] == '1' then
@@ -161,20 +204,10 @@ end
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-local top = 0
-for i = n + 1, n + c do
-  local v = redis.call('INCR', KEYS[i])
-  if v > top then
-    top = v
-  end
-end
-for i = n + 1, n + c do
-  if tonumber(redis.call('GET', KEYS[i])) < top then
-    redis.call('SET', KEYS[i], top)
-  end
-end
-return top
-";
+local first, last = n + 1, n + c
+",
+    bump_counters!()
+);
 
 /// Deletes every lock key that holds our token and, for each deleted key
 /// that managers wait for, publishes the first live one's id and the key
@@ -197,7 +230,8 @@ return top
 /// A release of one key, the common case, takes a path of its own that
 /// builds no table and runs no loop over the keys: the same replies for
 /// less server time per release (measured in docs/benchmarks.md).
-const RELEASE_LUA: &str = r"
+const RELEASE_LUA: &str = concat!(
+    r"
 local n = #KEYS / 2
 if ARGV[3] then
   for i = n + 1, #KEYS do
@@ -209,15 +243,12 @@ if n == 1 then
     return 0
   end
   redis.call('DEL', KEYS[1])
-  local v = redis.pcall('GET', KEYS[2])
-  if type(v) == 'string' then
-    for _, id in string.gmatch(v, '(%d+):(%S+)') do
-      if redis.pcall('GET', KEYS[2] .. ':' .. id) then
-        redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[1])
-        return 3
-      end
-    end
-    redis.pcall('DEL', KEYS[2])
+  local mark, key = KEYS[2], KEYS[1]
+",
+    tell_first_waiter!(),
+    r"
+  if told then
+    return 3
   end
   return 1
 end
@@ -233,25 +264,17 @@ for i = 1, n do
 end
 for _, i in ipairs(mine) do
   redis.call('DEL', KEYS[i])
-  local mark = KEYS[n + i]
-  local v = redis.pcall('GET', mark)
-  if type(v) == 'string' then
-    local live = false
-    for _, id in string.gmatch(v, '(%d+):(%S+)') do
-      if redis.pcall('GET', mark .. ':' .. id) then
-        redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[i])
-        waited = 2
-        live = true
-        break
-      end
-    end
-    if not live then
-      redis.pcall('DEL', mark)
-    end
+  local mark, key = KEYS[n + i], KEYS[i]
+",
+    tell_first_waiter!(),
+    r"
+  if told then
+    waited = 2
   end
 end
 return held + waited
-";
+"
+);
 
 /// Resets the TTL of every lock key, only if all hold our token.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.

@@ -6,6 +6,48 @@ use std::sync::LazyLock;
 
 use super::LuaScript;
 
+/// Lua that reads the server's clock into `now` (ms) and sets `held` when
+/// every lock key `KEYS[1..n]` holds the readers' marker and has the token
+/// `ARGV[1]` among its live readers (`KEYS[n+1..2n]`). Expects the local
+/// `n`. One text for the scripts that act only on a held shared claim.
+macro_rules! shared_held {
+    () => {
+        r"
+local marker = 'redlock:readers'
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local held = true
+for i = 1, n do
+  local v = redis.call('GET', KEYS[i])
+  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
+  if v ~= marker or not s or tonumber(s) <= now then
+    held = false
+  end
+end
+"
+    };
+}
+
+/// Lua, in a loop over the keys `i`: drops the expired readers of key
+/// `i`'s reader set `readers` and adds the token `ARGV[1]` until `until_ms`;
+/// `left` is then how long the latest reader lives. Expects the locals
+/// `n`, `i`, `now` and `until_ms`. One text for acquiring and extending a
+/// read.
+macro_rules! add_reader {
+    () => {
+        r"
+  local readers = KEYS[n + i]
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
+  redis.call('ZADD', readers, until_ms, ARGV[1])
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  local left = string.format('%d', tonumber(last[2]) - now)
+"
+    };
+}
+
 /// The value a lock key `R` holds while it has readers (shared claims, see
 /// [`SHARED_ACQUIRE_LUA`]): 15 bytes, so never a token (20 bytes), which is
 /// why the exclusive scripts, comparing `R` with their token, never take it
@@ -38,7 +80,8 @@ pub(crate) const READERS_MARKER: &str = "redlock:readers";
 /// both keys' expiry to the latest reader's, and with fencing increments
 /// the counters as [`ACQUIRE_LUA`](super::ACQUIRE_LUA) does; returns the
 /// largest counter (0 without fencing). It never writes a mark.
-const SHARED_ACQUIRE_LUA: &str = r"
+const SHARED_ACQUIRE_LUA: &str = concat!(
+    r"
 local n = tonumber(ARGV[3])
 local c = 0
 if ARGV[4] == '1' then
@@ -82,28 +125,16 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local until_ms = string.format('%d', now + tonumber(ARGV[2]))
 for i = 1, n do
-  local readers = KEYS[n + i]
-  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
-  redis.call('ZADD', readers, until_ms, ARGV[1])
-  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-  local left = string.format('%d', tonumber(last[2]) - now)
+",
+    add_reader!(),
+    r"
   redis.call('SET', KEYS[i], marker, 'PX', left)
   redis.call('PEXPIRE', readers, left)
 end
-local top = 0
-for i = 2 * n + 1, 2 * n + c do
-  local v = redis.call('INCR', KEYS[i])
-  if v > top then
-    top = v
-  end
-end
-for i = 2 * n + 1, 2 * n + c do
-  if tonumber(redis.call('GET', KEYS[i])) < top then
-    redis.call('SET', KEYS[i], top)
-  end
-end
-return top
-";
+local first, last = 2 * n + 1, 2 * n + c
+",
+    bump_counters!()
+);
 
 /// Extends a shared claim: only if every lock key holds the readers'
 /// marker and has the token among its live readers, sets the token's
@@ -111,37 +142,26 @@ return top
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
-const SHARED_EXTEND_LUA: &str = r"
+const SHARED_EXTEND_LUA: &str = concat!(
+    r"
 local n = #KEYS / 2
-local marker = 'redlock:readers'
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = true
-for i = 1, n do
-  local v = redis.call('GET', KEYS[i])
-  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
-  if v ~= marker or not s or tonumber(s) <= now then
-    held = false
-  end
-end
+",
+    shared_held!(),
+    r"
 if not held then
   return 0
 end
 local until_ms = string.format('%d', now + tonumber(ARGV[2]))
 for i = 1, n do
-  local readers = KEYS[n + i]
-  redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
-  redis.call('ZADD', readers, until_ms, ARGV[1])
-  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
-  local left = string.format('%d', tonumber(last[2]) - now)
+",
+    add_reader!(),
+    r"
   redis.call('PEXPIRE', KEYS[i], left)
   redis.call('PEXPIRE', readers, left)
 end
 return 1
-";
+"
+);
 
 /// Releases a shared claim: removes the token from every key's readers
 /// (after dropping the expired ones). A key left without readers loses its
@@ -155,55 +175,42 @@ return 1
 /// Returns as [`RELEASE_LUA`](super::RELEASE_LUA): 1 when every key had
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
-const SHARED_RELEASE_LUA: &str = r"
+const SHARED_RELEASE_LUA: &str = concat!(
+    r"
 local n = #KEYS / 3
-local marker = 'redlock:readers'
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = 1
-local values = {}
-for i = 1, n do
-  values[i] = redis.call('GET', KEYS[i])
-  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
-  if values[i] ~= marker or not s or tonumber(s) <= now then
-    held = 0
-  end
-end
+",
+    shared_held!(),
+    r"
 local waited = 0
 for i = 1, n do
+  local value = redis.call('GET', KEYS[i])
   local readers = KEYS[n + i]
   redis.call('ZREMRANGEBYSCORE', readers, '-inf', string.format('%d', now))
   redis.call('ZREM', readers, ARGV[1])
   local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
   if #last == 0 then
     redis.call('DEL', readers)
-    if values[i] == marker then
+    if value == marker then
       redis.call('DEL', KEYS[i])
-      local mark = KEYS[2 * n + i]
-      local v = redis.pcall('GET', mark)
-      if type(v) == 'string' then
-        for _, id in string.gmatch(v, '(%d+):(%S+)') do
-          if redis.pcall('GET', mark .. ':' .. id) then
-            redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. KEYS[i])
-            waited = 2
-            break
-          end
-        end
+      local mark, key = KEYS[2 * n + i], KEYS[i]
+",
+    tell_first_waiter!(),
+    r"
+      if told then
+        waited = 2
       end
     end
   else
     local left = string.format('%d', tonumber(last[2]) - now)
-    if values[i] == marker or not values[i] then
+    if value == marker or not value then
       redis.call('SET', KEYS[i], marker, 'PX', left)
     end
     redis.call('PEXPIRE', readers, left)
   end
 end
-return held + waited
-";
+return (held and 1 or 0) + waited
+"
+);
 
 /// Raises each fencing counter to at least a value as
 /// [`RAISE_FENCE_LUA`](super::RAISE_FENCE_LUA) does, only if every lock
@@ -212,22 +219,12 @@ return held + waited
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
 /// `KEYS[2n+1..3n]`: their counters. `ARGV`: token, the value as a
 /// canonical decimal. Returns 1 if the keys were held, else 0.
-const SHARED_RAISE_FENCE_LUA: &str = r"
+const SHARED_RAISE_FENCE_LUA: &str = concat!(
+    r"
 local n = #KEYS / 3
-local marker = 'redlock:readers'
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local held = true
-for i = 1, n do
-  local v = redis.call('GET', KEYS[i])
-  local s = redis.call('ZSCORE', KEYS[n + i], ARGV[1])
-  if v ~= marker or not s or tonumber(s) <= now then
-    held = false
-  end
-end
+",
+    shared_held!(),
+    r"
 local current = {}
 for i = 2 * n + 1, #KEYS do
   local v = redis.call('GET', KEYS[i]) or '0'
@@ -247,7 +244,8 @@ for i = 2 * n + 1, #KEYS do
   end
 end
 return 1
-";
+"
+);
 
 pub(crate) static SHARED_ACQUIRE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::new(SHARED_ACQUIRE_LUA));
