@@ -61,6 +61,14 @@ pub enum ConfigError {
     },
     /// An empty resource name.
     EmptyKey,
+    /// A resource name with the character
+    /// [`keys::SEPARATOR`](crate::keys::SEPARATOR) (U+001F) in it, which
+    /// only the keys a backend keeps beside a lock have: refused so that
+    /// no name reaches another resource's keys (see [`crate::keys`]).
+    ReservedChar {
+        /// The name given.
+        name: String,
+    },
     /// An empty list of resources.
     NoKeys,
     /// Fencing is on, but this node's backend does not declare it
@@ -145,6 +153,11 @@ impl fmt::Display for ConfigError {
                 "the per-node timeout {timeout:?} exceeds the largest supported {max:?}"
             ),
             ConfigError::EmptyKey => f.write_str("a resource name must not be empty"),
+            ConfigError::ReservedChar { name } => write!(
+                f,
+                "the resource name {name:?} contains U+001F, the character reserved \
+                 for the keys kept beside a lock"
+            ),
             ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
             ConfigError::NoFencing { node } => write!(
                 f,
@@ -161,7 +174,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::SemaphoreName { name, permits } => write!(
                 f,
-                "`{name}` is a semaphore of {permits} permits on this manager: \
+                "{name:?} is a semaphore of {permits} permits on this manager: \
                  use it only as that semaphore"
             ),
             ConfigError::NoSharedClaims { node } => write!(
@@ -171,7 +184,7 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::RwLockName { name } => write!(
                 f,
-                "`{name}` is a read-write lock on this manager: \
+                "{name:?} is a read-write lock on this manager: \
                  use it only as that read-write lock"
             ),
         }

@@ -17,6 +17,21 @@
 use std::cmp::Ordering;
 use std::fmt;
 
+/// The largest fencing token: 2^53 - 1, the largest integer the servers'
+/// Lua numbers (doubles) keep exactly. A node refuses, with a typed error
+/// and before it writes anything, a fenced acquire whose counter is
+/// `FENCE_LIMIT - 1` or more (its increment and the quorum's raise, `+ 1`,
+/// could pass the limit), and a raise above it. No counter gets there by
+/// use (a million fenced acquisitions a second take 285 years to), only
+/// by another writer.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::decide::FENCE_LIMIT, 9_007_199_254_740_991);
+/// ```
+pub const FENCE_LIMIT: u64 = (1 << 53) - 1;
+
 /// What a decided, fenced acquire round needs next.
 ///
 /// # Examples

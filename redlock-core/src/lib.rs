@@ -77,6 +77,7 @@ mod events;
 mod fence;
 mod guard;
 mod keeper;
+pub mod keys;
 mod line;
 mod mailbox;
 mod manager;
@@ -142,7 +143,7 @@ pub(crate) use token::{Token, TOKEN_LEN};
 /// );
 /// ```
 pub mod decide {
-    pub use crate::fence::{fence_step, FenceStep};
+    pub use crate::fence::{fence_step, FenceStep, FENCE_LIMIT};
     pub use crate::quorum::{drift, quorum, validity, DRIFT_FLOOR};
     pub use crate::round::{judge, Verdict};
     pub use crate::tally::{Decision, Tally, Vote};

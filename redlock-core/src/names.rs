@@ -8,14 +8,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::{MAX_PERMITS, PERMIT_INFIX};
+use crate::engine::MAX_PERMITS;
 use crate::{ConfigError, Resources};
-
-/// The name a permit key belongs to, if `key` has such a key's form.
-fn owner_of(key: &str) -> Option<&str> {
-    let (name, slot) = key.rsplit_once(PERMIT_INFIX)?;
-    (!slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())).then_some(name)
-}
 
 /// What a name is used as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,9 +107,7 @@ impl Names {
     }
 
     fn define_as(&self, name: &str, kind: Kind, count: u32) -> Result<Arc<Writers>, ConfigError> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyKey);
-        }
+        crate::keys::check_name(name)?;
         if count > MAX_PERMITS {
             return Err(ConfigError::TooManyPermits {
                 permits: count,
@@ -142,18 +134,17 @@ impl Names {
     }
 
     /// An error if a key of `resources` is a semaphore's or read-write
-    /// lock's name or one of a semaphore's permit keys: those are locked
-    /// only through them.
+    /// lock's name: those are locked only through them.
     pub(crate) fn check_lock(&self, resources: &Resources) -> Result<(), ConfigError> {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
         let defined = self.defined.lock();
         for key in resources.keys() {
-            for name in [Some(key.as_str()), owner_of(key)].into_iter().flatten() {
-                if let Some(entry) = defined.get(name) {
-                    return Err(entry.kind.error(name));
-                }
+            // A semaphore's permit keys cannot be named at all
+            // ([`ConfigError::ReservedChar`]).
+            if let Some(entry) = defined.get(key.as_str()) {
+                return Err(entry.kind.error(key));
             }
         }
         Ok(())
@@ -164,15 +155,6 @@ impl Names {
 mod tests {
     use super::*;
     use crate::engine::permit_key;
-
-    #[test]
-    fn a_permit_key_names_its_semaphore() {
-        assert_eq!(owner_of(&permit_key("jobs", 3)), Some("jobs"));
-        assert_eq!(owner_of("a:permit:b:permit:12"), Some("a:permit:b"));
-        assert_eq!(owner_of("jobs:permit:"), None);
-        assert_eq!(owner_of("jobs:permit:x"), None);
-        assert_eq!(owner_of("jobs"), None);
-    }
 
     #[test]
     fn a_name_is_one_semaphore_and_no_mutex() {
@@ -187,7 +169,11 @@ mod tests {
         });
         assert_eq!(names.define("jobs", 4), taken);
         assert_eq!(names.check_lock(&one("jobs")), taken);
-        assert_eq!(names.check_lock(&one("jobs:permit:2")), taken);
+        assert_eq!(names.check_lock(&one("jobs:permit:2")), Ok(()));
+        assert!(matches!(
+            Resources::one(permit_key("jobs", 2)),
+            Err(ConfigError::ReservedChar { .. })
+        ));
         assert_eq!(names.check_lock(&one("jobs:other")), Ok(()));
         assert!(names.define_rwlock("doc").is_ok());
         assert!(names.define_rwlock("doc").is_ok());

@@ -28,7 +28,9 @@ impl Resources {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::EmptyKey`] for an empty name.
+    /// [`ConfigError::EmptyKey`] for an empty name,
+    /// [`ConfigError::ReservedChar`] for a name with U+001F in it (see
+    /// [`keys`](crate::keys)).
     ///
     /// # Examples
     ///
@@ -46,7 +48,8 @@ impl Resources {
     /// # Errors
     ///
     /// [`ConfigError::NoKeys`] for an empty list, [`ConfigError::EmptyKey`]
-    /// when any name is empty.
+    /// when any name is empty, [`ConfigError::ReservedChar`] when any has
+    /// U+001F in it (see [`keys`](crate::keys)).
     ///
     /// # Examples
     ///
@@ -60,16 +63,27 @@ impl Resources {
         I: IntoIterator,
         I::Item: Into<String>,
     {
-        let mut keys: Vec<String> = keys.into_iter().map(Into::into).collect();
+        let keys: Vec<String> = keys.into_iter().map(Into::into).collect();
         if keys.is_empty() {
             return Err(ConfigError::NoKeys);
         }
-        if keys.iter().any(String::is_empty) {
-            return Err(ConfigError::EmptyKey);
+        for key in &keys {
+            crate::keys::check_name(key)?;
         }
+        Ok(Self::sorted(keys))
+    }
+
+    /// Keys made by the library itself (a semaphore's permits), which
+    /// may have [`SEPARATOR`](crate::keys::SEPARATOR) in them: sorted and
+    /// without duplicates, not checked. `keys` is not empty.
+    pub(crate) fn internal(keys: Vec<String>) -> Self {
+        Self::sorted(keys)
+    }
+
+    fn sorted(mut keys: Vec<String>) -> Self {
         keys.sort_unstable();
         keys.dedup();
-        Ok(Resources(keys.into()))
+        Resources(keys.into())
     }
 
     /// The names, sorted and without duplicates.

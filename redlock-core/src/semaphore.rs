@@ -1,7 +1,8 @@
 //! A counting semaphore over the same nodes: at most `permits` holders at
 //! once, each permit a Redlock lock of its own.
 //!
-//! Permit `i` of semaphore `name` is the lock on key `name:permit:i`. A
+//! Permit `i` of semaphore `name` is the lock on key `name`, U+001F,
+//! `permit:i` (no resource name can be it: see [`crate::keys`]). A
 //! caller holds a permit when it won that key's quorum round, so the
 //! mutex's safety argument applies to each permit unchanged and at most
 //! `permits` callers hold one at a time. (Sets of holders kept per node and
@@ -67,7 +68,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// across every process whose managers use the same nodes. Made by
 /// [`Redlock::semaphore`]; cheap to clone.
 ///
-/// Each permit is a lock of its own (key `name:permit:i`), taken with the
+/// Each permit is a lock of its own (key `name`, U+001F, `permit:i`: see
+/// [`keys`](crate::keys)), taken with the
 /// mutex's rounds, validity and release rules. A round tries one permit,
 /// the first one at random; a permit refused because it is held moves the
 /// call on to the next one at once, and a call pauses (with the manager's
@@ -402,7 +404,7 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
 /// let mut permit = locks.semaphore("s", 4)?.try_acquire(Duration::from_secs(5))?;
 /// assert!(permit.is_valid());
 /// permit.extend(Duration::from_secs(10))?;
-/// assert_eq!(permit.resources().keys(), [format!("s:permit:{}", permit.slot())]);
+/// assert_eq!(permit.resources().keys(), [format!("s\u{1f}permit:{}", permit.slot())]);
 /// permit.release()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

@@ -11,6 +11,7 @@ use redlock_core::backend::{
     AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Request, Response, Started,
     Token, TOKEN_LEN,
 };
+use redlock_core::decide::FENCE_LIMIT;
 use redlock_core::{Clock, NodeId, Ttl};
 
 use crate::marks::Marks;
@@ -39,12 +40,25 @@ pub enum MockError {
         /// The node.
         node: NodeId,
     },
+    /// A fenced acquire found a fencing counter that cannot rise, at or
+    /// above [`FENCE_LIMIT`](redlock_core::decide::FENCE_LIMIT) `- 1` (put
+    /// there by [`MockNode::set_fence`]), or a raise asked for more than
+    /// the limit: refused before anything was written, as a Redis node
+    /// refuses it (`FENCEMAX`).
+    FenceExhausted {
+        /// The node.
+        node: NodeId,
+    },
 }
 
 impl fmt::Display for MockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MockError::Down { node } => write!(f, "mock node {node} is down"),
+            MockError::FenceExhausted { node } => write!(
+                f,
+                "mock node {node}: a fencing counter is at its largest value and cannot rise"
+            ),
         }
     }
 }
@@ -398,6 +412,21 @@ impl MockNode {
         self.state().fences.get(key).copied().unwrap_or(0)
     }
 
+    /// Sets the fencing counter of `key`, as another writer of the node
+    /// could: for tests of a counter that cannot rise (see
+    /// [`MockError::FenceExhausted`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.set_fence("k", 7);
+    /// assert_eq!(node.fence("k"), 7);
+    /// ```
+    pub fn set_fence(&self, key: &str, value: u64) {
+        self.state().fences.insert(key.to_owned(), value);
+    }
+
     /// What the node has executed so far.
     ///
     /// # Examples
@@ -539,7 +568,17 @@ impl LockBackend for MockNode {
     }
 
     fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
+        let id = &self.inner.id;
         self.call(|state, now| {
+            if fence
+                && claim
+                    .keys()
+                    .iter()
+                    .any(|k| state.fences.get(k).is_some_and(|&c| c >= FENCE_LIMIT - 1))
+            {
+                state.stats.errors += 1;
+                return Err(MockError::FenceExhausted { node: id.clone() });
+            }
             state.marks.purge(now);
             let queued = claim.queue();
             let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
@@ -551,7 +590,7 @@ impl LockBackend for MockNode {
                     || claim.keys().iter().any(|k| state.keys.contains_key(k))
                 {
                     state.stats.refused += 1;
-                    return AcquireOutcome::HeldByOther;
+                    return Ok(AcquireOutcome::HeldByOther);
                 }
                 for key in claim.keys() {
                     state
@@ -563,7 +602,7 @@ impl LockBackend for MockNode {
             } else {
                 if state.marks.gives_way(claim.keys(), queued, mark_expiry) {
                     state.stats.refused += 1;
-                    return AcquireOutcome::HeldByOther;
+                    return Ok(AcquireOutcome::HeldByOther);
                 }
                 if claim
                     .keys()
@@ -572,7 +611,7 @@ impl LockBackend for MockNode {
                 {
                     state.marks.refused(claim.keys(), queued, mark_expiry);
                     state.stats.refused += 1;
-                    return AcquireOutcome::HeldByOther;
+                    return Ok(AcquireOutcome::HeldByOther);
                 }
                 for key in claim.keys() {
                     state.keys.insert(
@@ -600,8 +639,9 @@ impl LockBackend for MockNode {
                 }
             }
             state.stats.granted += 1;
-            AcquireOutcome::Granted { fence: top }
+            Ok(AcquireOutcome::Granted { fence: top })
         })
+        .and_then(|outcome| outcome)
     }
 
     fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, MockError> {
@@ -709,6 +749,11 @@ impl LockBackend for MockNode {
     }
 
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
+        if at_least > FENCE_LIMIT {
+            return Err(MockError::FenceExhausted {
+                node: self.inner.id.clone(),
+            });
+        }
         self.call(|state, _| {
             if !holds(state, claim) {
                 return false;

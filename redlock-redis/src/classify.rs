@@ -9,7 +9,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use crate::RedisErrorKind;
 
 /// Error codes that a pre-7.0 server wraps into `ERR Error running script`.
-const SCRIPT_WRAPPED_CODES: [&str; 8] = [
+const SCRIPT_WRAPPED_CODES: [&str; 9] = [
     "NOAUTH",
     "WRONGPASS",
     "NOPERM",
@@ -18,6 +18,7 @@ const SCRIPT_WRAPPED_CODES: [&str; 8] = [
     "WRONGTYPE",
     "MISCONF",
     "LOADING",
+    "FENCEMAX",
 ];
 
 /// Maps a redis-rs error to a kind, from its I/O error kind, its redis-rs
@@ -54,6 +55,7 @@ fn by_code(code: &str, detail: &str) -> RedisErrorKind {
         "READONLY" => RedisErrorKind::ReadOnly,
         "OOM" => RedisErrorKind::OutOfMemory,
         "WRONGTYPE" => RedisErrorKind::WrongType,
+        "FENCEMAX" => RedisErrorKind::FenceExhausted,
         "MISCONF" => RedisErrorKind::Misconf,
         "LOADING" => RedisErrorKind::Loading,
         "ERR" if detail.starts_with("unknown command") => RedisErrorKind::UnknownCommand,

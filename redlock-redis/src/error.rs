@@ -57,6 +57,13 @@ pub enum RedisErrorKind {
     /// A lock key (or its fencing counter) holds a value of another type,
     /// e.g. a list (`WRONGTYPE`): the key name collides with other data.
     WrongType,
+    /// A fencing counter is at or above
+    /// [`FENCE_LIMIT`](redlock_core::decide::FENCE_LIMIT) and cannot rise
+    /// (`FENCEMAX`, a reply of the backend's scripts): the node refused
+    /// the fenced acquire and wrote nothing. Only another writer puts a
+    /// counter there; delete the counter key (`R` + [`crate::FENCE_SUFFIX`])
+    /// once no holder's token is in use.
+    FenceExhausted,
     /// The node refuses writes because it cannot persist (`MISCONF`).
     Misconf,
     /// The node is loading its dataset after a restart (`LOADING`).
@@ -97,6 +104,7 @@ impl RedisErrorKind {
                 | RedisErrorKind::NoPermission
                 | RedisErrorKind::ReadOnly
                 | RedisErrorKind::WrongType
+                | RedisErrorKind::FenceExhausted
                 | RedisErrorKind::UnknownCommand
                 | RedisErrorKind::Tls
         )
@@ -114,6 +122,9 @@ impl RedisErrorKind {
             RedisErrorKind::ReadOnly => "the node is a read-only replica (READONLY)",
             RedisErrorKind::OutOfMemory => "out of memory (OOM)",
             RedisErrorKind::WrongType => "a lock key holds a value of another type (WRONGTYPE)",
+            RedisErrorKind::FenceExhausted => {
+                "a fencing counter is at its largest value and cannot rise (FENCEMAX)"
+            }
             RedisErrorKind::Misconf => "the node refuses writes: it cannot persist (MISCONF)",
             RedisErrorKind::Loading => "the node is loading its dataset (LOADING)",
             RedisErrorKind::UnknownCommand => {

@@ -111,10 +111,10 @@
 //! # Keys and commands
 //!
 //! A lock on resource `R` is the string key `R` holding the lock's random
-//! token; fencing counters live in `R:fence` (see [`FENCE_SUFFIX`]) and the
-//! waiting marks of callers that wait in line in `R:waiting` (see
+//! token; fencing counters live in `R␟fence` (see [`FENCE_SUFFIX`]) and the
+//! waiting marks of callers that wait in line in `R␟waiting` (see
 //! [`WAIT_SUFFIX`]). The readers of a read-write lock `R` are the sorted
-//! set `R:readers` (see [`READERS_SUFFIX`]), and while any reader lives `R`
+//! set `R␟readers` (see [`READERS_SUFFIX`]), and while any reader lives `R`
 //! holds the marker `redlock:readers` instead of a token, so that writers
 //! see it held. The commands and Lua scripts are described on
 //! [`RedisBackend`].
@@ -172,10 +172,11 @@ pub use redis_backend::{RedisBackend, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX}
 // types are the aliases below, over `RedisBackend`); backend authors find
 // the trait in `backend`, the pure decisions in `decide`.
 pub use redlock_core::{
-    backend, decide, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError, DynBackend,
-    DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts, FailureKind,
-    FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents, NodeId, NodeStats,
-    Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl, MAX_NODE_TIMEOUT, MAX_PERMITS,
+    backend, decide, keys, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError,
+    DynBackend, DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts,
+    FailureKind, FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents,
+    NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,
+    MAX_NODE_TIMEOUT, MAX_PERMITS,
 };
 
 /// The lock manager over Redis masters.

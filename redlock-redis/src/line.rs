@@ -610,8 +610,8 @@ mod tests {
             shown[1..],
             [
                 "SET k T NX PX 5000 GET",
-                "EVAL BODY 2 k k:waiting T redlock:released",
-                "EVALSHA BODY 2 other other:waiting T redlock:released",
+                "EVAL BODY 2 k k\u{1f}waiting T redlock:released",
+                "EVALSHA BODY 2 other other\u{1f}waiting T redlock:released",
             ]
         );
     }
@@ -653,9 +653,9 @@ mod tests {
             [
                 "SET k T NX PX 5000 GET",
                 // By EVAL: the release behind the unanswered acquire.
-                "EVAL BODY 2 k k:waiting T redlock:released",
-                "EVALSHA BODY 2 k k:waiting T redlock:released",
-                "EVALSHA BODY 2 k k:waiting T redlock:released",
+                "EVAL BODY 2 k k\u{1f}waiting T redlock:released",
+                "EVALSHA BODY 2 k k\u{1f}waiting T redlock:released",
+                "EVALSHA BODY 2 k k\u{1f}waiting T redlock:released",
             ]
         );
     }

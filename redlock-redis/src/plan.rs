@@ -625,7 +625,7 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(RAISE_FENCE.hash())
             .arg(4)
-            .arg(&["a", "b", "a:fence", "b:fence"])
+            .arg(&["a", "b", "a\u{1f}fence", "b\u{1f}fence"])
             .arg(&[7_u8; 20][..])
             .arg(i64::MAX)
             .get_packed_command();
@@ -673,8 +673,13 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(SHARED_ACQUIRE.hash())
             .arg(8)
-            .arg(&["a", "b", "a:readers", "b:readers"])
-            .arg(&["a:fence", "b:fence", "a:waiting", "b:waiting"])
+            .arg(&["a", "b", "a\u{1f}readers", "b\u{1f}readers"])
+            .arg(&[
+                "a\u{1f}fence",
+                "b\u{1f}fence",
+                "a\u{1f}waiting",
+                "b\u{1f}waiting",
+            ])
             .arg(token)
             .arg(1500)
             .arg(2)
@@ -690,7 +695,7 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(SHARED_ACQUIRE.hash())
             .arg(3)
-            .arg(&["k", "k:readers", "k:waiting"])
+            .arg(&["k", "k\u{1f}readers", "k\u{1f}waiting"])
             .arg(token)
             .arg(1500)
             .arg(1)
@@ -703,7 +708,7 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(SHARED_EXTEND.hash())
             .arg(4)
-            .arg(&["a", "b", "a:readers", "b:readers"])
+            .arg(&["a", "b", "a\u{1f}readers", "b\u{1f}readers"])
             .arg(token)
             .arg(1500)
             .get_packed_command();
@@ -712,7 +717,14 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(SHARED_RELEASE.hash())
             .arg(6)
-            .arg(&["a", "b", "a:readers", "b:readers", "a:waiting", "b:waiting"])
+            .arg(&[
+                "a",
+                "b",
+                "a\u{1f}readers",
+                "b\u{1f}readers",
+                "a\u{1f}waiting",
+                "b\u{1f}waiting",
+            ])
             .arg(token)
             .arg(RELEASE_CHANNEL)
             .get_packed_command();
@@ -721,7 +733,14 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(SHARED_RAISE_FENCE.hash())
             .arg(6)
-            .arg(&["a", "b", "a:readers", "b:readers", "a:fence", "b:fence"])
+            .arg(&[
+                "a",
+                "b",
+                "a\u{1f}readers",
+                "b\u{1f}readers",
+                "a\u{1f}fence",
+                "b\u{1f}fence",
+            ])
             .arg(token)
             .arg(i64::MAX)
             .get_packed_command();
@@ -849,7 +868,7 @@ pub(crate) mod tests {
         let expected = redis::cmd("EVALSHA")
             .arg(QUEUED_ACQUIRE.hash())
             .arg(3)
-            .arg(&["k", "k:fence", "k:waiting"])
+            .arg(&["k", "k\u{1f}fence", "k\u{1f}waiting"])
             .arg(&[7_u8; 20][..])
             .arg(1500)
             .arg(1)

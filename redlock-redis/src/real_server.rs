@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Queued, Request, Response, Token};
 use redlock_core::{Resources, Ttl};
 
-use crate::{RedisBackend, FENCE_SUFFIX, WAIT_SUFFIX};
+use crate::{RedisBackend, RedisErrorKind, FENCE_SUFFIX, WAIT_SUFFIX};
 
 mod shared;
 
@@ -391,4 +391,44 @@ fn closed_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// Review issue, bug 1: a script deletes or rewrites a helper key only
+/// when its value has the helper's own shape, so that a key another
+/// client wrote there is never lost to a lock's release.
+#[test]
+fn scripts_leave_helper_keys_of_another_shape_alone() {
+    let server = Server::start();
+    let node = backend(&server);
+    let junk = "written by another client";
+    // A release tells no one and deletes no mark that is not a line.
+    server.command(&["SET", &mark("a"), junk]);
+    let holder = claim(&["a"], None);
+    assert_eq!(node.acquire(&holder, ttl(5), false).expect("up"), GRANTED);
+    assert!(node.release(&holder).expect("up"));
+    assert_eq!(server.get(&mark("a")).as_deref(), Some(junk));
+    // A queued acquire refuses such a mark before writing anything.
+    let waiter = claim(&["a"], Some((7, true)));
+    let err = node.acquire(&waiter, ttl(5), false).expect_err("junk mark");
+    assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
+    assert_eq!(server.get("a"), None);
+    assert_eq!(server.get(&mark("a")).as_deref(), Some(junk));
+    // ... and a place in line that is not one.
+    server.command(&["DEL", &mark("a")]);
+    let place = format!("{}:7", mark("a"));
+    server.command(&["SET", &place, junk]);
+    let err = node
+        .acquire(&waiter, ttl(5), false)
+        .expect_err("junk place");
+    assert_eq!(err.kind(), RedisErrorKind::WrongType, "{err}");
+    assert_eq!(server.get("a"), None);
+    assert_eq!(server.get(&mark("a")), None);
+    assert_eq!(server.get(&place).as_deref(), Some(junk));
+    // The lock's release, leaving the line, leaves such a place alone too.
+    server.command(&["DEL", &place]);
+    assert_eq!(node.acquire(&waiter, ttl(5), false).expect("up"), GRANTED);
+    server.command(&["SET", &place, junk]);
+    assert!(node.release(&waiter).expect("up"));
+    assert_eq!(server.get("a"), None);
+    assert_eq!(server.get(&place).as_deref(), Some(junk));
 }

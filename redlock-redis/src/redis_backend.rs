@@ -19,25 +19,16 @@ use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 
-/// The suffix of a resource's fencing counter key: the counter of `invoice:42`
-/// is `invoice:42:fence`.
-pub const FENCE_SUFFIX: &str = ":fence";
-
-/// The suffix of a resource's waiting mark key: the mark of `invoice:42` is
-/// `invoice:42:waiting` (see [`RedisBackend`], "Commands and keys").
-pub const WAIT_SUFFIX: &str = ":waiting";
-
-/// The suffix of a read-write lock's reader set: the readers of `doc:7` are
-/// the sorted set `doc:7:readers`, one member per reader (its token),
-/// scored by its expiry in ms on the server's clock (see [`RedisBackend`],
-/// "Commands and keys").
+/// The suffixes of a resource's helper keys, and the one character no
+/// resource name may have, from [`redlock_core::keys`]: the counter of
+/// `invoice:42` is `invoice:42` + [`FENCE_SUFFIX`], U+001F then `fence`.
 ///
 /// # Examples
 ///
 /// ```
-/// assert_eq!(format!("doc:7{}", redlock_redis::READERS_SUFFIX), "doc:7:readers");
+/// assert_eq!(format!("doc:7{}", redlock_redis::READERS_SUFFIX), "doc:7\u{1f}readers");
 /// ```
-pub const READERS_SUFFIX: &str = ":readers";
+pub use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -58,11 +49,11 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   that request and from then on.
 /// - Acquire several resources, or with fencing: one Lua script that sets
 ///   every key or none; with fencing it also `INCR`s each resource's
-///   counter `R:fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
+///   counter `R␟fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
 ///   never deleted) and returns the largest.
 /// - Acquire for a caller that waits in line (a claim with
 ///   [`Claim::queue`]): one Lua script that also keeps the resources'
-///   *waiting marks* `R:waiting` (see [`WAIT_SUFFIX`]), each holding one
+///   *waiting marks* `R␟waiting` (see [`WAIT_SUFFIX`]), each holding one
 ///   manager's id for [`Queued::mark_ttl`](redlock_core::backend::Queued::mark_ttl).
 ///   When the claim [yields](redlock_core::backend::Queued::yields) and any mark
 ///   holds another manager's id, it refuses and changes nothing; else, when
@@ -76,11 +67,11 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   compare-and-`PEXPIRE`, all keys or none; raising fencing counters: a Lua
 ///   script that acts only while every key holds the token.
 /// - Shared claims (the readers of a [`RwLock`](crate::RwLock), see
-///   [`Claim::shared`]): the readers of `R` are the sorted set `R:readers`
+///   [`Claim::shared`]): the readers of `R` are the sorted set `R␟readers`
 ///   (see [`READERS_SUFFIX`]), each member a reader's token scored by its
 ///   expiry in ms on the server's clock (`TIME`). While any reader lives,
 ///   `R` itself holds the 15-byte marker `redlock:readers` (never a
-///   token), and `R` and `R:readers` expire with the latest reader. So
+///   token), and `R` and `R␟readers` expire with the latest reader. So
 ///   every exclusive command above refuses or ignores `R` while it has
 ///   readers, unchanged: `SET NX` and the acquire scripts see it held, and
 ///   release, extend and fencing raises never find their token in it. Four
@@ -88,11 +79,11 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   nothing) to a waiting mark that names another manager still waiting,
 ///   refuses while `R` holds anything but the marker (a writer), else
 ///   drops the expired readers, adds its token for the TTL, sets the
-///   marker and both expiries, and with fencing bumps `R:fence` as the
+///   marker and both expiries, and with fencing bumps `R␟fence` as the
 ///   exclusive acquire does; it never leaves a mark. Extend and fencing
 ///   raises act only when every `R` holds the marker and has the token
 ///   among its live readers. Release removes the token; a key left
-///   without readers loses `R:readers` and the marker, and its first
+///   without readers loses `R␟readers` and the marker, and its first
 ///   waiting manager is told as for an exclusive release. Nothing but the
 ///   counter stays once the last reader left.
 ///
@@ -103,8 +94,8 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// `NOSCRIPT` (a `SCRIPT FLUSH` mid-run) the same call resends the script
 /// with `EVAL` (for a batch, see [`LockBackend::run_batch`] on what that
 /// does to the order). Do not name resources so that one is another's
-/// counter, mark or reader set (`R` and `R:fence`, `R:waiting` or
-/// `R:readers`). An ACL user for the lock needs `SET`, `GET`, `DEL`,
+/// counter, mark or reader set (`R` and `R␟fence`, `R␟waiting` or
+/// `R␟readers`). An ACL user for the lock needs `SET`, `GET`, `DEL`,
 /// `PEXPIRE`, `INCR`, `TYPE`, `EVAL` and `EVALSHA` on those keys (and
 /// `SCRIPT`, optionally), for read-write locks also `TIME`, `ZADD`,
 /// `ZREM`, `ZREMRANGEBYSCORE`, `ZRANGE`, `ZSCORE` and `ZCARD`; for
@@ -248,7 +239,7 @@ impl RedisBackend {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlock_redis::RedisBackend::fence_key("invoice:42"), "invoice:42:fence");
+    /// assert_eq!(redlock_redis::RedisBackend::fence_key("invoice:42"), "invoice:42\u{1f}fence");
     /// ```
     #[must_use]
     pub fn fence_key(resource: &str) -> String {

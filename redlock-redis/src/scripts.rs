@@ -36,17 +36,63 @@ return top
     };
 }
 
+/// Lua that refuses, with an error reply and before any write, a fencing
+/// counter `KEYS[first..last]` that is not a counter (`WRONGTYPE`) or
+/// that cannot rise by an increment and the quorum's raise any more
+/// (`FENCEMAX`: at or above [`FENCE_LIMIT`](redlock_core::decide::FENCE_LIMIT)
+/// `- 1`, written out here in decimal and checked by a test). Counters
+/// stay below 2^53, so Lua's doubles hold them exactly. Expects the
+/// locals `first` and `last`. One text for every acquire script.
+macro_rules! check_counters {
+    () => {
+        r"
+for i = first, last do
+  local v = redis.call('GET', KEYS[i])
+  if v then
+    if not string.match(v, '^%d+$') then
+      return redis.error_reply('WRONGTYPE a fencing counter holds something else')
+    end
+    v = string.gsub(v, '^0+(%d)', '%1')
+    if #v > 16 or (#v == 16 and v >= '9007199254740990') then
+      return redis.error_reply('FENCEMAX a fencing counter is at its largest value')
+    end
+  end
+end
+"
+    };
+}
+
+/// Lua that defines `is_line(v)`: whether `v` has a waiting mark's shape
+/// (`ticket:id` words separated by spaces), so that a script deletes or
+/// rewrites a mark only when it is one. One text for every script that
+/// reads marks.
+macro_rules! is_line {
+    () => {
+        r"
+local function is_line(v)
+  if type(v) ~= 'string' or v == '' then
+    return false
+  end
+  local rest = string.gsub(v, '%d+:%S+', '')
+  return string.match(rest, '^ *$') ~= nil
+end
+"
+    };
+}
+
 /// Lua that tells the first live manager in the waiting line `mark` that
 /// `key` was released, on that manager's own channel (`ARGV[2]:<id>`,
 /// `redis.pcall`: best effort), and sets the local `told`; a line with
-/// nobody live left in it is deleted. Expects the locals `mark` and `key`.
-/// One text for every release script ([`RELEASE_LUA`] and the shared one).
+/// nobody live left in it is deleted; a value of another shape is left
+/// alone. Expects the locals `mark` and `key` and the function `is_line`
+/// ([`is_line!`]). One text for every release script ([`RELEASE_LUA`] and
+/// the shared one).
 macro_rules! tell_first_waiter {
     () => {
         r"
 local told = false
 local v = redis.pcall('GET', mark)
-if type(v) == 'string' then
+if is_line(v) then
   for _, id in string.gmatch(v, '(%d+):(%S+)') do
     if redis.pcall('GET', mark .. ':' .. id) then
       redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. key)
@@ -83,16 +129,13 @@ for i = 1, n do
     return -1
   end
 end
-for i = n + 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  if v and not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
-  end
-end
+local first, last = n + 1, #KEYS
+",
+    check_counters!(),
+    r"
 for i = 1, n do
   redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
 end
-local first, last = n + 1, #KEYS
 ",
     bump_counters!()
 );
@@ -122,6 +165,7 @@ local first, last = n + 1, #KEYS
 /// round failed on other nodes, the lines still agree across nodes for
 /// the next one. The lock's release leaves them ([`RELEASE_LUA`]).
 const QUEUED_ACQUIRE_LUA: &str = concat!(
+    is_line!(),
     r"
 local n = tonumber(ARGV[3])
 local c = 0
@@ -137,6 +181,13 @@ for i = 1, n do
   local mark = KEYS[n + c + i]
   local line = {}
   local v = redis.call('GET', mark)
+  if v and not is_line(v) then
+    return redis.error_reply('WRONGTYPE a waiting line holds something else')
+  end
+  local place = redis.call('GET', mark .. ':' .. me)
+  if place and place ~= '1' then
+    return redis.error_reply('WRONGTYPE a place in a waiting line holds something else')
+  end
   if v then
     for t, id in string.gmatch(v, '(%d+):(%S+)') do
       if redis.call('GET', mark .. ':' .. id) then
@@ -155,11 +206,11 @@ for i = 1, n do
     held = true
   end
 end
-for i = n + 1, n + c do
-  local v = redis.call('GET', KEYS[i])
-  if v and not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
-  end
+do
+  local first, last = n + 1, n + c
+",
+    check_counters!(),
+    r"
 end
 local function save(i)
   local mark = KEYS[n + c + i]
@@ -231,11 +282,15 @@ local first, last = n + 1, n + c
 /// builds no table and runs no loop over the keys: the same replies for
 /// less server time per release (measured in docs/benchmarks.md).
 const RELEASE_LUA: &str = concat!(
+    is_line!(),
     r"
 local n = #KEYS / 2
 if ARGV[3] then
   for i = n + 1, #KEYS do
-    redis.pcall('DEL', KEYS[i] .. ':' .. ARGV[3])
+    local place = KEYS[i] .. ':' .. ARGV[3]
+    if redis.pcall('GET', place) == '1' then
+      redis.pcall('DEL', place)
+    end
   end
 end
 if n == 1 then
@@ -305,11 +360,14 @@ local current = {}
 for i = n + 1, #KEYS do
   local v = redis.call('GET', KEYS[i]) or '0'
   if not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
+    return redis.error_reply('WRONGTYPE a fencing counter holds something else')
   end
   current[i] = (string.gsub(v, '^0+(%d)', '%1'))
 end
 local want = ARGV[2]
+if #want > 16 or (#want == 16 and want > '9007199254740991') then
+  return redis.error_reply('FENCEMAX a fencing counter cannot hold that value')
+end
 for i = n + 1, #KEYS do
   local cur = current[i]
   if #cur < #want or (#cur == #want and cur < want) then
@@ -566,6 +624,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_scripts_spell_the_fence_limit_as_the_core_defines_it() {
+        let limit = redlock_core::decide::FENCE_LIMIT;
+        let refused = format!("v >= '{}'", limit - 1);
+        let most = format!("want > '{limit}'");
+        let digits = format!("#v == {}", limit.to_string().len());
+        for script in [&ACQUIRE, &QUEUED_ACQUIRE, &SHARED_ACQUIRE] {
+            assert!(script.code.contains(&refused), "{}", script.code);
+            assert!(script.code.contains(&digits), "{}", script.code);
+        }
+        for script in [&RAISE_FENCE, &SHARED_RAISE_FENCE] {
+            assert!(script.code.contains(&most), "{}", script.code);
+        }
+        // Below 2^53: Lua's doubles hold every counter exactly.
+        assert!(limit < 1 << 53);
+    }
+
     fn written(script: &LuaScript, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) -> Vec<u8> {
         let mut packed = Vec::new();
         script.write(&mut packed, via, keys, args);
@@ -596,7 +671,7 @@ mod tests {
         let expected = redis::cmd("EVAL")
             .arg(ACQUIRE.code)
             .arg(4)
-            .arg(&["a", "bé", "a:fence", "bé:fence"])
+            .arg(&["a", "bé", "a\u{1f}fence", "bé\u{1f}fence"])
             .arg(&b"tok"[..])
             .arg(10_000)
             .arg(2)
@@ -612,11 +687,11 @@ mod tests {
             .command(4)
             .bulk(b"SET")
             .bulk(b"")
-            .bulk_joined(b"k", b":fence")
+            .bulk_joined(b"k", b"\x1ffence")
             .int(1234567890);
         let expected = redis::cmd("SET")
             .arg("")
-            .arg("k:fence")
+            .arg("k\u{1f}fence")
             .arg(1_234_567_890)
             .get_packed_command();
         assert_eq!(packed, expected);

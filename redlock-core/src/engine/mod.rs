@@ -84,7 +84,6 @@ pub use round::RoundId;
 pub use single::{Decided, Single, Until};
 #[cfg(test)]
 pub(crate) use slots::permit_key;
-pub(crate) use slots::PERMIT_INFIX;
 pub use slots::{Slots, MAX_PERMITS};
 
 use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};

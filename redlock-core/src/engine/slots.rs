@@ -12,15 +12,15 @@ use crate::{ConfigError, Queued, Resources, Ttl};
 /// taken makes one round per permit (see [`Semaphore`](crate::Semaphore)).
 pub const MAX_PERMITS: u32 = 64;
 
-/// What separates a semaphore's name from a permit's number in its key.
-pub(crate) const PERMIT_INFIX: &str = ":permit:";
+pub(crate) use crate::keys::PERMIT_INFIX;
 
 /// The key of permit `slot` of semaphore `name`.
 pub(crate) fn permit_key(name: &str, slot: u32) -> String {
     format!("{name}{PERMIT_INFIX}{slot}")
 }
 
-/// The permits of a semaphore (permit `i` is the key `name:permit:i`),
+/// The permits of a semaphore (permit `i` is the key `name`, U+001F,
+/// `permit:i`: see [`keys`](crate::keys)),
 /// each a lock of its own, and how a caller takes one of them
 /// ([`Slots::acquire_one`]).
 ///
@@ -33,8 +33,8 @@ pub(crate) fn permit_key(name: &str, slot: u32) -> String {
 /// use redlock_core::engine::Slots;
 /// let permits = Slots::permits("jobs", 3)?;
 /// assert_eq!(permits.count(), 3);
-/// assert_eq!(permits.slots()[2].keys(), ["jobs:permit:2"]);
-/// assert_eq!(permits.all().keys(), ["jobs:permit:0", "jobs:permit:1", "jobs:permit:2"]);
+/// assert_eq!(permits.slots()[2].keys(), ["jobs\u{1f}permit:2"]);
+/// assert_eq!(permits.all().keys(), ["jobs\u{1f}permit:0", "jobs\u{1f}permit:1", "jobs\u{1f}permit:2"]);
 /// assert_eq!(permits.slot_of(&permits.slots()[1]), Some(1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -58,7 +58,7 @@ impl Slots {
     ///
     /// ```
     /// use redlock_core::{engine::Slots, ConfigError};
-    /// assert_eq!(Slots::permits("s", 2)?.slots()[0].keys(), ["s:permit:0"]);
+    /// assert_eq!(Slots::permits("s", 2)?.slots()[0].keys(), ["s\u{1f}permit:0"]);
     /// assert_eq!(Slots::permits("s", 0), Err(ConfigError::NoPermits));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -76,13 +76,16 @@ impl Slots {
     }
 
     fn of(name: &str, count: u32, key: fn(&str, u32) -> String) -> Result<Slots, ConfigError> {
-        if name.is_empty() {
-            return Err(ConfigError::EmptyKey);
-        }
-        let slots = (0..count)
-            .map(|slot| Resources::one(key(name, slot)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let all = Resources::new(slots.iter().flat_map(|slot| slot.keys().iter().cloned()))?;
+        crate::keys::check_name(name)?;
+        let slots: Vec<Resources> = (0..count)
+            .map(|slot| Resources::internal(vec![key(name, slot)]))
+            .collect();
+        let all = Resources::internal(
+            slots
+                .iter()
+                .flat_map(|slot| slot.keys().iter().cloned())
+                .collect(),
+        );
         Ok(Slots {
             slots: slots.into(),
             all,
@@ -187,9 +190,13 @@ mod tests {
     #[test]
     fn keys_and_limits() {
         let permits = Slots::permits("a:b", 2).unwrap_or_else(|_| unreachable!());
-        assert_eq!(permits.slots()[1].keys(), ["a:b:permit:1"]);
+        assert_eq!(permits.slots()[1].keys(), ["a:b\u{1f}permit:1"]);
         assert_eq!(permits.slot_of(&permits.all), None);
         assert_eq!(Slots::permits("", 1), Err(ConfigError::EmptyKey));
+        assert!(matches!(
+            Slots::permits("a\u{1f}permit:0", 1),
+            Err(ConfigError::ReservedChar { .. })
+        ));
         assert_eq!(
             Slots::permits("r", MAX_PERMITS + 1),
             Err(ConfigError::TooManyPermits {

@@ -61,7 +61,7 @@ pub(crate) const READERS_MARKER: &str = "redlock:readers";
 /// keys or none.
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets
-/// (`R:readers`); `KEYS[2n+1..2n+c]`: their fencing counters (`c` is `n`
+/// (`R␟readers`); `KEYS[2n+1..2n+c]`: their fencing counters (`c` is `n`
 /// with fencing, else 0); `KEYS[2n+c+1..2n+c+n]`: their waiting marks.
 /// `ARGV`: token, TTL in ms, `n`, fencing (`1` or `0`), the manager's id
 /// (empty for none), whether to give way to other managers' marks (`1` or
@@ -100,12 +100,10 @@ for i = 1, n do
   end
   redis.call('ZCARD', KEYS[n + i])
 end
-for i = 2 * n + 1, 2 * n + c do
-  local v = redis.call('GET', KEYS[i])
-  if v and not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
-  end
-end
+local first, last = 2 * n + 1, 2 * n + c
+",
+    check_counters!(),
+    r"
 local gives_way = false
 for i = 1, n do
   local mark = KEYS[2 * n + c + i]
@@ -176,6 +174,7 @@ return 1
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
 const SHARED_RELEASE_LUA: &str = concat!(
+    is_line!(),
     r"
 local n = #KEYS / 3
 ",
@@ -229,7 +228,7 @@ local current = {}
 for i = 2 * n + 1, #KEYS do
   local v = redis.call('GET', KEYS[i]) or '0'
   if not string.match(v, '^%d+$') then
-    return redis.error_reply('WRONGTYPE fencing counter ' .. KEYS[i] .. ' is not a counter')
+    return redis.error_reply('WRONGTYPE a fencing counter holds something else')
   end
   current[i] = (string.gsub(v, '^0+(%d)', '%1'))
 end
@@ -237,6 +236,9 @@ if not held then
   return 0
 end
 local want = ARGV[2]
+if #want > 16 or (#want == 16 and want > '9007199254740991') then
+  return redis.error_reply('FENCEMAX a fencing counter cannot hold that value')
+end
 for i = 2 * n + 1, #KEYS do
   local cur = current[i]
   if #cur < #want or (#cur == #want and cur < want) then

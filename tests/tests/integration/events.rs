@@ -465,7 +465,7 @@ fn reads_and_permits_are_reported_under_their_keys() {
         "{seen:?}"
     );
     assert!(matches!(on_doc[2], (_, CallOutcome::Ok, 1)), "{seen:?}");
-    let won = format!("jobs:permit:{}", permit.slot());
+    let won = format!("jobs{}{}", redlock_core::keys::PERMIT_INFIX, permit.slot());
     assert!(
         seen.iter().any(
             |(keys, outcome, _)| keys.as_slice() == std::slice::from_ref(&won)

@@ -323,7 +323,10 @@ fn thirty_two_threads_on_one_hot_key_for_ten_seconds_never_overlap() {
             .arg("locks:*")
             .query(&mut admin)
             .expect("KEYS");
-        for k in keys.iter().filter(|k| !k.ends_with(":fence")) {
+        for k in keys
+            .iter()
+            .filter(|k| !k.ends_with(redlock_redis::FENCE_SUFFIX))
+        {
             let ttl: i64 = redis::cmd("PTTL").arg(k).query(&mut admin).expect("PTTL");
             assert!(ttl > 0, "key {k} on {} has no TTL ({ttl})", server.port());
         }

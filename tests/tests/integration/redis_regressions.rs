@@ -158,3 +158,82 @@ fn bug_an_uncontended_lock_ran_a_script_instead_of_one_set() {
         );
     }
 }
+
+/// Review issue, bug 4: a fencing counter at its largest value made the
+/// acquire scripts set the lock keys and then fail in `INCR` (keys left
+/// behind, an untyped error); above 2^53 Lua's doubles rounded counters
+/// (a granted counter came back as `i64::MIN`); and the raise could write
+/// a value `INCR` cannot go past. Now both refuse before writing, with
+/// [`RedisErrorKind::FenceExhausted`](redlock_redis::RedisErrorKind).
+#[test]
+fn bug_a_counter_at_its_largest_value_left_lock_keys_behind() {
+    use redlock_redis::backend::{Claim, LockBackend, Token};
+    use redlock_redis::{RedisErrorKind, Resources, Ttl, FENCE_SUFFIX};
+
+    use crate::redis_common::{backend, claim};
+
+    let server = redlock_tests::harness::RedisServer::start().expect("redis-server");
+    let node = backend(&server, &server.url(), crate::redis_common::NODE_TIMEOUT);
+    let mut admin = server.client().expect("client");
+    let limit = redlock_redis::decide::FENCE_LIMIT;
+    let ttl = Ttl::new(Duration::from_secs(30)).expect("ttl");
+    for (value, refused) in [
+        (limit - 2, false),
+        (limit - 1, true),
+        (i64::MAX as u64, true),
+    ] {
+        let name = key(&format!("fence-limit-{value}"));
+        let counter = format!("{name}{FENCE_SUFFIX}");
+        redis::cmd("SET")
+            .arg(&counter)
+            .arg(value)
+            .exec(&mut admin)
+            .expect("SET");
+        let result = node.acquire(&claim(&name), ttl, true);
+        if refused {
+            let err = result.expect_err("a counter that cannot rise");
+            assert_eq!(err.kind(), RedisErrorKind::FenceExhausted, "{err}");
+            assert!(!exists(&server, &name), "the lock key was left behind");
+            let kept: u64 = redis::cmd("GET")
+                .arg(&counter)
+                .query(&mut admin)
+                .expect("GET");
+            assert_eq!(kept, value, "the counter changed");
+        } else {
+            let granted = result.expect("the last value that can rise");
+            assert!(
+                matches!(granted, redlock_redis::backend::AcquireOutcome::Granted { fence: Some(v) } if v == limit - 1),
+                "{granted:?}"
+            );
+        }
+    }
+    // Multi-key, the counter of the second key at the limit: nothing set.
+    let (a, b) = (key("fence-limit-a"), key("fence-limit-b"));
+    redis::cmd("SET")
+        .arg(format!("{b}{FENCE_SUFFIX}"))
+        .arg(limit - 1)
+        .exec(&mut admin)
+        .expect("SET");
+    let both = Claim::new(
+        Resources::new([a.as_str(), b.as_str()]).expect("keys"),
+        Token::random().expect("entropy"),
+    );
+    let err = node.acquire(&both, ttl, true).expect_err("refused");
+    assert_eq!(err.kind(), RedisErrorKind::FenceExhausted, "{err}");
+    assert!(!exists(&server, &a) && !exists(&server, &b));
+    assert!(!exists(&server, &format!("{a}{FENCE_SUFFIX}")));
+    // The raise refuses a value past i64::MAX instead of writing it.
+    let name = key("fence-limit-raise");
+    let held = claim(&name);
+    node.acquire(&held, ttl, true).expect("granted");
+    let err = node
+        .raise_fence(&held, limit + 1)
+        .expect_err("a value past the limit");
+    assert_eq!(err.kind(), RedisErrorKind::FenceExhausted, "{err}");
+    let kept: u64 = redis::cmd("GET")
+        .arg(format!("{name}{FENCE_SUFFIX}"))
+        .query(&mut admin)
+        .expect("GET");
+    assert_eq!(kept, 1);
+    assert!(node.raise_fence(&held, limit).expect("in range"));
+}

@@ -49,7 +49,10 @@ fn readers_and_writers_of_eight_threads_never_meet() {
     // Nothing is left behind: every read and write, and every refused
     // round, was released on every master (the fencing counter aside).
     for server in cluster.iter() {
-        for k in [name.clone(), format!("{name}:readers")] {
+        for k in [
+            name.clone(),
+            format!("{name}{}", redlock_redis::READERS_SUFFIX),
+        ] {
             wait_until(Duration::from_secs(10), &k, || !exists(server, &k))
                 .unwrap_or_else(|e| panic!("left on a master: {e}"));
         }

@@ -80,7 +80,7 @@ fn sixteen_contenders_on_three_permits_never_exceed_three_while_two_masters_are_
     // a quorum's answer; the third live master may answer just after).
     for i in [1, 2, 4] {
         for slot in 0..3 {
-            let permit_key = format!("{name}:permit:{slot}");
+            let permit_key = format!("{name}{}{slot}", redlock_core::keys::PERMIT_INFIX);
             wait_until(Duration::from_secs(10), &permit_key, || {
                 !exists(cluster.node(i), &permit_key)
             })

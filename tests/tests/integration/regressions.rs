@@ -374,3 +374,51 @@ fn bug_a_split_round_lost_its_place_in_line_on_the_nodes_that_granted_it(
     waiting.join().map_err(|_| "the waiter panicked")???;
     Ok(())
 }
+
+/// Review issue, bug 4, on in-memory nodes as on Redis
+/// (`redis_regressions::bug_a_counter_at_its_largest_value_left_lock_keys_behind`):
+/// a counter that cannot rise refuses the fenced acquire with a typed
+/// error and leaves nothing behind, on a quorum the manager's call fails.
+#[test]
+fn a_fencing_counter_that_cannot_rise_is_a_typed_error_and_leaves_no_key() {
+    use redlock_core::decide::FENCE_LIMIT;
+    use redlock_core::NodeFailure;
+    use redlock_mock::MockError;
+
+    let cluster = MockCluster::new(3);
+    let locks = Redlock::builder(cluster.backends())
+        .fencing(true)
+        .build()
+        .expect("manager");
+    for i in 0..2 {
+        cluster.node(i).set_fence("k", FENCE_LIMIT - 1);
+    }
+    let err = locks
+        .try_lock("k", Duration::from_secs(10))
+        .expect_err("no quorum can grant");
+    let LockError::NoQuorum(report) = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(report.failures().len(), 2, "{report:?}");
+    for failure in report.failures() {
+        assert!(
+            matches!(
+                failure.failure(),
+                NodeFailure::Backend(MockError::FenceExhausted { .. })
+            ),
+            "{failure:?}"
+        );
+    }
+    assert!(locks.flush(Duration::from_secs(5)));
+    for i in 0..3 {
+        assert_eq!(cluster.node(i).live_keys(), 0, "node {i}");
+    }
+    assert_eq!(cluster.node(0).fence("k"), FENCE_LIMIT - 1);
+    // One below: the last grant, then the token is the limit at most.
+    cluster.node(0).set_fence("j", FENCE_LIMIT - 2);
+    let lock = locks
+        .try_lock("j", Duration::from_secs(10))
+        .expect("granted");
+    assert_eq!(lock.fencing_token().map(|t| t.value()), Some(FENCE_LIMIT));
+    drop(lock);
+}

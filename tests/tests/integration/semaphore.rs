@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use redlock_core::keys::PERMIT_INFIX;
 use redlock_core::{Cancel, ConfigError, LockError, Redlock, MAX_PERMITS};
 use redlock_mock::{MockCluster, MockNode};
 
@@ -58,7 +59,7 @@ fn k_managers_get_the_k_permits_and_the_next_is_refused_until_one_is_released() 
     assert_eq!(permit.slot(), freed);
     assert_eq!(
         permit.resources().keys(),
-        [format!("jobs:permit:{freed}")],
+        [format!("jobs{PERMIT_INFIX}{freed}")],
         "a permit is the lock on its permit key"
     );
 }
@@ -252,20 +253,23 @@ fn bad_input_gets_a_typed_error() {
         permits: MAX_PERMITS,
     };
     assert_eq!(locks.semaphore("s", 2).err(), Some(mixed.clone()));
-    for key in ["s", "s:permit:7"] {
-        let err = locks.try_lock(key, TTL).expect_err("a semaphore's key");
-        assert!(
-            matches!(&err, LockError::Config(e) if *e == mixed),
-            "{key}: {err}"
-        );
-        let err = locks
-            .lock_timeout(key, TTL, Duration::from_millis(10))
-            .expect_err("a semaphore's key");
-        assert!(
-            matches!(&err, LockError::Config(e) if *e == mixed),
-            "{key}: {err}"
-        );
-    }
+    let err = locks.try_lock("s", TTL).expect_err("a semaphore's name");
+    assert!(matches!(&err, LockError::Config(e) if *e == mixed), "{err}");
+    let err = locks
+        .lock_timeout("s", TTL, Duration::from_millis(10))
+        .expect_err("a semaphore's name");
+    assert!(matches!(&err, LockError::Config(e) if *e == mixed), "{err}");
+    // A permit's key cannot be named at all; a name that merely looks
+    // like one is a resource of its own.
+    let permit_key = format!("s{PERMIT_INFIX}7");
+    let err = locks
+        .try_lock(permit_key.as_str(), TTL)
+        .expect_err("a permit's key");
+    assert!(
+        matches!(&err, LockError::Config(ConfigError::ReservedChar { .. })),
+        "{err}"
+    );
+    drop(locks.try_lock("s:permit:7", TTL).expect("another resource"));
     // A TTL the manager refuses is refused for a permit too.
     let s = locks.semaphore("t", 2).expect("semaphore");
     let err = s.try_acquire(Duration::ZERO).expect_err("bad TTL");
