@@ -1,4 +1,5 @@
-//! Validated settings: the TTL newtype, the retry delay and the manager's builder.
+//! Validated settings: the TTL newtype, the retry delay and the manager's
+//! settings as its builder validated them.
 
 use std::fmt;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
-//! The blocking manager: fans each round out to every node's worker at once
-//! and decides it with the sans-IO [`Tally`] and [`judge`].
+//! The blocking manager, [`Redlock`]: its calls run the engine's sans-IO
+//! machines ([`crate::engine`]) through the shell (`shared.rs`), which
+//! sends each round to every node at once.
 
 use std::fmt;
 use std::sync::atomic::AtomicUsize;

@@ -208,7 +208,7 @@ impl<B: LockBackend> Lock<B> {
     ///
     /// # Errors
     ///
-    /// [`LockError::Config`] when the keeper thread cannot be started.
+    /// [`LockError::Spawn`] when the keeper thread cannot be started.
     ///
     /// # Examples
     ///

@@ -27,8 +27,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`Redlock::connect`] does not wait for the masters: a master that is down
-//! at start is a failed node in each round until it comes back.
+//! [`Redlock::connect`] asks every master at once for `INFO` (to find two
+//! addresses of one server, which would count twice towards a quorum),
+//! each within the node timeout, and does not wait longer for any: a
+//! master that is down at start is a failed node in each round until it
+//! comes back.
 //!
 //! # Settings
 //!
@@ -178,6 +181,11 @@ pub use redlock_core::{
     NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,
     MAX_NODE_TIMEOUT, MAX_PERMITS,
 };
+
+/// The core's event hook that logs through `tracing` (feature `tracing`).
+#[cfg(feature = "tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tracing")))]
+pub use redlock_core::TracingEvents;
 
 /// The lock manager over Redis masters.
 ///

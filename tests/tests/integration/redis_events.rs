@@ -72,3 +72,20 @@ fn background_connect_failures_reach_the_hook_without_the_password() {
     assert!(!last.contains("not-the-password"), "{last}");
     assert!(!last.is_empty(), "{stats:?}");
 }
+
+/// The README's "on Redis, one dependency" reaches the `tracing` hook:
+/// `redlock-redis` with its feature `tracing` re-exports `TracingEvents`,
+/// and a manager over real masters runs with it.
+#[test]
+fn tracing_events_come_with_the_redis_crate() {
+    let servers = cluster(3);
+    let locks = Redlock::builder(crate::redis_common::backends(&servers, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .events(Arc::new(redlock_redis::TracingEvents))
+        .build()
+        .expect("manager");
+    let lock = locks
+        .try_lock("locks:tracing", Duration::from_secs(10))
+        .expect("free");
+    lock.release().expect("held");
+}
