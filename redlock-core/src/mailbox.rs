@@ -21,7 +21,9 @@ pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
     type Output;
     fn poll(&mut self) -> Option<Self::Output>;
     /// The result of a machine cancelled between rounds (see [`Cancel`]),
-    /// or `None` for machines that run to their end regardless.
+    /// or `None` for machines that run to their end regardless or that
+    /// stopped with transmits still to send (their outcome then comes from
+    /// [`Machine::poll`] once those are sent).
     fn cancelled(&mut self) -> Option<Self::Output> {
         None
     }
@@ -41,7 +43,10 @@ impl<E: Send + Sync> Machine<E> for Acquire<E> {
         Acquire::poll(self)
     }
     fn cancelled(&mut self) -> Option<Self::Output> {
-        Some(Err(crate::LockError::Cancelled))
+        // The transmits that leave the lines go first; the driver then
+        // polls the outcome.
+        self.cancel();
+        None
     }
     fn waits_for(&self) -> Option<&Resources> {
         Acquire::waits_for(self)

@@ -400,6 +400,23 @@ impl MockNode {
             .map_or(0, |holders| holders.values().filter(|e| **e > now).count())
     }
 
+    /// The manager first in `key`'s waiting line (see
+    /// [`Queued`](redlock_core::backend::Queued)), if a live one waits:
+    /// the id its manager's `lock` callers put in their queued acquires.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_mock::MockNode::new("n0").first_waiting("k"), None);
+    /// ```
+    #[must_use]
+    pub fn first_waiting(&self, key: &str) -> Option<u64> {
+        let mut state = self.state();
+        let now = self.now(&state);
+        state.marks.purge(now);
+        state.marks.owner(&key.to_owned())
+    }
+
     /// The fencing counter of `key` (0 if never incremented).
     ///
     /// # Examples

@@ -75,6 +75,9 @@ pub struct Acquire<E> {
     choices: Option<Choices>,
     /// Every round's claim is shared ([`Acquire::read`]).
     shared: bool,
+    /// The last queued claim sent: its manager may wait in the keys' lines
+    /// on the nodes, and leaves them if the call fails.
+    marked: Option<Arc<Claim>>,
 }
 
 /// The alternatives of an [`Acquire::one_of`] and where the sweep over
@@ -153,6 +156,7 @@ impl<E> Acquire<E> {
             records: VecDeque::new(),
             choices: None,
             shared: false,
+            marked: None,
         }
     }
 
@@ -509,6 +513,9 @@ impl<E> Acquire<E> {
         };
         self.pause = self.settings.retry.pick(entropy.jitter());
         self.attempts = self.attempts.saturating_add(1);
+        if claim.queue().is_some() && !claim.is_shared() {
+            self.marked = Some(Arc::clone(&claim));
+        }
         let id = self.round_id();
         let message = Message::Acquire {
             ttl: self.ttl,
@@ -721,7 +728,40 @@ impl<E> Acquire<E> {
 
     fn finish(&mut self, outcome: Result<Acquired, LockError<E>>) {
         self.phase = Phase::Done;
+        if outcome.is_err() {
+            self.leave_lines();
+        }
         self.outcome = Some(outcome);
+    }
+
+    /// Stops the acquisition between rounds (its caller cancelled it):
+    /// [`poll`](Self::poll) then gives [`LockError::Cancelled`], after the
+    /// transmits that take its manager out of the keys' lines.
+    ///
+    /// # Examples
+    ///
+    /// See the [`engine`](crate::engine) module docs.
+    pub fn cancel(&mut self) {
+        self.finish(Err(LockError::Cancelled));
+    }
+
+    /// A caller that gives up leaves the keys' lines on the nodes at once,
+    /// rather than being waited for (and given way to) until its places
+    /// expire: the release of its last queued claim takes its manager's
+    /// places out (its token holds nothing by now; no reply is wanted).
+    fn leave_lines(&mut self) {
+        let Some(claim) = self.marked.take() else {
+            return;
+        };
+        let round = self.round_id();
+        let n = self.settings.nodes.len();
+        self.transmits.push_back(Transmit {
+            round,
+            message: Message::Release(self.ttl),
+            claim,
+            wanted: Some(vec![false; n]),
+            to: None,
+        });
     }
 }
 

@@ -7,6 +7,7 @@ mod events;
 mod harness_selftest;
 mod key_space;
 mod layering;
+mod leaving;
 mod lifetime;
 mod line;
 mod manager;
