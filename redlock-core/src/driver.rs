@@ -346,22 +346,25 @@ impl<B: LockBackend + 'static> Redlock<B> {
         cancel: Option<&Cancel>,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         self.manager.names.check_lock(&resources)?;
-        self.lock_resources(resources, ttl, deadline, cancel)
+        self.lock_resources(resources, ttl, deadline, cancel, false)
     }
 
     /// [`Redlock::lock_deadline`] on resources already checked: the local
-    /// line, then the rounds.
+    /// line, then the rounds. With `mark_first`, the first round already
+    /// leaves the caller's waiting marks (a read-write lock's writer, so
+    /// that no reader gets in while it pauses).
     pub(crate) fn lock_resources(
         &self,
         resources: Resources,
         ttl: Duration,
         deadline: Instant,
         cancel: Option<&Cancel>,
+        mark_first: bool,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         crate::events::call_span!("redlock.lock", resources);
         let ttl = self.manager.shared.config.check_ttl(ttl)?;
         let started = Instant::now();
-        let result = self.lock_in_line(&resources, ttl, deadline, cancel);
+        let result = self.lock_in_line(&resources, ttl, deadline, cancel, mark_first);
         let rounds = match &result {
             Ok((_, rounds)) | Err((_, rounds)) => *rounds,
         };
@@ -381,6 +384,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         ttl: Ttl,
         deadline: Instant,
         cancel: Option<&Cancel>,
+        mark_first: bool,
     ) -> Result<(Lock<B>, u32), (LockError<B::Error>, u32)> {
         let manager = &self.manager;
         let shared = &manager.shared;
@@ -446,7 +450,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
                 );
                 // Other managers waited for it lately: a plain first round
                 // would jump their line.
-                if shared.wakeups.is_contended(resources) {
+                if mark_first || shared.wakeups.is_contended(resources) {
                     acquire.queue_first();
                 } else if shared.wakeups.enabled() {
                     acquire.mark_at_once();

@@ -11,11 +11,12 @@
 //! mutex's argument applies to every pair that must not meet, and readers
 //! never need to count each other (see `docs/safety.md`).
 //!
-//! Waiting writers go first: a writer that was refused leaves its waiting
-//! mark on the key, and readers' rounds are queued acquires that give way
-//! to another manager's mark (readers leave no marks), so readers that
-//! come after a waiting writer wait for it; within one manager, a reader
-//! waits for the writers of the manager that came before it.
+//! Waiting writers go first (see [`RwLock`], "Policy"): a writer's first
+//! refused round leaves its waiting mark on the key, and readers' rounds
+//! are queued acquires that give way to another manager's mark (readers
+//! leave no marks), so readers that come after a waiting writer wait for
+//! it; within one manager, a reader waits for the writers of the manager
+//! that came before it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -266,15 +267,25 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// shared claim ([`Claim::shared`](crate::backend::Claim::shared)). A read
 /// costs one round however many readers there are.
 ///
-/// **Policy: waiting writers go first.** A writer refused by the nodes
-/// leaves its waiting mark on the key; readers' rounds give way to other
-/// managers' marks, so a reader that starts after a writer began to wait
-/// waits for that writer, and a stream of readers cannot starve it. Within
-/// one manager, a reader waits while a writer of the manager that started
-/// before it still waits. Readers that started before the writer go
-/// first. Writers take turns through the manager's local line and the
-/// marks as [`Redlock::lock`] callers do; waiting readers poll with the
-/// random pause.
+/// **Policy: waiting writers go first (writer preference).**
+///
+/// - A writer's rounds leave its waiting mark on the key from the first
+///   refused one on; readers' rounds give way to other managers' marks,
+///   so a reader that starts a round after a writer began to wait waits
+///   for that writer. Within one manager, a reader waits while a writer of
+///   the manager that started before it still waits. So a waiting writer
+///   is passed over only by the readers that already held the key, or
+///   whose round reached the nodes before its mark: it waits at most for
+///   the longest of their holds (a read's TTL, or its keep-alive's bound)
+///   plus one retry pause, and a stream of readers cannot starve it.
+/// - Writers take turns through the manager's local line and the marks'
+///   lines, in ticket order, as [`Redlock::lock`] callers do.
+/// - A waiting reader leaves no mark and holds no place in any line: every
+///   writer that waits, or comes while it waits, goes first, also a writer
+///   that came after it. Waiting readers poll with the random pause (no
+///   release names them). So a reader is passed over for as long as
+///   writers of other managers keep waiting: give reads a deadline
+///   ([`RwLock::read_timeout`]) where writers may come without pause.
 ///
 /// # Examples
 ///
@@ -484,7 +495,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let _waiting = self.writers.wait(self.writers.arrive());
         self.locks
-            .lock_resources(self.resources.clone(), ttl, deadline, None)
+            .lock_resources(self.resources.clone(), ttl, deadline, None, true)
     }
 
     /// Reads (waiting as [`RwLock::read`]) while `f` runs, keeping the

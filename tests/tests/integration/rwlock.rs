@@ -287,6 +287,57 @@ fn a_reader_after_a_waiting_writer_waits(same_manager: bool) {
     });
 }
 
+/// Review issue, section 4: a writer's first round left no waiting mark,
+/// so with wake-ups off (a pause of up to the longest retry delay before
+/// its second round) readers of other managers kept getting in. Now its
+/// first refused round marks: a reader that comes after it waits, however
+/// long the writer's pause.
+#[test]
+fn a_writers_first_refused_round_already_makes_later_readers_wait() {
+    let cluster = MockCluster::new(3);
+    let slow = || {
+        Redlock::builder(cluster.backends())
+            .node_timeout(Duration::from_secs(1))
+            .retry_delay(Duration::from_secs(2), Duration::from_secs(2))
+            .wake_ups(false)
+            .build()
+            .expect("valid config")
+    };
+    let (first, writer_on, reader_on) = (slow(), slow(), slow());
+    let held = first.try_read("pause-doc", TTL).expect("free");
+    let refused_before: Vec<u64> = (0..3).map(|i| cluster.node(i).stats().refused).collect();
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            writer_on
+                .write_timeout("pause-doc", TTL, Duration::from_secs(60))
+                .map(drop)
+        });
+        // The writer's first round was refused on every node; its next
+        // one is 2 s away.
+        for (i, before) in refused_before.iter().enumerate() {
+            let node = cluster.node(i);
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while node.stats().refused < before + 1 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the writer never waited"
+                );
+                std::thread::yield_now();
+            }
+        }
+        let err = reader_on
+            .try_read("pause-doc", TTL)
+            .map(drop)
+            .expect_err("a reader after a waiting writer waits");
+        assert!(matches!(err, LockError::Contended(_)), "{err}");
+        drop(held);
+        writer
+            .join()
+            .expect("no panic")
+            .expect("the writer gets in once the reader left");
+    });
+}
+
 #[test]
 fn a_reader_of_another_manager_waits_for_a_writer_that_waits() {
     a_reader_after_a_waiting_writer_waits(false);
