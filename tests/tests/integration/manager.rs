@@ -149,8 +149,10 @@ fn frozen_node_does_not_delay_try_lock_when_a_quorum_is_healthy() {
     cluster.node(2).thaw();
 }
 
+/// The README's bound: a frozen node costs a round at most the node
+/// timeout, and the failed round's release up to one more.
 #[test]
-fn frozen_quorum_costs_at_most_the_node_timeout() {
+fn frozen_quorum_costs_at_most_two_node_timeouts() {
     let cluster = MockCluster::new(5);
     let node_timeout = Duration::from_millis(100);
     let locks = manager(&cluster, node_timeout);
@@ -160,8 +162,9 @@ fn frozen_quorum_costs_at_most_the_node_timeout() {
     let start = Instant::now();
     let err = locks.try_lock("frozen-three", TTL).expect_err("no quorum");
     let elapsed = start.elapsed();
-    // Ten times the expected figure: fails on a hang, not on noise.
-    assert!(elapsed < node_timeout * 10, "took {elapsed:?}");
+    // Ten times the stated bound (two node timeouts): fails on a hang,
+    // not on noise.
+    assert!(elapsed < node_timeout * 20, "took {elapsed:?}");
     assert!(
         elapsed >= node_timeout,
         "cannot know before the timeout: {elapsed:?}"
