@@ -1,7 +1,7 @@
 //! `redlock run`: acquire, run the command with the lock kept alive,
 //! stop it if the lock is lost, release, exit with its code. With
 //! `--limit K` the lock is one of the K permits of the semaphore KEY, a
-//! lock of its own (`KEY:permit:i`), so all the rest is the same.
+//! lock of its own (`KEY␟permit:i`, ␟ being U+001F), so all the rest is the same.
 
 use std::io;
 use std::process::{Command, ExitStatus};

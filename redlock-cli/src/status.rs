@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use redlock_redis::decide::quorum;
+use redlock_redis::keys::PERMIT_INFIX;
 use redlock_redis::{key_status, keys_status, KeyState};
 
 use crate::cli::StatusArgs;
@@ -14,6 +15,8 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, Exit> {
     if args.key.is_empty() {
         return Err(Exit::usage("the key must not be empty"));
     }
+    // The keys kept beside a lock are no lock's name.
+    redlock_redis::keys::check_name(&args.key).map_err(|e| Exit::usage(e.to_string()))?;
     let urls = crate::servers::urls(&args.servers.servers)?;
     let (answered, n) = match args.limit {
         None => lock_status(args, &urls)?,
@@ -62,13 +65,14 @@ fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exi
     Ok((answered, n))
 }
 
-/// One line per permit (the key `KEY:permit:i` of each, read from every
+/// One line per permit (the key `KEY␟permit:i` of each, ␟ being U+001F,
+/// shown escaped; read from every
 /// server in one pipeline), then the servers that did not answer and a
 /// count; returns (servers that answered, servers).
 fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, usize), Exit> {
     // The permit keys' form is the library's (docs/design.md, `Semaphore`).
     let keys: Vec<String> = (0..k)
-        .map(|slot| format!("{}:permit:{slot}", args.key))
+        .map(|slot| format!("{}{PERMIT_INFIX}{slot}", args.key))
         .collect();
     let states =
         keys_status(urls, &keys, args.servers.timeout).map_err(|e| Exit::usage(e.to_string()))?;
@@ -77,6 +81,8 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
     let answers: Vec<&Vec<KeyState>> = states.iter().filter_map(|(_, s)| s.as_ref().ok()).collect();
     let mut taken = 0;
     for (slot, key) in keys.iter().enumerate() {
+        // Names are data: shown escaped (the separator, control bytes).
+        let key = key.escape_debug();
         let held: Vec<&KeyState> = answers
             .iter()
             .filter_map(|states| states.get(slot))

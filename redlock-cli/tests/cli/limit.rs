@@ -116,7 +116,7 @@ fn a_limit_of_two_runs_two_commands_together_never_three() {
     let out = status(&urls, "2", &name);
     assert_eq!(out.code(), Some(0), "{out:?}");
     for slot in 0..2 {
-        let permit_key = format!("{name}:permit:{slot}");
+        let permit_key = format!("{name}{}{slot}", redlock_redis::keys::PERMIT_INFIX);
         // The holder's token: the one on a majority.
         let tokens: Vec<Vec<u8>> = cluster
             .iter()
@@ -131,7 +131,7 @@ fn a_limit_of_two_runs_two_commands_together_never_three() {
         let line = out
             .stdout
             .lines()
-            .find(|l| l.starts_with(&format!("permit {slot} ({permit_key})")))
+            .find(|l| l.starts_with(&format!("permit {slot} ({})", permit_key.escape_debug())))
             .unwrap_or_else(|| panic!("no line for permit {slot}: {}", out.stdout));
         assert!(line.contains(&format!("held on {on} of 3")), "{line}");
         assert!(line.contains(&full[..6]), "{line}");
@@ -256,6 +256,6 @@ fn freezing_three_of_five_masters_stops_a_permit_holders_child_within_the_validi
 #[test]
 fn sigint_while_waiting_for_a_permit_exits_promptly_and_leaves_no_key() {
     let name = key("limit-int");
-    let permit = format!("{name}:permit:0");
+    let permit = format!("{name}{}0", redlock_redis::keys::PERMIT_INFIX);
     crate::sigint_while_waiting(&["--limit", "1"], &name, holder_script, &permit);
 }
