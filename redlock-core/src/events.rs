@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use crate::{LockError, LostReason, NodeId, Resources};
 
 /// Receives a manager's [`Event`]s. Called on the thread that saw the
-/// event (a caller, a node's worker, the keeper): keep it quick and never
-/// call back into the manager from it.
+/// event (a caller, a node's worker, the keeper), which waits for it: keep
+/// it quick. What it may call is listed on
+/// [`Builder::events`](crate::Builder::events).
 ///
 /// # Examples
 ///

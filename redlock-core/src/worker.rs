@@ -309,7 +309,9 @@ impl<E> Worker<E> {
     /// Queues `jobs` together, in order, so that the worker takes them in
     /// one batch. A full queue turns away every job but releases (a dropped
     /// release would leave a key until its TTL) and flush barriers (which
-    /// run nothing); the error then stands for the jobs turned away.
+    /// run nothing); the error then stands for the jobs turned away, and
+    /// the caller reports it with [`Worker::report_full`] once it holds no
+    /// lock of the manager.
     pub(crate) fn submit_all<const K: usize>(
         &self,
         jobs: [Job<E>; K],
@@ -329,17 +331,24 @@ impl<E> Worker<E> {
             }
         }
         self.queue.queued.store(true, Ordering::Release);
-        if std::mem::take(&mut state.idle) {
-            drop(state);
+        let wake = std::mem::take(&mut state.idle);
+        drop(state);
+        if wake {
             self.queue.ready.notify_one();
         }
         if refused {
             self.counters.count(Some(FailureKind::Overloaded));
-            self.observer.emit(|| Event::QueueFull { node: &self.id });
             Err(NodeFailure::Overloaded)
         } else {
             Ok(())
         }
+    }
+
+    /// Sends [`Event::QueueFull`] for a job [`Worker::submit_all`] turned
+    /// away. Never with a lock of the manager held: the hook may call back
+    /// into it (`stats()` takes each queue's lock, `lock` the lines').
+    pub(crate) fn report_full(&self) {
+        self.observer.emit(|| Event::QueueFull { node: &self.id });
     }
 
     /// Requests queued for the node right now (for stats: takes the

@@ -5,6 +5,7 @@ mod conformance;
 mod direct;
 mod events;
 mod harness_selftest;
+mod hooks;
 mod layering;
 mod lifetime;
 mod line;
