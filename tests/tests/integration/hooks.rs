@@ -103,6 +103,7 @@ fn kind(event: &Event<'_>) -> &'static str {
         Event::HandedOff { .. } => "HandedOff",
         Event::QueueFull { .. } => "QueueFull",
         Event::Connection { .. } => "Connection",
+        Event::ReleasesDropped { .. } => "ReleasesDropped",
         _ => "other",
     }
 }
@@ -275,6 +276,24 @@ fn bug_a_hook_calling_stats_deadlocked_on_a_full_queue() {
     });
     assert!(hook.saw("QueueFull") && hook.saw("HandedOff"));
 
+    // Node 2 fails more releases than its worker keeps (4096): the oldest
+    // are dropped, on the worker thread.
+    let (l, c) = (locks.clone(), Arc::clone(&cluster));
+    step(&hook, "releases dropped", move || {
+        let guards: Vec<_> = (0..4100)
+            .map(|i| l.try_lock(format!("r{i}").as_str(), TTL).expect("free"))
+            .collect();
+        assert!(l.flush(Duration::from_secs(5)));
+        c.node(2).go_down();
+        for guard in guards {
+            guard.release().expect("a quorum released");
+        }
+        assert!(!l.flush(Duration::from_secs(5)), "node 2 is down");
+        c.node(2).come_up();
+        assert!(l.flush(Duration::from_secs(5)));
+    });
+    assert!(hook.saw("ReleasesDropped"));
+
     // A backend reports a connection error outside any request.
     step(&hook, "connection error", move || {
         if let Some(sink) = sinks[0].get() {
@@ -295,6 +314,7 @@ fn bug_a_hook_calling_stats_deadlocked_on_a_full_queue() {
         "HandedOff",
         "QueueFull",
         "Connection",
+        "ReleasesDropped",
     ] {
         assert!(seen.contains_key(kind), "{kind} never sent: {seen:?}");
     }
