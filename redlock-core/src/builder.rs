@@ -401,9 +401,69 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// logs and metrics); none by default. The counters of
     /// [`Redlock::stats`] are kept either way.
     ///
+    /// The hook runs on the thread that saw the event (a caller, a node's
+    /// worker, the keeper) with none of the manager's own locks held, so it
+    /// may call back into the manager: [`Redlock::stats`] and the other
+    /// accessors, and lock calls ([`Redlock::try_lock`], [`Redlock::lock`],
+    /// ...) and their guards, with one exception: it must not
+    /// [`extend`](crate::Lock::extend) the lock whose own extension sent
+    /// the event (its [`Event::Call`](crate::Event::Call) of kind
+    /// [`Extend`](crate::CallKind::Extend), the round's
+    /// [`Event::Round`](crate::Event::Round), or the
+    /// [`Event::Lost`](crate::Event::Lost) it found), which waits for
+    /// itself. The thread that reported waits for the hook: on a node's
+    /// worker thread (most [`Event::NodeFailed`](crate::Event::NodeFailed)
+    /// and [`Event::NodeRecovered`](crate::Event::NodeRecovered)), that
+    /// node sends nothing meanwhile, and a lock call made from there gets
+    /// no answer from it before the node timeout. Hand anything slow to a
+    /// thread of your own. A hook that locks must not start again from
+    /// the events of its own calls (they are sent to it too).
+    ///
     /// # Examples
     ///
-    /// See [`EventHandler`].
+    /// A hook that reads the counters when a queue fills:
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::{Arc, OnceLock};
+    /// use std::time::Duration;
+    /// use redlock_core::{Event, EventHandler, Redlock};
+    /// use redlock_mock::{MockCluster, MockNode};
+    ///
+    /// #[derive(Default)]
+    /// struct Overloads {
+    ///     locks: OnceLock<Redlock<MockNode>>,
+    ///     turned_away: AtomicU64,
+    /// }
+    /// impl EventHandler for Overloads {
+    ///     fn on_event(&self, event: &Event<'_>) {
+    ///         if let (Event::QueueFull { .. }, Some(locks)) = (event, self.locks.get()) {
+    ///             let stats = locks.stats();
+    ///             let total = stats.nodes.iter().map(|n| n.failures.overloaded).sum();
+    ///             self.turned_away.store(total, Ordering::Relaxed);
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let cluster = MockCluster::new(3);
+    /// let hook = Arc::new(Overloads::default());
+    /// let locks = Redlock::builder(cluster.backends())
+    ///     .events(hook.clone())
+    ///     .queue_depth(1)
+    ///     .build()?;
+    /// // A manager its own hook holds is never dropped: for one that
+    /// // lives as long as the program.
+    /// let _ = hook.locks.set(locks.clone());
+    /// cluster.node(2).freeze();
+    /// for key in ["a", "b", "c"] {
+    ///     locks.try_lock(key, Duration::from_secs(5))?.release()?;
+    /// }
+    /// assert!(hook.turned_away.load(Ordering::Relaxed) >= 1);
+    /// cluster.node(2).thaw();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// See also [`EventHandler`].
     pub fn events(mut self, handler: Arc<dyn EventHandler>) -> Self {
         self.events = Some(handler);
         self

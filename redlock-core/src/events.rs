@@ -15,8 +15,9 @@ use parking_lot::Mutex;
 use crate::{LockError, LostReason, NodeId, Resources};
 
 /// Receives a manager's [`Event`]s. Called on the thread that saw the
-/// event (a caller, a node's worker, the keeper): keep it quick and never
-/// call back into the manager from it.
+/// event (a caller, a node's worker, the keeper), which waits for it: keep
+/// it quick. What it may call is listed on
+/// [`Builder::events`](crate::Builder::events).
 ///
 /// # Examples
 ///
@@ -265,6 +266,18 @@ pub enum Event<'a> {
         /// The error (its `Display` never contains secrets).
         error: &'a (dyn std::error::Error + 'static),
     },
+    /// Releases a node failed were dropped instead of being tried again:
+    /// a node's worker keeps at most 4096 failed releases for another try,
+    /// and drops the oldest first. Their keys on that node (if it had set
+    /// them) are freed by their TTL; the other nodes released them as
+    /// usual. Counted in [`NodeStats::releases_dropped`]; sent on the
+    /// node's worker thread.
+    ReleasesDropped {
+        /// The node.
+        node: &'a NodeId,
+        /// How many releases were dropped (since the last such event).
+        count: u64,
+    },
 }
 
 /// What kind of round a [`RoundRecord`] is (also `redlock_core::engine::RoundKind`).
@@ -433,6 +446,10 @@ pub struct NodeStats {
     /// in `failures.timed_out`, which also counts answers that came late
     /// although the request was sent in time.
     pub queued_past_deadline: u64,
+    /// Releases the node failed that were dropped instead of being tried
+    /// again, because 4096 newer ones were already kept for it (see
+    /// [`Event::ReleasesDropped`]): the node frees their keys by TTL.
+    pub releases_dropped: u64,
 }
 
 /// A snapshot of the manager's own counters: calls by outcome.
@@ -505,6 +522,7 @@ pub(crate) struct NodeCounters {
     unanswered: AtomicU64,
     consecutive: AtomicU64,
     queued_past_deadline: AtomicU64,
+    releases_dropped: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
@@ -528,6 +546,11 @@ impl NodeCounters {
     /// Counts a request dropped unsent, still queued past its deadline.
     pub(crate) fn queued_past_deadline(&self) {
         self.queued_past_deadline.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `count` failed releases dropped unsent.
+    pub(crate) fn releases_dropped(&self, count: u64) {
+        self.releases_dropped.fetch_add(count, Ordering::Relaxed);
     }
 
     /// Whether the node's latest request failed.
@@ -554,6 +577,7 @@ impl NodeCounters {
             last_error: self.last_error.lock().clone(),
             queue_depth,
             queued_past_deadline: self.queued_past_deadline.load(Ordering::Relaxed),
+            releases_dropped: self.releases_dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -809,6 +833,12 @@ impl EventHandler for TracingEvents {
             Event::Connection { node, error } => {
                 tracing::warn!(target: "redlock", node = %node, error = %error, "connection error");
             }
+            Event::ReleasesDropped { node, count } => tracing::warn!(
+                target: "redlock",
+                node = %node,
+                count,
+                "failed releases dropped, their keys expire by TTL"
+            ),
         }
     }
 }

@@ -88,7 +88,10 @@ impl KeepAlive {
 
     /// Runs `callback` once, on the keeper thread, when the lock is lost.
     /// Keep it short (it delays other locks' extensions); a panic in it is
-    /// contained.
+    /// contained. It runs with none of the manager's locks held, so it may
+    /// call back into the manager (read
+    /// [`Redlock::stats`](crate::Redlock::stats), take another lock), as
+    /// an event hook may ([`Builder::events`](crate::Builder::events)).
     ///
     /// # Examples
     ///

@@ -16,7 +16,7 @@ use crate::engine::{
 };
 use crate::events::{Event, ManagerCounters};
 use crate::mailbox::{Inbox, Mailbox};
-use crate::shared::{Deadlines, Shared};
+use crate::shared::{Deadlines, FullQueues, Shared};
 use crate::state::LockState;
 use crate::{Cancel, Claim, Resources, Ttl};
 
@@ -170,6 +170,9 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
     /// waiter's acquisition starts with a round queued on every node right
     /// behind the release, in the same batch. With `wait`, returns the
     /// release's decided round.
+    ///
+    /// Nothing that reaches user code (the event hook) runs while the
+    /// lines' lock is held: full queues are reported after it is let go.
     pub(crate) fn release_handing_off(
         &self,
         shared: &Shared<E>,
@@ -202,7 +205,8 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
             Handing::Plain | Handing::Freed => {
                 // Sent (or queued) before the line's lock is let go, so
                 // that whoever joins the line next has its acquire behind
-                // this release; the answers are read after.
+                // this release; the answers are read (and full queues
+                // reported) after.
                 let round = shared.start_round(&sent, my_inbox.as_ref(), 0);
                 drop(lines);
                 let deadline = round.finish();
@@ -220,13 +224,15 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
             now,
             &mut shared.entropy(),
         );
+        let mut full = FullQueues::default();
         let hand = match hand {
             Ok(hand) => hand,
             Err(sent) => {
                 // No token for them: it acquires itself.
                 give_turn(&next);
-                let deadline = shared.send(&sent, my_inbox.as_ref());
+                let deadline = shared.send(&sent, my_inbox.as_ref(), &mut full);
                 drop(lines);
+                full.report(shared);
                 wake_all(expired);
                 return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
             }
@@ -247,13 +253,16 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         let (mut deadline, mut their_round) = (later(now, shared.config.node_timeout), None);
         match batch.as_slice() {
             [first, then] if !matches!(then.message(), Message::Release(_)) => {
-                deadline =
-                    shared.send_pair((first, inbox_of(first).as_ref()), (then, &their_inbox));
+                deadline = shared.send_pair(
+                    (first, inbox_of(first).as_ref()),
+                    (then, &their_inbox),
+                    &mut full,
+                );
                 their_round = Some(then.round());
             }
             batch => {
                 for t in batch {
-                    deadline = shared.send(t, inbox_of(t).as_ref());
+                    deadline = shared.send(t, inbox_of(t).as_ref(), &mut full);
                     if !matches!(t.message(), Message::Release(_)) {
                         their_round = Some(t.round());
                     }
@@ -265,6 +274,7 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         *next.who.baton.lock() = Some(Baton::Round(their_box, their_deadlines));
         drop(lines);
         next.who.thread.unpark();
+        full.report(shared);
         wake_all(expired);
         ManagerCounters::bump(&shared.observer.manager.handed_off);
         shared.observer.emit(|| Event::HandedOff { resources });

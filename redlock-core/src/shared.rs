@@ -16,7 +16,9 @@ use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, Rou
 use crate::mailbox::{Inbox, Machine, Mailbox, Pause};
 use crate::wake::Wakeups;
 use crate::worker::{Job, Worker};
-use crate::{Claim, EntropyError, LockError, LostReason, Queued, Resources, Token, Ttl};
+use crate::{
+    Claim, EntropyError, LockError, LostReason, NodeFailure, Queued, Resources, Token, Ttl,
+};
 
 /// What every caller and guard of one manager uses: the workers and the
 /// settings.
@@ -86,6 +88,29 @@ impl Deadlines {
             .rev()
             .find(|(r, _)| *r == round)
             .map(|(_, at)| *at)
+    }
+}
+
+/// The nodes whose queue turned a request away, for their
+/// [`Event::QueueFull`]: [`FullQueues::report`] sends them once the caller
+/// let go of every lock it held while sending (the lines'), since the hook
+/// may call back into the manager.
+#[derive(Debug, Default)]
+pub(crate) struct FullQueues(Vec<usize>);
+
+impl FullQueues {
+    /// Notes node `node`'s failure to queue a request.
+    fn saw<E>(&mut self, node: usize, failure: &NodeFailure<E>) {
+        if matches!(failure, NodeFailure::Overloaded) {
+            self.0.push(node);
+        }
+    }
+
+    /// Sends the events; call it with no lock of the manager held.
+    pub(crate) fn report<E>(self, shared: &Shared<E>) {
+        for node in self.0 {
+            shared.workers[node].report_full();
+        }
     }
 }
 
@@ -197,8 +222,15 @@ impl<E: Send + Sync + 'static> Shared<E> {
 
     /// Sends `t` to every node at once, the replies to `inbox`; returns the
     /// real-time deadline of its round (one per-node timeout from now).
-    pub(crate) fn send(&self, t: &Transmit, inbox: Option<&Arc<dyn Inbox<E>>>) -> Instant {
-        self.send_within(t, inbox, self.config.node_timeout)
+    /// The nodes whose queue was full are noted in `full`, for the caller
+    /// to report once it holds no lock.
+    pub(crate) fn send(
+        &self,
+        t: &Transmit,
+        inbox: Option<&Arc<dyn Inbox<E>>>,
+        full: &mut FullQueues,
+    ) -> Instant {
+        self.send_within(t, inbox, self.config.node_timeout, full)
     }
 
     fn send_within(
@@ -206,6 +238,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         t: &Transmit,
         inbox: Option<&Arc<dyn Inbox<E>>>,
         wait: Duration,
+        full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
         for (node, worker) in self.workers.iter().enumerate() {
@@ -214,6 +247,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             }
             let job = self.job(t, node, deadline, inbox);
             if let Err(failure) = worker.submit(job) {
+                full.saw(node, &failure);
                 if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
                     let _ = inbox.deliver(t.round(), node, Err(failure));
                 }
@@ -250,9 +284,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
     }
 
     /// The first half of [`Shared::dispatch`]: sends `t` (to the nodes
-    /// themselves or to their workers); [`Sent::finish`] reads the answers.
-    /// In between, a request any other caller sends a node started here
-    /// runs there after `t`.
+    /// themselves or to their workers); [`Sent::finish`] reports the full
+    /// queues and reads the answers. In between, the caller may hold a
+    /// lock, and a request any other caller sends a node started here runs
+    /// there after `t`.
     pub(crate) fn start_round<'a>(
         &'a self,
         t: &'a Transmit,
@@ -262,20 +297,26 @@ impl<E: Send + Sync + 'static> Shared<E> {
     where
         E: std::error::Error + 'static,
     {
-        let queued = |deadline| Sent {
-            shared: self,
-            t,
-            inbox,
-            deadline,
-            sent_at: Instant::now(),
-            started: Vec::new(),
+        let queued = |inbox| {
+            let mut full = FullQueues::default();
+            let deadline = self.send(t, inbox, &mut full);
+            Sent {
+                shared: self,
+                t,
+                inbox,
+                deadline,
+                sent_at: Instant::now(),
+                started: Vec::new(),
+                full,
+            }
         };
         let (Some(inbox), Some(request)) = (inbox, t.message().request(t.claim())) else {
-            return queued(self.send(t, inbox));
+            return queued(inbox);
         };
         if !self.config.own_rounds || self.waiting.load(Ordering::Relaxed) > drivers {
-            return queued(self.send(t, Some(inbox)));
+            return queued(Some(inbox));
         }
+        let mut full = FullQueues::default();
         let sent_at = Instant::now();
         let deadline = later(sent_at, self.config.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
@@ -288,6 +329,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 None => {
                     let job = self.job(t, node, deadline, Some(inbox));
                     if let Err(failure) = worker.submit(job) {
+                        full.saw(node, &failure);
                         if t.wants_reply(node) {
                             let _ = inbox.deliver(t.round(), node, Err(failure));
                         }
@@ -305,16 +347,19 @@ impl<E: Send + Sync + 'static> Shared<E> {
             deadline,
             sent_at,
             started,
+            full,
         }
     }
 
     /// Sends `first` and then `then` to every node in the same batch (for
     /// Redis, the same write): a release with the next caller's acquire
-    /// right behind it. Returns the deadline of `then`'s round.
+    /// right behind it. Returns the deadline of `then`'s round; notes the
+    /// full queues in `full`, as [`Shared::send`] does.
     pub(crate) fn send_pair(
         &self,
         first: (&Transmit, Option<&Arc<dyn Inbox<E>>>),
         then: (&Transmit, &Arc<dyn Inbox<E>>),
+        full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.node_timeout);
         for (node, worker) in self.workers.iter().enumerate() {
@@ -327,6 +372,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 (false, false) => Ok(()),
             };
             if let Err(failure) = queued {
+                full.saw(node, &failure);
                 // Releases are always queued: only the acquire was turned away.
                 if then.0.wants_reply(node) {
                     let _ = then.1.deliver(then.0.round(), node, Err(failure));
@@ -476,7 +522,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
             std::thread::current(),
         ));
         let inbox: Arc<dyn Inbox<E>> = Arc::clone(&mailbox) as Arc<dyn Inbox<E>>;
-        let deadline = self.send_within(&t, Some(&inbox), timeout);
+        // A barrier is never turned away.
+        let mut full = FullQueues::default();
+        let deadline = self.send_within(&t, Some(&inbox), timeout, &mut full);
+        full.report(self);
         let decided = self.drive(&mailbox, Deadlines::of(t.round(), deadline));
         decided.granted() == n
     }
@@ -499,11 +548,15 @@ pub(crate) struct Sent<'a, E> {
     deadline: Instant,
     sent_at: Instant,
     started: Vec<(usize, Box<dyn Started<E> + 'a>)>,
+    /// Reported first thing in [`Sent::finish`].
+    full: FullQueues,
 }
 
 impl<E: std::error::Error + 'static> Sent<'_, E> {
-    /// Reads the answers of the nodes the caller sent to itself, in node
-    /// order, into the inbox; returns the round's deadline.
+    /// Reports the nodes whose queue was full, then reads the answers of
+    /// the nodes the caller sent to itself, in node order, into the inbox;
+    /// returns the round's deadline. Called with no lock of the manager
+    /// held.
     pub(crate) fn finish(self) -> Instant {
         let Sent {
             shared,
@@ -512,7 +565,9 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
             deadline,
             sent_at,
             started,
+            full,
         } = self;
+        full.report(shared);
         // The answers are taken as they come: each node in turn is waited
         // for a slice at most, so that one that froze since its last answer
         // holds the round only until the others decided it. Once it is

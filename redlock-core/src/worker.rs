@@ -41,6 +41,8 @@ pub(crate) struct Job<E> {
 pub(crate) struct Retry {
     give_up: Instant,
     pause: Duration,
+    /// Its place among the node's failed releases, oldest first.
+    seq: u64,
 }
 
 /// A release that failed, kept for another try.
@@ -52,12 +54,66 @@ struct Retained {
     next_try: Instant,
     /// The pause before the next try, doubled after each failure.
     pause: Duration,
+    /// Numbers the node's failed releases in the order they first failed.
+    seq: u64,
 }
 
 /// The first pause before a failed release is tried again.
 const FIRST_RETRY: Duration = Duration::from_millis(10);
 /// The longest pause between two tries of a failed release.
 const LAST_RETRY: Duration = Duration::from_secs(1);
+
+/// The most failed releases one node's worker keeps for another try (the
+/// figure [`Event::ReleasesDropped`] and `NodeStats::releases_dropped`
+/// document): past it, the oldest is dropped and its keys on the node are
+/// left to their TTL. Without a bound, a node down under steady churn
+/// would keep rate x TTL of them.
+const KEPT_RELEASES: usize = 4096;
+
+/// The releases one node failed, kept for another try until every key they
+/// could delete has expired: at most [`KEPT_RELEASES`], the oldest dropped
+/// first.
+#[derive(Default)]
+struct Kept {
+    releases: Vec<Retained>,
+    /// The number the next release to fail gets.
+    next_seq: u64,
+    /// Releases dropped since the last [`Kept::report`].
+    dropped: u64,
+}
+
+impl Kept {
+    /// Keeps `release`, dropping the oldest kept one when that makes one
+    /// too many (`release` itself, if it is the oldest).
+    fn keep(&mut self, release: Retained) {
+        self.releases.push(release);
+        if self.releases.len() > KEPT_RELEASES {
+            let oldest = self
+                .releases
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, r)| r.seq)
+                .map(|(i, _)| i);
+            if let Some(oldest) = oldest {
+                self.releases.swap_remove(oldest);
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Counts the releases dropped since the last report and sends them in
+    /// one event (on the worker thread, with no lock held).
+    fn report(&mut self, watch: &Watch) {
+        let count = std::mem::take(&mut self.dropped);
+        if count > 0 {
+            watch.counters.releases_dropped(count);
+            watch.observer.emit(|| Event::ReleasesDropped {
+                node: &watch.id,
+                count,
+            });
+        }
+    }
+}
 
 /// What the callers and one worker thread share.
 struct Queue<E> {
@@ -309,7 +365,9 @@ impl<E> Worker<E> {
     /// Queues `jobs` together, in order, so that the worker takes them in
     /// one batch. A full queue turns away every job but releases (a dropped
     /// release would leave a key until its TTL) and flush barriers (which
-    /// run nothing); the error then stands for the jobs turned away.
+    /// run nothing); the error then stands for the jobs turned away, and
+    /// the caller reports it with [`Worker::report_full`] once it holds no
+    /// lock of the manager.
     pub(crate) fn submit_all<const K: usize>(
         &self,
         jobs: [Job<E>; K],
@@ -329,17 +387,24 @@ impl<E> Worker<E> {
             }
         }
         self.queue.queued.store(true, Ordering::Release);
-        if std::mem::take(&mut state.idle) {
-            drop(state);
+        let wake = std::mem::take(&mut state.idle);
+        drop(state);
+        if wake {
             self.queue.ready.notify_one();
         }
         if refused {
             self.counters.count(Some(FailureKind::Overloaded));
-            self.observer.emit(|| Event::QueueFull { node: &self.id });
             Err(NodeFailure::Overloaded)
         } else {
             Ok(())
         }
+    }
+
+    /// Sends [`Event::QueueFull`] for a job [`Worker::submit_all`] turned
+    /// away. Never with a lock of the manager held: the hook may call back
+    /// into it (`stats()` takes each queue's lock, `lock` the lines').
+    pub(crate) fn report_full(&self) {
+        self.observer.emit(|| Event::QueueFull { node: &self.id });
     }
 
     /// Requests queued for the node right now (for stats: takes the
@@ -426,14 +491,15 @@ impl<E> Job<E> {
 /// the rest in arrival order in batches of at most [`MAX_BATCH`], until the
 /// manager is gone and the queue is empty. A flush splits the batch: it is
 /// answered once everything before it ran, as caught up only when no failed
-/// release is still kept. Failed releases are kept and tried again (ahead of
-/// the next batch once due, or on their own when the worker is idle) until
-/// the node answers them or every key they could delete has expired.
+/// release is still kept. Failed releases are kept ([`Kept`], at most
+/// [`KEPT_RELEASES`]) and tried again (ahead of the next batch once due, or
+/// on their own when the worker is idle) until the node answers them or
+/// every key they could delete has expired.
 fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     let mut segment = Vec::with_capacity(MAX_BATCH);
     let mut results = Vec::with_capacity(MAX_BATCH);
-    let mut retained: Vec<Retained> = Vec::new();
+    let mut retained = Kept::default();
     loop {
         {
             // Spin and yield briefly before parking, as a channel would: the
@@ -448,7 +514,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
                 if !state.jobs.is_empty() {
                     break;
                 }
-                let next_try = retained.iter().map(|r| r.next_try).min();
+                let next_try = retained.releases.iter().map(|r| r.next_try).min();
                 if state.closed {
                     // Keep trying the failed releases until the shutdown
                     // deadline, then leave them to their TTL.
@@ -493,7 +559,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
                 // reports whether the node has caught up.
                 retry_all(&mut retained, &mut segment);
                 run_segment(backend, &mut segment, &mut results, &mut retained, watch);
-                let caught_up = retained.is_empty();
+                let caught_up = retained.releases.is_empty();
                 job.answer(if caught_up {
                     Ok(Response::Held(true))
                 } else {
@@ -513,15 +579,17 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
         if jobs.capacity() > MAX_BATCH {
             jobs = Vec::with_capacity(MAX_BATCH);
         }
-        if retained.capacity() > MAX_BATCH && retained.len() < MAX_BATCH / 4 {
-            retained.shrink_to(MAX_BATCH);
+        let kept = &mut retained.releases;
+        if kept.capacity() > MAX_BATCH && kept.len() < MAX_BATCH / 4 {
+            kept.shrink_to(MAX_BATCH);
         }
     }
 }
 
 /// Moves the kept releases that are due into `segment`, dropping those
 /// whose keys have surely expired.
-fn retry_due<E>(retained: &mut Vec<Retained>, now: Instant, segment: &mut Vec<Job<E>>) {
+fn retry_due<E>(retained: &mut Kept, now: Instant, segment: &mut Vec<Job<E>>) {
+    let retained = &mut retained.releases;
     retained.retain(|r| now < r.give_up);
     let mut i = 0;
     while i < retained.len() {
@@ -534,8 +602,9 @@ fn retry_due<E>(retained: &mut Vec<Retained>, now: Instant, segment: &mut Vec<Jo
 }
 
 /// Moves every kept release into `segment`.
-fn retry_all<E>(retained: &mut Vec<Retained>, segment: &mut Vec<Job<E>>) {
+fn retry_all<E>(retained: &mut Kept, segment: &mut Vec<Job<E>>) {
     let now = Instant::now();
+    let retained = &mut retained.releases;
     retained.retain(|r| now < r.give_up);
     segment.extend(retained.drain(..).map(Retained::into_job));
 }
@@ -551,6 +620,7 @@ impl Retained {
             retry: Some(Retry {
                 give_up: self.give_up,
                 pause: self.pause,
+                seq: self.seq,
             }),
         }
     }
@@ -558,35 +628,47 @@ impl Retained {
 
 /// Keeps a release that failed for another try; `job.retry` is set when it
 /// was itself a retry.
-fn retain<E>(job: &Job<E>, retained: &mut Vec<Retained>) {
+fn retain<E>(job: &Job<E>, retained: &mut Kept) {
     let Message::Release(ttl) = job.message else {
         return;
     };
     let now = Instant::now();
-    let (give_up, pause) = match job.retry {
-        Some(Retry { give_up, pause }) => (give_up, (pause * 2).min(LAST_RETRY)),
+    let (give_up, pause, seq) = match job.retry {
+        Some(Retry {
+            give_up,
+            pause,
+            seq,
+        }) => (give_up, (pause * 2).min(LAST_RETRY), seq),
         // Keys set by requests this node ran before the failure expire by
         // then (a backend keeps one node's requests in order).
-        None => (later(now, ttl.as_duration()), FIRST_RETRY),
+        None => {
+            let seq = retained.next_seq;
+            retained.next_seq += 1;
+            (later(now, ttl.as_duration()), FIRST_RETRY, seq)
+        }
     };
     if now < give_up {
-        retained.push(Retained {
+        retained.keep(Retained {
             claim: Arc::clone(&job.claim),
             ttl,
             give_up,
             next_try: later(now, pause),
             pause,
+            seq,
         });
     }
 }
 
 /// Runs `segment` on the backend (one request alone, several as a batch) and
 /// answers each job; a panic is contained and reported for the whole segment.
+/// Failed releases are kept in `retained`; those it had to drop for them
+/// are counted and reported at the end (before a flush behind the segment
+/// is answered).
 fn run_segment<B: LockBackend>(
     backend: &B,
     segment: &mut Vec<Job<B::Error>>,
     results: &mut Vec<Result<Response, B::Error>>,
-    retained: &mut Vec<Retained>,
+    retained: &mut Kept,
     watch: &Watch,
 ) {
     let began = Instant::now();
@@ -603,6 +685,7 @@ fn run_segment<B: LockBackend>(
             }
             job.answer(result);
         }
+        retained.report(watch);
         return;
     }
     if segment.is_empty() {
@@ -630,6 +713,7 @@ fn run_segment<B: LockBackend>(
         }
         job.answer(result);
     }
+    retained.report(watch);
 }
 
 #[cfg(test)]
@@ -732,7 +816,7 @@ mod tests {
             &stub,
             &mut segment,
             &mut Vec::new(),
-            &mut Vec::new(),
+            &mut Kept::default(),
             &watch,
         );
         drop(inbox);
@@ -769,6 +853,56 @@ mod tests {
             ]
         );
         assert!(round.failures.is_empty());
+    }
+
+    #[test]
+    fn kept_releases_are_capped_oldest_first_wherever_they_sit() {
+        let claim = Arc::new(Claim::new(
+            Resources::one("k").unwrap_or_else(|_| unreachable!()),
+            Token::from_bytes([1; crate::TOKEN_LEN]),
+        ));
+        let now = Instant::now();
+        let release = |seq| Retained {
+            claim: Arc::clone(&claim),
+            ttl: ttl(),
+            give_up: now + Duration::from_secs(60),
+            next_try: now,
+            pause: FIRST_RETRY,
+            seq,
+        };
+        let mut kept = Kept::default();
+        // Full with 1 first and 3.. after it.
+        for seq in [1].into_iter().chain(3..KEPT_RELEASES as u64 + 2) {
+            kept.keep(release(seq));
+        }
+        assert_eq!((kept.releases.len(), kept.dropped), (KEPT_RELEASES, 0));
+        // Retries come back out of order: 2 drops 1 (at the front), and 0,
+        // older than any kept, drops itself.
+        kept.keep(release(2));
+        kept.keep(release(0));
+        assert_eq!(kept.releases.len(), KEPT_RELEASES);
+        assert_eq!(kept.dropped, 2);
+        let oldest = kept.releases.iter().map(|r| r.seq).min();
+        assert_eq!(oldest, Some(2), "the two oldest went");
+        // One more drops the oldest left.
+        kept.keep(release(KEPT_RELEASES as u64 + 2));
+        assert_eq!(kept.dropped, 3);
+        assert!(kept.releases.iter().all(|r| r.seq != 2));
+        // The report counts them once.
+        let watch = Watch {
+            id: NodeId::new("n"),
+            counters: Arc::default(),
+            observer: Arc::new(Observer::new(None)),
+        };
+        kept.report(&watch);
+        kept.report(&watch);
+        assert_eq!(
+            watch
+                .counters
+                .snapshot(NodeId::new("n"), 0)
+                .releases_dropped,
+            3
+        );
     }
 
     #[test]

@@ -474,3 +474,67 @@ fn reads_and_permits_are_reported_under_their_keys() {
         "{seen:?}"
     );
 }
+
+/// Counts the releases the hook was told were dropped, by node.
+#[derive(Default)]
+struct Dropped(Mutex<Vec<(String, u64)>>);
+
+impl EventHandler for Dropped {
+    fn on_event(&self, event: &Event<'_>) {
+        if let Event::ReleasesDropped { node, count } = event {
+            self.0.lock().push((node.to_string(), *count));
+        }
+    }
+}
+
+/// The releases kept per failed node (`NodeStats::releases_dropped`).
+const KEPT_RELEASES: usize = 4096;
+
+#[test]
+fn bug_releases_kept_for_a_down_node_grew_without_bound() {
+    // The nodes' keys expire by a clock of the test's own: nothing expires
+    // until it is moved, however slow the run.
+    let clock = redlock_mock::ManualClock::new();
+    let cluster = MockCluster::with_clock(3, Arc::new(clock.clone()));
+    let dropped = Arc::new(Dropped::default());
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&dropped) as Arc<dyn EventHandler>)
+        .build()
+        .expect("config");
+    // A TTL far beyond the test: the kept releases are never given up.
+    let ttl = Duration::from_secs(600);
+    let over = 5;
+    let keys: Vec<String> = (0..KEPT_RELEASES + over)
+        .map(|i| format!("churn:{i}"))
+        .collect();
+    let guards: Vec<_> = keys
+        .iter()
+        .map(|key| locks.try_lock(key.as_str(), ttl).expect("free"))
+        .collect();
+    assert!(locks.flush(Duration::from_secs(10)), "nodes caught up");
+    let down = cluster.node(2);
+    assert_eq!(down.live_keys(), keys.len());
+    down.go_down();
+    for guard in guards {
+        guard.release().expect("a quorum released");
+    }
+    // Node 2 failed every release; at most KEPT_RELEASES are kept for it,
+    // the oldest dropped first, and said so.
+    assert!(!locks.flush(Duration::from_secs(10)), "node 2 is down");
+    let stats = locks.stats();
+    assert_eq!(stats.nodes[2].releases_dropped, over as u64, "{stats:?}");
+    assert!(stats.nodes[..2].iter().all(|n| n.releases_dropped == 0));
+    let told: Vec<_> = dropped.0.lock().clone();
+    let node = down.node_id().to_string();
+    assert!(told.iter().all(|(n, _)| *n == node), "{told:?}");
+    assert_eq!(told.iter().map(|(_, c)| c).sum::<u64>(), over as u64);
+
+    // Back up: the kept releases are sent, the dropped ones' keys stay
+    // until their TTL.
+    down.come_up();
+    assert!(locks.flush(Duration::from_secs(10)), "node 2 caught up");
+    let left: Vec<_> = keys.iter().filter(|k| down.is_locked(k)).collect();
+    assert_eq!(left, keys[..over].iter().collect::<Vec<_>>());
+    clock.advance(ttl);
+    assert_eq!(down.live_keys(), 0);
+}

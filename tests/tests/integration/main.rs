@@ -5,6 +5,7 @@ mod conformance;
 mod direct;
 mod events;
 mod harness_selftest;
+mod hooks;
 mod key_space;
 mod layering;
 mod leaving;
