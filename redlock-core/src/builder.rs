@@ -406,12 +406,11 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// may call back into the manager: [`Redlock::stats`] and the other
     /// accessors, and lock calls ([`Redlock::try_lock`], [`Redlock::lock`],
     /// ...) and their guards, with one exception: it must not
-    /// [`extend`](crate::Lock::extend) the lock whose own extension sent
-    /// the event (its [`Event::Call`](crate::Event::Call) of kind
-    /// [`Extend`](crate::CallKind::Extend), the round's
-    /// [`Event::Round`](crate::Event::Round), or the
-    /// [`Event::Lost`](crate::Event::Lost) it found), which waits for
-    /// itself. The thread that reported waits for the hook: on a node's
+    /// [`extend`](crate::Lock::extend) the lock whose extension round sent
+    /// the event (an [`Event::Round`](crate::Event::Round) of an extend,
+    /// sent while that extension runs), which waits for itself; the
+    /// extension's [`Event::Call`](crate::Event::Call) and the
+    /// [`Event::Lost`](crate::Event::Lost) it found come after it. The thread that reported waits for the hook: on a node's
     /// worker thread (most [`Event::NodeFailed`](crate::Event::NodeFailed)
     /// and [`Event::NodeRecovered`](crate::Event::NodeRecovered)), that
     /// node sends nothing meanwhile, and a lock call made from there gets

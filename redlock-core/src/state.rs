@@ -26,7 +26,7 @@ pub(crate) fn extend<E: std::error::Error + Send + Sync + 'static>(
     state: &LockState<E>,
     ttl: Ttl,
 ) -> Result<Duration, LockError<E>> {
-    let _turn = state.extending.lock();
+    let turn = state.extending.lock();
     let started = std::time::Instant::now();
     let now = shared.config.clock.now();
     let lost_before = state.life.lock().lost().is_some();
@@ -49,6 +49,8 @@ pub(crate) fn extend<E: std::error::Error + Send + Sync + 'static>(
         state.life.lock().end_extend(ttl, decided, &shared.settings)
     })();
     let lost_now = state.life.lock().lost();
+    // The hook runs with this lock's turn let go: it may extend it.
+    drop(turn);
     shared.observe_extend(state.claim.resources(), started, &result);
     if let (false, Some(reason)) = (lost_before, lost_now) {
         shared.observe_lost(state.claim.resources(), reason);

@@ -321,3 +321,62 @@ fn bug_a_hook_calling_stats_deadlocked_on_a_full_queue() {
     // The hook's handle would keep the manager alive.
     hook.locks.lock().take();
 }
+
+/// A hook that hears of a kept-alive lock's extension (`Event::Call` of
+/// kind `Extend`, sent by the keeper) and extends that same lock: the
+/// extension's call event comes after the lock's turn to extend was let
+/// go, so the hook's own extension does not wait for itself (it did: the
+/// keeper held the turn while the hook ran).
+#[test]
+fn a_hook_may_extend_the_lock_whose_kept_alive_extension_it_heard_of() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use redlock_core::{CallKind, Lock};
+
+    struct ExtendAgain {
+        slot: Mutex<Option<Lock<MockNode>>>,
+        done: AtomicBool,
+    }
+    impl EventHandler for ExtendAgain {
+        fn on_event(&self, event: &Event<'_>) {
+            if !matches!(
+                event,
+                Event::Call {
+                    kind: CallKind::Extend,
+                    ..
+                }
+            ) {
+                return;
+            }
+            // The hook's own extension sends this event too: skip it.
+            let Some(mut slot) = self.slot.try_lock() else {
+                return;
+            };
+            if let Some(lock) = slot.as_mut() {
+                if lock.extend(TTL).is_ok() {
+                    self.done.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    let cluster = MockCluster::new(3);
+    let hook = Arc::new(ExtendAgain {
+        slot: Mutex::new(None),
+        done: AtomicBool::new(false),
+    });
+    let locks = Redlock::builder(cluster.backends())
+        .events(Arc::clone(&hook) as Arc<dyn EventHandler>)
+        .build()
+        .expect("config");
+    let lock = locks
+        .try_lock("kept", Duration::from_millis(300))
+        .expect("free");
+    lock.keep_alive(KeepAlive::new()).expect("keeper");
+    *hook.slot.lock() = Some(lock);
+    wait_for("the hook extended the lock", || {
+        hook.done.load(Ordering::SeqCst)
+    });
+    let lock = hook.slot.lock().take().expect("the lock");
+    lock.release().expect("still held");
+}
