@@ -185,15 +185,15 @@ impl RedisBackendBuilder {
         }
         let timeout = RedisBackend::effective_timeout(self.node_timeout);
         let settings = address.info.redis_settings();
-        let endpoint = Endpoint {
-            address: self.address(&address, &invalid)?,
-            username: settings.username().map(str::to_owned),
-            password: settings
+        let endpoint = Endpoint::new(
+            self.address(&address, &invalid)?,
+            settings.username().map(str::to_owned),
+            settings
                 .password()
                 .filter(|p| !p.is_empty())
                 .map(str::to_owned),
-            db: settings.db(),
-        };
+            settings.db(),
+        );
         Ok(Target {
             node: address.node,
             endpoint,

@@ -1,12 +1,26 @@
 //! One connection to a node, owned byte for byte: the socket (TCP, TLS or
-//! unix), the reply parser, and the commands not yet handed to the socket.
+//! unix), the replies read so far, and the commands not yet handed to the
+//! socket.
 //!
 //! redis-rs's blocking `Connection` cannot be kept after a read timeout: it
 //! then silently skips as many later replies as reads timed out, so after a
 //! few timeouts on a frozen node nobody knows which reply is which. Here a
-//! read that times out loses nothing (the parser keeps what it has read) and
-//! a write that times out keeps the rest of its bytes for the next write, so
-//! a connection with requests in flight stays usable and in order.
+//! read that times out loses nothing (the bytes read so far stay buffered)
+//! and a write that times out keeps the rest of its bytes for the next
+//! write, so a connection with requests in flight stays usable and in order.
+//!
+//! What a server can cost is bounded, whatever it sends:
+//!
+//! - time: every read and write takes a deadline and gives up when it
+//!   passes (within the slack, see [`timeout_slack`]), however the bytes
+//!   trickle in; the handshake has one deadline for all of it;
+//! - memory: a reply, with any push data before it, may take
+//!   [`MAX_REPLY_BYTES`] at most. Each header is checked as it arrives
+//!   ([`Framer`]): a declared length that would take the reply past it, a
+//!   negative length other than the RESP2 nulls (`$-1`, `*-1`), nesting
+//!   deeper than [`MAX_DEPTH`] or a type byte RESP does not have is a
+//!   protocol error (the connection is then dropped). redis-rs's parser
+//!   only ever sees a whole, checked reply.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -15,13 +29,19 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 #[cfg(feature = "tls")]
 use std::sync::Arc;
-use std::time::Duration;
-#[cfg(feature = "tls")]
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redis::{ErrorKind, Parser, RedisError, ServerErrorKind, Value};
 
 use crate::scripts::Resp;
+
+/// The most bytes one reply may take, with the push data (RESP3 `>`) the
+/// server sent before it: 1 MiB. A declared length beyond it is a protocol
+/// error.
+pub(crate) const MAX_REPLY_BYTES: usize = 1024 * 1024;
+
+/// The deepest nesting of arrays, maps and sets in a reply.
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// Where and how to connect: the address and what to send first.
 #[derive(Clone)]
@@ -30,6 +50,22 @@ pub(crate) struct Endpoint {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) db: i64,
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        address: Address,
+        username: Option<String>,
+        password: Option<String>,
+        db: i64,
+    ) -> Self {
+        Endpoint {
+            address,
+            username,
+            password,
+            db,
+        }
+    }
 }
 
 /// A node's address.
@@ -48,11 +84,20 @@ pub(crate) enum Address {
     Unix(PathBuf),
 }
 
+/// A TLS session over TCP, driven by hand: rustls' own `Stream` loops on
+/// the socket until a whole record is in, each read bounded by the socket
+/// timeout alone, so a server that trickles a record would hold it.
+#[cfg(feature = "tls")]
+struct Tls {
+    conn: rustls::ClientConnection,
+    sock: TcpStream,
+}
+
 /// The socket under a [`Wire`].
 enum Stream {
     Tcp(TcpStream),
     #[cfg(feature = "tls")]
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Tls(Box<Tls>),
     #[cfg(unix)]
     Unix(UnixStream),
 }
@@ -93,49 +138,291 @@ impl Stream {
             _ => false,
         }
     }
-}
 
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    /// At most one blocking read from the socket into `buf`. `Ok(0)`: the
+    /// server closed the connection. [`io::ErrorKind::Interrupted`]: nothing
+    /// for the caller yet, ask again (TLS: part of a record came).
+    fn read_step(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
             #[cfg(feature = "tls")]
-            Stream::Tls(s) => s.read(buf),
+            Stream::Tls(s) => s.read_step(buf),
             #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
         }
     }
+
+    /// At most one blocking write to the socket: how many of `bytes` it
+    /// took (TLS may take none while it sends the records of earlier ones,
+    /// and is called with none to flush them).
+    fn write_step(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        let written = match self {
+            Stream::Tcp(s) => s.write(bytes),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => return s.write_step(bytes),
+            #[cfg(unix)]
+            Stream::Unix(s) => s.write(bytes),
+        };
+        match written {
+            Ok(0) if !bytes.is_empty() => Err(io::ErrorKind::WriteZero.into()),
+            other => other,
+        }
+    }
 }
 
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.write(buf),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => s.write(buf),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.write(buf),
+#[cfg(feature = "tls")]
+impl Tls {
+    fn read_step(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.conn.reader().read(buf) {
+            // No plaintext yet (rustls' `WouldBlock`): read the socket.
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {}
+            other => return other,
+        }
+        let got = self.conn.read_tls(&mut self.sock)?;
+        self.conn.process_new_packets().map_err(tls_error)?;
+        match self.conn.reader().read(buf) {
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock && got > 0 => {
+                Err(io::ErrorKind::Interrupted.into())
+            }
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            other => other,
         }
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.flush(),
-            #[cfg(feature = "tls")]
-            Stream::Tls(s) => s.flush(),
-            #[cfg(unix)]
-            Stream::Unix(s) => s.flush(),
+    fn write_step(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        // Taking plaintext never blocks; then one socket write of records.
+        let taken = if bytes.is_empty() {
+            0
+        } else {
+            self.conn.writer().write(bytes)?
+        };
+        if !self.conn.wants_write() {
+            return match taken {
+                0 if !bytes.is_empty() => Err(io::ErrorKind::WriteZero.into()),
+                n => Ok(n),
+            };
+        }
+        match self.conn.write_tls(&mut self.sock) {
+            Ok(0) if taken == 0 => Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => Ok(taken),
+            Err(err) if taken == 0 => Err(err),
+            // The plaintext is taken: the next step reports the socket's
+            // error, if it is still there.
+            Err(_) => Ok(taken),
         }
     }
+}
+
+/// A rustls error as the I/O error redis-rs wraps (see
+/// [`classify`](crate::classify)).
+#[cfg(feature = "tls")]
+fn tls_error(err: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, err)
 }
 
 /// Sockets refuse a zero timeout (it would mean "none").
 const MIN_IO_TIMEOUT: Duration = Duration::from_micros(100);
 
+/// The largest [`timeout_slack`].
+const MAX_TIMEOUT_SLACK: Duration = Duration::from_millis(2);
+
+/// How far a socket's timeout may be from the time left before the
+/// deadline and still be kept: 1/16 of the node timeout, 2 ms at most (so
+/// 2 ms for the default 50 ms node timeout, 1 ms for 16 ms).
+///
+/// Setting the timeouts costs a `setsockopt` call each, which were the
+/// most frequent system call of a lock cycle when made before every
+/// command. Every call's deadline is "now + node timeout" and each
+/// connection starts with the node timeout as its socket timeout, so
+/// normally the time left when the socket is read or written is within
+/// microseconds of its timeout and nothing needs to be set. Since the
+/// timeouts are checked before every socket read and write, a read or a
+/// write gives up at most the slack after its deadline, however the bytes
+/// trickle in; and it never gives up more than the slack before it (a
+/// shortened timeout is raised again), which a node timeout can spare.
+pub(crate) fn timeout_slack(node_timeout: Duration) -> Duration {
+    (node_timeout / 16).min(MAX_TIMEOUT_SLACK)
+}
+
+/// `timeout` from now (an hour at most is ever asked for).
+pub(crate) fn deadline_in(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout).unwrap_or(now)
+}
+
+/// The time left before `deadline`, or a timeout error naming `what`.
+fn left_before(deadline: Instant, what: &str) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(out_of_time(what));
+    }
+    Ok(left)
+}
+
+/// The error of `what` not done by its deadline.
+fn out_of_time(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("{what}: the time ran out (node timeout)"),
+    )
+}
+
+fn is_timeout(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    )
+}
+
+/// A reply that breaks the protocol or its budget.
+fn protocol_error(detail: String) -> RedisError {
+    RedisError::from((ErrorKind::Parse, "protocol error", detail))
+}
+
+/// How much of a reply has arrived, and whether it is whole: each header is
+/// checked as soon as its line is in, so a reply that would break the
+/// budget fails before its body is read.
+#[derive(Default)]
+struct Framer {
+    /// How far the current reply is checked, from its start.
+    checked: usize,
+    /// Elements still due in each open aggregate, outermost first.
+    open: Vec<u64>,
+}
+
+impl Framer {
+    /// Scans `bytes`, the buffered bytes from the start of the current
+    /// reply, on from where it stopped. `Some(length)` once the reply is
+    /// whole; `None` while more is due.
+    ///
+    /// # Errors
+    ///
+    /// A protocol error for a reply that takes or announces more than
+    /// `budget` bytes, or breaks RESP (see the module docs).
+    fn scan(&mut self, bytes: &[u8], budget: usize) -> Result<Option<usize>, RedisError> {
+        let over = |size: usize| {
+            protocol_error(format!(
+                "a reply of {size} bytes or more, over the budget of {budget} bytes a reply"
+            ))
+        };
+        loop {
+            let start = self.checked;
+            let Some(line) = bytes[start..].windows(2).position(|w| w == b"\r\n") else {
+                if bytes.len() > budget {
+                    return Err(over(bytes.len()));
+                }
+                return Ok(None);
+            };
+            let header = &bytes[start..start + line];
+            let after = start + line + 2;
+            if after > budget {
+                return Err(over(after));
+            }
+            let kind = header.first().copied().unwrap_or(b'\r');
+            let length = || -> Result<i64, RedisError> {
+                std::str::from_utf8(&header[1..])
+                    .ok()
+                    .and_then(|text| text.parse().ok())
+                    .ok_or_else(|| {
+                        protocol_error(format!(
+                            "a length that is not a number after {:?}",
+                            kind as char
+                        ))
+                    })
+            };
+            let negative = |n: i64| {
+                protocol_error(format!(
+                    "a negative length {n} after {:?} (only $-1 and *-1 are null)",
+                    kind as char
+                ))
+            };
+            match kind {
+                b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => self.checked = after,
+                b'$' | b'!' | b'=' => match length()? {
+                    -1 if kind == b'$' => self.checked = after,
+                    n => {
+                        let size = usize::try_from(n).map_err(|_| negative(n))?;
+                        let end = after.saturating_add(size).saturating_add(2);
+                        if end > budget {
+                            return Err(over(end));
+                        }
+                        if bytes.len() < end {
+                            return Ok(None);
+                        }
+                        self.checked = end;
+                    }
+                },
+                b'*' | b'~' | b'>' | b'%' | b'|' => match length()? {
+                    -1 if kind == b'*' => self.checked = after,
+                    n => {
+                        let count = u64::try_from(n).map_err(|_| negative(n))?;
+                        let elements = match kind {
+                            b'%' => count.saturating_mul(2),
+                            // An attribute map, then the value it is about.
+                            b'|' => count.saturating_mul(2).saturating_add(1),
+                            _ => count,
+                        };
+                        // Every element takes 3 bytes at least (`_\r\n`).
+                        let least = elements.saturating_mul(3).saturating_add(after as u64);
+                        if least > budget as u64 {
+                            return Err(over(usize::try_from(least).unwrap_or(usize::MAX)));
+                        }
+                        self.checked = after;
+                        if elements > 0 {
+                            if self.open.len() >= MAX_DEPTH {
+                                return Err(protocol_error(format!(
+                                    "a reply nested deeper than {MAX_DEPTH}"
+                                )));
+                            }
+                            self.open.push(elements);
+                            continue;
+                        }
+                    }
+                },
+                other => {
+                    return Err(protocol_error(format!(
+                        "a reply that begins with byte {other:#04x}, not a RESP type"
+                    )))
+                }
+            }
+            // One element is whole: close the aggregates it completes.
+            loop {
+                match self.open.last_mut() {
+                    None => {
+                        let whole = self.checked;
+                        self.checked = 0;
+                        return Ok(Some(whole));
+                    }
+                    Some(due) if *due > 1 => {
+                        *due -= 1;
+                        break;
+                    }
+                    Some(_) => {
+                        self.open.pop();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first size of a connection's read buffer, and what it is shrunk back
+/// to after a larger reply.
+const READ_CHUNK: usize = 16 * 1024;
+
 /// An open connection to a node.
 pub(crate) struct Wire {
     stream: Stream,
     parser: Parser,
+    /// Bytes read from the socket: `inbox[taken..filled]` are not returned
+    /// as replies yet (the start of the next reply, or several).
+    inbox: Vec<u8>,
+    taken: usize,
+    filled: usize,
+    framer: Framer,
+    /// Bytes of push data skipped since the last reply: they count against
+    /// the next reply's budget.
+    pushed: usize,
     /// Command bytes accepted but not yet handed to the socket: the rest of
     /// a write that timed out. They go out before anything else.
     unsent: Vec<u8>,
@@ -143,6 +430,8 @@ pub(crate) struct Wire {
     read_timeout: Duration,
     /// The write timeout the socket has now.
     write_timeout: Duration,
+    /// See [`timeout_slack`].
+    slack: Duration,
 }
 
 impl Wire {
@@ -160,19 +449,31 @@ impl Wire {
         let mut wire = Wire {
             stream,
             parser: Parser::new(),
+            inbox: vec![0; READ_CHUNK],
+            taken: 0,
+            filled: 0,
+            framer: Framer::default(),
+            pushed: 0,
             unsent: Vec::new(),
             read_timeout: timeout,
             write_timeout: timeout,
+            slack: timeout_slack(timeout),
         };
-        wire.hello(endpoint, scripts)?;
+        wire.hello(endpoint, scripts, deadline_in(timeout))?;
         Ok(wire)
     }
 
     /// The handshake: `AUTH`, `SELECT`, `CLIENT SETINFO` and `SCRIPT LOAD`
-    /// in one write. An `AUTH` refusal is an authentication error; errors
-    /// to `CLIENT SETINFO` (older than Redis 7.2) are ignored; `NOPERM` for
-    /// `SCRIPT LOAD` is tolerated (calls then fall back to `EVAL`).
-    fn hello(&mut self, endpoint: &Endpoint, scripts: &[&str]) -> Result<(), RedisError> {
+    /// in one write, all answered by `deadline`. An `AUTH` refusal is an
+    /// authentication error; errors to `CLIENT SETINFO` (older than Redis
+    /// 7.2) are ignored; `NOPERM` for `SCRIPT LOAD` is tolerated (calls then
+    /// fall back to `EVAL`).
+    fn hello(
+        &mut self,
+        endpoint: &Endpoint,
+        scripts: &[&str],
+        deadline: Instant,
+    ) -> Result<(), RedisError> {
         let mut packed = Vec::new();
         let mut resp = Resp(&mut packed);
         let auth = endpoint.password.is_some();
@@ -209,9 +510,9 @@ impl Wire {
                 .bulk(b"LOAD")
                 .bulk(script.as_bytes());
         }
-        self.write(&packed)?;
+        self.write(&packed, deadline)?;
         if auth {
-            if let Value::ServerError(err) = self.read()? {
+            if let Value::ServerError(err) = self.read(deadline)? {
                 let detail = RedisError::from(err).to_string();
                 return Err(RedisError::from((
                     ErrorKind::AuthenticationFailed,
@@ -221,15 +522,15 @@ impl Wire {
             }
         }
         if select {
-            if let Value::ServerError(err) = self.read()? {
+            if let Value::ServerError(err) = self.read(deadline)? {
                 return Err(err.into());
             }
         }
         for _ in 0..2 {
-            self.read()?;
+            self.read(deadline)?;
         }
         for _ in scripts {
-            if let Value::ServerError(err) = self.read()? {
+            if let Value::ServerError(err) = self.read(deadline)? {
                 if err.kind() != Some(ServerErrorKind::NoPerm) {
                     return Err(err.into());
                 }
@@ -239,34 +540,27 @@ impl Wire {
     }
 
     /// The socket's read timeout.
+    #[cfg(test)]
     pub(crate) fn read_timeout(&self) -> Duration {
         self.read_timeout
     }
 
-    /// The socket's write timeout.
-    pub(crate) fn write_timeout(&self) -> Duration {
-        self.write_timeout
-    }
-
-    /// Sets the socket's read and write timeout.
-    pub(crate) fn set_io_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.stream.set_timeouts(timeout)?;
-        self.read_timeout = timeout;
-        self.write_timeout = timeout;
+    /// Sets the socket's read timeout, unless it is within the slack of
+    /// `left` already.
+    fn arm_read(&mut self, left: Duration) -> io::Result<()> {
+        if left.abs_diff(self.read_timeout) > self.slack {
+            self.stream.set_read_timeout(left)?;
+            self.read_timeout = left;
+        }
         Ok(())
     }
 
-    /// Sets the socket's read timeout.
-    pub(crate) fn set_read_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.stream.set_read_timeout(timeout)?;
-        self.read_timeout = timeout;
-        Ok(())
-    }
-
-    /// Sets the socket's write timeout.
-    pub(crate) fn set_write_timeout(&mut self, timeout: Duration) -> io::Result<()> {
-        self.stream.set_write_timeout(timeout)?;
-        self.write_timeout = timeout;
+    /// As [`arm_read`](Self::arm_read), for writes.
+    fn arm_write(&mut self, left: Duration) -> io::Result<()> {
+        if left.abs_diff(self.write_timeout) > self.slack {
+            self.stream.set_write_timeout(left)?;
+            self.write_timeout = left;
+        }
         Ok(())
     }
 
@@ -275,54 +569,144 @@ impl Wire {
         !self.unsent.is_empty() || self.stream.wants_write()
     }
 
-    /// Sends `bytes` behind any unsent ones. When the write times out, what
-    /// is left of them is kept and goes out first on the next write or
-    /// [`flush`](Self::flush): the node never sees half a command followed
-    /// by another.
-    pub(crate) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
-        if self.has_unsent() {
-            self.unsent.extend_from_slice(bytes);
-            return self.flush();
-        }
-        let mut done = 0;
-        while done < bytes.len() {
-            match write_some(&mut self.stream, &bytes[done..]) {
-                Ok(n) => done += n,
-                Err(err) => {
-                    self.unsent.extend_from_slice(&bytes[done..]);
-                    return Err(err);
-                }
-            }
-        }
-        self.stream.flush()
+    /// Whether the server sent something since the last reply was read
+    /// that is not a whole reply: part of one, or push data nobody asked
+    /// for.
+    pub(crate) fn mid_reply(&self) -> bool {
+        self.taken < self.filled || self.pushed > 0
     }
 
-    /// Sends the bytes left over from earlier writes.
-    pub(crate) fn flush(&mut self) -> io::Result<()> {
+    /// Sends `bytes` behind any unsent ones, by `deadline`. When the write
+    /// times out, what is left of them is kept and goes out first on the
+    /// next write or [`flush`](Self::flush): the node never sees half a
+    /// command followed by another.
+    pub(crate) fn write(&mut self, bytes: &[u8], deadline: Instant) -> io::Result<()> {
+        if self.has_unsent() {
+            self.unsent.extend_from_slice(bytes);
+            return self.flush(deadline);
+        }
         let mut done = 0;
-        let result = loop {
-            if done == self.unsent.len() {
-                break self.stream.flush();
-            }
-            match write_some(&mut self.stream, &self.unsent[done..]) {
-                Ok(n) => done += n,
-                Err(err) => break Err(err),
-            }
-        };
-        self.unsent.drain(..done);
-        if self.unsent.capacity() > KEPT_UNSENT && self.unsent.is_empty() {
-            self.unsent = Vec::new();
+        let result = self.push(bytes, &mut done, deadline);
+        if result.is_err() {
+            self.unsent.extend_from_slice(&bytes[done..]);
         }
         result
     }
 
-    /// Reads the next reply (RESP3 push data is skipped). A read that times
-    /// out loses nothing: the next one goes on where it stopped.
-    pub(crate) fn read(&mut self) -> Result<Value, RedisError> {
+    /// Sends the bytes left over from earlier writes, by `deadline`.
+    pub(crate) fn flush(&mut self, deadline: Instant) -> io::Result<()> {
+        let mut unsent = std::mem::take(&mut self.unsent);
+        let mut done = 0;
+        let result = self.push(&unsent, &mut done, deadline);
+        unsent.drain(..done);
+        if unsent.capacity() > KEPT_UNSENT && unsent.is_empty() {
+            unsent = Vec::new();
+        }
+        self.unsent = unsent;
+        result
+    }
+
+    /// Hands `bytes[*done..]` to the socket (and, with TLS, its records to
+    /// the network) one socket write at a time until all are out or
+    /// `deadline` passes, counting in `done` the bytes taken.
+    fn push(&mut self, bytes: &[u8], done: &mut usize, deadline: Instant) -> io::Result<()> {
+        while *done < bytes.len() || self.stream.wants_write() {
+            let left = left_before(deadline, "sending the commands")?;
+            self.arm_write(left)?;
+            match self.stream.write_step(&bytes[*done..]) {
+                Ok(n) => *done += n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                // Given up before its deadline by the slack: try again.
+                Err(err) if is_timeout(&err) && self.later_than_slack(deadline) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether more than the slack is left before `deadline`.
+    fn later_than_slack(&self, deadline: Instant) -> bool {
+        deadline.saturating_duration_since(Instant::now()) > self.slack
+    }
+
+    /// Reads the next reply by `deadline` (RESP3 push data is skipped). A
+    /// reply already buffered is returned even when the deadline has
+    /// passed. A read that times out loses nothing: the next one goes on
+    /// where it stopped.
+    ///
+    /// # Errors
+    ///
+    /// A timeout; the server closed the connection; a protocol error (see
+    /// the module docs), after which the connection must be dropped.
+    pub(crate) fn read(&mut self, deadline: Instant) -> Result<Value, RedisError> {
         loop {
-            match self.parser.parse_value(&mut self.stream)? {
-                Value::Push { .. } => {}
-                reply => return Ok(reply),
+            let budget = MAX_REPLY_BYTES.saturating_sub(self.pushed);
+            let buffered = &self.inbox[self.taken..self.filled];
+            let Some(length) = self.framer.scan(buffered, budget)? else {
+                self.fill(deadline)?;
+                continue;
+            };
+            let reply = &self.inbox[self.taken..self.taken + length];
+            self.taken += length;
+            let value = self.parser.parse_value(reply);
+            if self.taken == self.filled {
+                self.taken = 0;
+                self.filled = 0;
+                if self.inbox.len() > READ_CHUNK {
+                    self.inbox = vec![0; READ_CHUNK];
+                }
+            }
+            match value {
+                Ok(Value::Push { .. }) => self.pushed += length,
+                Ok(reply) => {
+                    self.pushed = 0;
+                    return Ok(reply);
+                }
+                Err(err) => {
+                    self.parser = Parser::new();
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// Reads the socket once more (and again while it only times out
+    /// before the deadline's slack), by `deadline`.
+    fn fill(&mut self, deadline: Instant) -> Result<(), RedisError> {
+        if self.filled == self.inbox.len() {
+            if self.taken > 0 {
+                self.inbox.copy_within(self.taken..self.filled, 0);
+                self.filled -= self.taken;
+                self.taken = 0;
+            } else {
+                // The framer refuses a reply past the budget first.
+                let size = (self.inbox.len() * 2).min(MAX_REPLY_BYTES + READ_CHUNK);
+                if size == self.inbox.len() {
+                    return Err(protocol_error(format!(
+                        "a reply over the budget of {MAX_REPLY_BYTES} bytes"
+                    )));
+                }
+                self.inbox.resize(size, 0);
+            }
+        }
+        loop {
+            let left = left_before(deadline, "reading the reply")?;
+            self.arm_read(left)?;
+            match self.stream.read_step(&mut self.inbox[self.filled..]) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection",
+                    )
+                    .into())
+                }
+                Ok(n) => {
+                    self.filled += n;
+                    return Ok(());
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) if is_timeout(&err) && self.later_than_slack(deadline) => {}
+                Err(err) => return Err(err.into()),
             }
         }
     }
@@ -330,24 +714,6 @@ impl Wire {
 
 /// An emptied unsent buffer larger than this is given back.
 const KEPT_UNSENT: usize = 64 * 1024;
-
-/// One write; `Ok(0)` from a TLS stream whose buffer is full becomes a
-/// flush (which may time out) and a second try.
-fn write_some(stream: &mut Stream, bytes: &[u8]) -> io::Result<usize> {
-    loop {
-        match stream.write(bytes) {
-            Ok(0) => {
-                if !stream.wants_write() {
-                    return Err(io::ErrorKind::WriteZero.into());
-                }
-                stream.flush()?;
-            }
-            Ok(n) => return Ok(n),
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-}
 
 /// Opens the socket (and completes the TLS handshake) within `timeout`.
 fn open(address: &Address, timeout: Duration) -> Result<Stream, RedisError> {
@@ -367,7 +733,7 @@ fn open(address: &Address, timeout: Duration) -> Result<Stream, RedisError> {
                 .max(MIN_IO_TIMEOUT);
             sock.set_read_timeout(Some(left))?;
             sock.set_write_timeout(Some(left))?;
-            let mut tls = rustls::StreamOwned::new(conn, sock);
+            let mut tls = Tls { conn, sock };
             while tls.conn.is_handshaking() {
                 tls.conn.complete_io(&mut tls.sock)?;
             }
@@ -409,10 +775,36 @@ mod tests {
     use super::*;
     use crate::pool::tests::read_words;
     use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    fn tcp_endpoint(port: u16) -> Endpoint {
+        Endpoint::new(
+            Address::Tcp {
+                host: "127.0.0.1".to_owned(),
+                port,
+            },
+            None,
+            None,
+            0,
+        )
+    }
+
+    /// Runs `call` on a thread of its own and waits for it at most
+    /// `bound`: a call that hangs fails the test instead of hanging it.
+    fn within<T: Send + 'static>(bound: Duration, call: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(call());
+        });
+        result
+            .recv_timeout(bound)
+            .map_err(|_| format!("still running after {bound:?}"))
+            .expect("the call to end within its bound")
+    }
 
     /// A fake server that answers the handshake with OK and `PING` with
-    /// `+PONG` in two halves, `pause` apart.
-    fn split_pong(pause: Duration) -> u16 {
+    /// `pong`: its chunks written `pause` apart.
+    fn pong_in_chunks(chunks: &'static [&'static [u8]], pause: Duration) -> u16 {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         std::thread::spawn(move || {
@@ -421,43 +813,193 @@ mod tests {
             };
             let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
             while let Some(words) = read_words(&mut reader) {
-                let written = if words[0] == "PING" {
-                    stream.write_all(b"+PO").and_then(|()| {
+                if words[0] != "PING" {
+                    if stream.write_all(b"+OK\r\n").is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                for (i, chunk) in chunks.iter().enumerate() {
+                    if i > 0 {
                         std::thread::sleep(pause);
-                        stream.write_all(b"NG\r\n")
-                    })
-                } else {
-                    stream.write_all(b"+OK\r\n")
-                };
-                if written.is_err() {
-                    return;
+                    }
+                    if stream.write_all(chunk).is_err() {
+                        return;
+                    }
                 }
             }
         });
         port
     }
 
+    const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+
     #[test]
     fn a_read_that_times_out_mid_reply_loses_nothing() {
         let timeout = Duration::from_millis(100);
-        let endpoint = Endpoint {
-            address: Address::Tcp {
-                host: "127.0.0.1".to_owned(),
-                port: split_pong(timeout * 3),
-            },
-            username: None,
-            password: None,
-            db: 0,
-        };
-        let mut wire = Wire::connect(&endpoint, timeout, &[]).expect("connects");
-        wire.write(b"*1\r\n$4\r\nPING\r\n").expect("sent");
-        let err = wire.read().expect_err("only half the reply so far");
+        let port = pong_in_chunks(&[b"+PO", b"NG\r\n"], timeout * 3);
+        let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
+        wire.write(PING, deadline_in(timeout)).expect("sent");
+        let err = wire
+            .read(deadline_in(timeout))
+            .expect_err("only half the reply so far");
         assert!(err.is_timeout(), "{err}");
-        wire.set_io_timeout(Duration::from_secs(5))
-            .expect("timeout");
+        assert!(wire.mid_reply());
         assert_eq!(
-            wire.read().expect("the rest"),
+            wire.read(deadline_in(Duration::from_secs(5)))
+                .expect("the rest"),
             Value::SimpleString("PONG".to_owned())
         );
+        assert!(!wire.mid_reply());
+    }
+
+    /// A never-ending status reply, one byte every 100 µs: no socket read
+    /// ever waits long enough to time out.
+    #[test]
+    fn bug3_a_trickled_reply_ends_at_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            let Some(Ok(mut stream)) = listener.incoming().next() else {
+                return;
+            };
+            let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
+            while let Some(words) = read_words(&mut reader) {
+                if words[0] == "PING" {
+                    let _ = stream.write_all(b"+");
+                    while stream.write_all(b"a").is_ok() {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                    return;
+                }
+                let _ = stream.write_all(b"+OK\r\n");
+            }
+        });
+        let timeout = Duration::from_millis(100);
+        let err = within(timeout * 10, move || {
+            let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
+            wire.write(PING, deadline_in(timeout)).expect("sent");
+            let err = wire.read(deadline_in(timeout)).expect_err("never whole");
+            assert!(wire.mid_reply());
+            err
+        });
+        assert!(err.is_timeout(), "{err}");
+    }
+
+    /// Scans `bytes` fed one byte at a time, as a trickling server would
+    /// send them: where the first reply ends, or the error.
+    fn scan_trickled(bytes: &[u8]) -> Result<Option<usize>, RedisError> {
+        let mut framer = Framer::default();
+        for end in 1..=bytes.len() {
+            if let Some(whole) = framer.scan(&bytes[..end], MAX_REPLY_BYTES)? {
+                return Ok(Some(whole));
+            }
+        }
+        Ok(None)
+    }
+
+    #[test]
+    fn whole_replies_are_found_however_their_bytes_come() {
+        let replies: [&[u8]; 12] = [
+            b"+OK\r\n",
+            b":-12\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"$0\r\n\r\n",
+            b"$5\r\nab\r\nc\r\n",
+            b"*2\r\n$3\r\nfoo\r\n*1\r\n:1\r\n",
+            b"%1\r\n+k\r\n*0\r\n",
+            b"|1\r\n+k\r\n+v\r\n:7\r\n",
+            b">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n",
+            b"=8\r\ntxt:abcd\r\n",
+            b"~2\r\n_\r\n#t\r\n",
+        ];
+        for reply in replies {
+            let mut more = reply.to_vec();
+            more.extend_from_slice(b"+NEXT\r\n");
+            let whole = scan_trickled(&more).expect("valid");
+            assert_eq!(
+                whole,
+                Some(reply.len()),
+                "{:?}",
+                String::from_utf8_lossy(reply)
+            );
+            let mut framer = Framer::default();
+            assert_eq!(
+                framer.scan(&more, MAX_REPLY_BYTES).expect("valid"),
+                Some(reply.len())
+            );
+            redis::parse_redis_value(reply).expect("redis-rs parses what the framer passes");
+        }
+    }
+
+    #[test]
+    fn bug3_lengths_past_the_budget_or_negative_are_protocol_errors_at_once() {
+        let huge = format!("${}\r\n", 1_u64 << 40);
+        let many = format!("*{}\r\n", MAX_REPLY_BYTES);
+        let deep = "*1\r\n".repeat(MAX_DEPTH + 1);
+        let bad: [&[u8]; 12] = [
+            b"=-1\r\n",
+            b"!-1\r\n",
+            b"$-2\r\n",
+            b"*-2\r\n",
+            b"~-1\r\n",
+            b">-1\r\n",
+            b"%-1\r\n",
+            b"$x\r\n",
+            b"?\r\n",
+            huge.as_bytes(),
+            many.as_bytes(),
+            deep.as_bytes(),
+        ];
+        for reply in bad {
+            let err = scan_trickled(reply).expect_err(&String::from_utf8_lossy(reply));
+            assert_eq!(err.kind(), ErrorKind::Parse, "{err}");
+        }
+        // A line that never ends fails once it is over the budget.
+        let mut framer = Framer::default();
+        let mut line = b"+".to_vec();
+        line.resize(MAX_REPLY_BYTES, b'a');
+        assert!(framer
+            .scan(&line, MAX_REPLY_BYTES)
+            .expect("not over")
+            .is_none());
+        line.push(b'a');
+        assert!(framer.scan(&line, MAX_REPLY_BYTES).is_err());
+        // Push data skipped before a reply counts against it.
+        let mut framer = Framer::default();
+        assert!(framer.scan(b"$5\r\nhello\r\n", 10).is_err());
+    }
+
+    /// A fake server that sends `frames` again and again (push data, never
+    /// a reply) after the handshake.
+    #[test]
+    fn bug3_push_data_without_end_ends_at_the_deadline_or_the_budget() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            let Some(Ok(mut stream)) = listener.incoming().next() else {
+                return;
+            };
+            let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
+            while let Some(words) = read_words(&mut reader) {
+                if words[0] == "PING" {
+                    let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
+                    while stream.write_all(&frames).is_ok() {}
+                    return;
+                }
+                let _ = stream.write_all(b"+OK\r\n");
+            }
+        });
+        let timeout = Duration::from_secs(1);
+        let err = within(timeout * 10, move || {
+            let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
+            wire.write(PING, deadline_in(timeout)).expect("sent");
+            let err = wire.read(deadline_in(timeout)).expect_err("no reply");
+            assert!(wire.inbox.len() <= MAX_REPLY_BYTES + READ_CHUNK);
+            err
+        });
+        // Loopback brings a megabyte of push data well within a second.
+        assert!(err.is_timeout() || err.kind() == ErrorKind::Parse, "{err}");
     }
 }
