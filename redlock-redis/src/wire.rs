@@ -13,7 +13,8 @@
 //!
 //! - time: every read and write takes a deadline and gives up when it
 //!   passes (within the slack, see [`timeout_slack`]), however the bytes
-//!   trickle in; the handshake has one deadline for all of it;
+//!   trickle in; opening a connection (name lookup, each address, TLS
+//!   handshake) has one deadline for all of it, and the handshake another;
 //! - memory: a reply, with any push data before it, may take
 //!   [`MAX_REPLY_BYTES`] at most. Each header is checked as it arrives
 //!   ([`Framer`]): a declared length that would take the reply past it, a
@@ -23,14 +24,14 @@
 //!   only ever sees a whole, checked reply.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 #[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-#[cfg(feature = "tls")]
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Condvar, Mutex};
 use redis::{ErrorKind, Parser, RedisError, ServerErrorKind, Value};
 
 use crate::scripts::Resp;
@@ -50,6 +51,9 @@ pub(crate) struct Endpoint {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
     pub(crate) db: i64,
+    /// The name lookups and unix connects under way, shared by every
+    /// connection to this endpoint.
+    pub(crate) opening: Arc<Opening>,
 }
 
 impl Endpoint {
@@ -64,6 +68,7 @@ impl Endpoint {
             username,
             password,
             db,
+            opening: Arc::default(),
         }
     }
 }
@@ -210,6 +215,35 @@ impl Tls {
             // error, if it is still there.
             Err(_) => Ok(taken),
         }
+    }
+
+    /// Completes the handshake by `deadline`, all of it: each socket read
+    /// or write waits only what is left.
+    fn handshake(&mut self, deadline: Instant) -> io::Result<()> {
+        while self.conn.is_handshaking() || self.conn.wants_write() {
+            let left = left_before(deadline, "the TLS handshake")?;
+            let left = Some(left.max(MIN_IO_TIMEOUT));
+            self.sock.set_read_timeout(left)?;
+            self.sock.set_write_timeout(left)?;
+            if self.conn.wants_write() {
+                if self.conn.write_tls(&mut self.sock)? == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                continue;
+            }
+            if self.conn.read_tls(&mut self.sock)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection during the TLS handshake",
+                ));
+            }
+            if let Err(err) = self.conn.process_new_packets() {
+                // Tell the server why, if it still listens.
+                let _ = self.conn.write_tls(&mut self.sock);
+                return Err(tls_error(err));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -435,16 +469,18 @@ pub(crate) struct Wire {
 }
 
 impl Wire {
-    /// Connects within `timeout`, then authenticates, selects the database,
-    /// names the client and loads `scripts` (a Sentinel or another server
-    /// without scripting fails here, see [`crate::scripts::preload`]) in one
-    /// round trip bounded by `timeout` again.
+    /// Opens the connection within `timeout` (name lookup, TCP connect to
+    /// each address in turn, TLS handshake: all of it), then authenticates,
+    /// selects the database, names the client and loads `scripts` (a
+    /// Sentinel or another server without scripting fails here, see
+    /// [`crate::scripts::preload`]) in one round trip bounded by `timeout`
+    /// again.
     pub(crate) fn connect(
         endpoint: &Endpoint,
         timeout: Duration,
         scripts: &[&str],
     ) -> Result<Wire, RedisError> {
-        let stream = open(&endpoint.address, timeout)?;
+        let stream = open(endpoint, deadline_in(timeout))?;
         stream.set_timeouts(timeout)?;
         let mut wire = Wire {
             stream,
@@ -715,32 +751,128 @@ impl Wire {
 /// An emptied unsent buffer larger than this is given back.
 const KEPT_UNSENT: usize = 64 * 1024;
 
-/// Opens the socket (and completes the TLS handshake) within `timeout`.
-fn open(address: &Address, timeout: Duration) -> Result<Stream, RedisError> {
-    match address {
-        Address::Tcp { host, port } => Ok(Stream::Tcp(tcp(host, *port, timeout)?)),
+/// Blocking calls the standard library gives no timeout (a host name
+/// lookup, a unix socket connect to a server whose backlog is full), run on
+/// a thread of their own so that the caller stops waiting at its deadline.
+/// One runs at a time per endpoint: a caller finds the one under way and
+/// waits for it (or takes its result, if it finished after its own caller
+/// gave up), so a lookup that hangs holds one thread, not one per attempt.
+pub(crate) struct Background<T> {
+    current: Mutex<Option<Arc<Job<T>>>>,
+}
+
+impl<T> Default for Background<T> {
+    fn default() -> Self {
+        Background {
+            current: Mutex::new(None),
+        }
+    }
+}
+
+struct Job<T> {
+    /// `None` while it runs; then its result, until a caller takes it.
+    state: Mutex<Option<Option<io::Result<T>>>>,
+    done: Condvar,
+}
+
+impl<T: Send + 'static> Background<T> {
+    /// `work`'s result, or a timeout at `deadline` (`work` then runs on,
+    /// and the next caller takes its result). `name` names the thread,
+    /// `what` the work in the timeout error.
+    fn run<F>(&self, deadline: Instant, (name, what): (&str, &str), work: F) -> io::Result<T>
+    where
+        F: FnOnce() -> io::Result<T> + Clone + Send + 'static,
+    {
+        loop {
+            let job = self.job(name, &work)?;
+            let mut state = job.state.lock();
+            loop {
+                match &mut *state {
+                    Some(result) => match result.take() {
+                        Some(result) => {
+                            drop(state);
+                            let mut current = self.current.lock();
+                            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, &job)) {
+                                *current = None;
+                            }
+                            return result;
+                        }
+                        // Another caller took it: start anew.
+                        None => break,
+                    },
+                    None => {
+                        if job.done.wait_until(&mut state, deadline).timed_out() {
+                            return Err(out_of_time(what));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The job under way, or a new one running `work`.
+    fn job<F>(&self, name: &str, work: &F) -> io::Result<Arc<Job<T>>>
+    where
+        F: FnOnce() -> io::Result<T> + Clone + Send + 'static,
+    {
+        let mut current = self.current.lock();
+        if let Some(job) = &*current {
+            return Ok(Arc::clone(job));
+        }
+        let job = Arc::new(Job {
+            state: Mutex::new(None),
+            done: Condvar::new(),
+        });
+        let theirs = Arc::clone(&job);
+        let work = work.clone();
+        std::thread::Builder::new()
+            .name(format!("redlock-{name}"))
+            .spawn(move || {
+                let result = work();
+                *theirs.state.lock() = Some(Some(result));
+                theirs.done.notify_all();
+            })?;
+        *current = Some(Arc::clone(&job));
+        Ok(job)
+    }
+}
+
+/// What opening a connection to an endpoint may have to wait for on a
+/// thread of its own (see [`Background`]).
+#[derive(Default)]
+pub(crate) struct Opening {
+    lookup: Background<Vec<SocketAddr>>,
+    #[cfg(unix)]
+    unix: Background<UnixStream>,
+}
+
+/// Opens the socket (and completes the TLS handshake) by `deadline`.
+fn open(endpoint: &Endpoint, deadline: Instant) -> Result<Stream, RedisError> {
+    match &endpoint.address {
+        Address::Tcp { host, port } => Ok(Stream::Tcp(tcp(endpoint, host, *port, deadline)?)),
         #[cfg(feature = "tls")]
         Address::Tls { host, port, config } => {
-            let started = Instant::now();
             let name = rustls::pki_types::ServerName::try_from(host.as_str())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?
                 .to_owned();
             let conn = rustls::ClientConnection::new(Arc::clone(config), name)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            let sock = tcp(host, *port, timeout)?;
-            let left = timeout
-                .saturating_sub(started.elapsed())
-                .max(MIN_IO_TIMEOUT);
-            sock.set_read_timeout(Some(left))?;
-            sock.set_write_timeout(Some(left))?;
+            let sock = tcp(endpoint, host, *port, deadline)?;
             let mut tls = Tls { conn, sock };
-            while tls.conn.is_handshaking() {
-                tls.conn.complete_io(&mut tls.sock)?;
-            }
+            tls.handshake(deadline)?;
             Ok(Stream::Tls(Box::new(tls)))
         }
         #[cfg(unix)]
-        Address::Unix(path) => Ok(Stream::Unix(UnixStream::connect(path)?)),
+        Address::Unix(path) => {
+            let path = path.clone();
+            let connect = move || UnixStream::connect(path);
+            let stream = endpoint.opening.unix.run(
+                deadline,
+                ("unix-connect", "connecting to the unix socket"),
+                connect,
+            )?;
+            Ok(Stream::Unix(stream))
+        }
         #[cfg(not(unix))]
         Address::Unix(_) => Err(RedisError::from((
             ErrorKind::InvalidClientConfig,
@@ -749,11 +881,24 @@ fn open(address: &Address, timeout: Duration) -> Result<Stream, RedisError> {
     }
 }
 
-/// A TCP connection to the first address of `host` that answers.
-fn tcp(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, RedisError> {
+/// A TCP connection by `deadline` to the first address of `host` that
+/// answers, each address tried with the time left.
+fn tcp(
+    endpoint: &Endpoint,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> Result<TcpStream, RedisError> {
     let mut last = None;
-    for addr in (host, port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, timeout) {
+    for addr in resolve(endpoint, host, port, deadline)? {
+        let left = match left_before(deadline, "connecting") {
+            Ok(left) => left,
+            Err(err) => {
+                last = Some(err);
+                break;
+            }
+        };
+        match TcpStream::connect_timeout(&addr, left) {
             Ok(stream) => {
                 stream.set_nodelay(true)?;
                 return Ok(stream);
@@ -768,6 +913,28 @@ fn tcp(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, RedisError
             "the host name resolves to no address",
         )),
     })
+}
+
+/// The addresses of `host`: an IP address as it is, a name looked up on a
+/// thread of its own by `deadline`.
+fn resolve(
+    endpoint: &Endpoint,
+    host: &str,
+    port: u16,
+    deadline: Instant,
+) -> io::Result<Vec<SocketAddr>> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let name = host.to_owned();
+    let lookup = move || {
+        (name.as_str(), port)
+            .to_socket_addrs()
+            .map(Iterator::collect)
+    };
+    let what = ("lookup", "looking up the host name");
+    endpoint.opening.lookup.run(deadline, what, lookup)
 }
 
 #[cfg(test)]
@@ -1001,5 +1168,102 @@ mod tests {
         });
         // Loopback brings a megabyte of push data well within a second.
         assert!(err.is_timeout() || err.kind() == ErrorKind::Parse, "{err}");
+    }
+
+    #[test]
+    fn a_name_lookup_runs_once_at_a_time_and_is_waited_for_until_the_deadline() {
+        let background: Arc<Background<u32>> = Arc::default();
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Arc::new(std::sync::Mutex::new(gate));
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let work = {
+            let (gate, started) = (Arc::clone(&gate), Arc::clone(&started));
+            move || {
+                started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = gate.lock().map(|g| g.recv());
+                Ok(7)
+            }
+        };
+        let short = Duration::from_millis(20);
+        for _ in 0..3 {
+            let err = background
+                .run(deadline_in(short), ("test", "testing"), work.clone())
+                .expect_err("still blocked");
+            assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        }
+        // Three callers gave up; one job ran for them all.
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release.send(()).expect("unblock");
+        let got = background
+            .run(
+                deadline_in(Duration::from_secs(5)),
+                ("test", "testing"),
+                work.clone(),
+            )
+            .expect("its result");
+        assert_eq!(got, 7);
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// A unix socket whose listener never accepts: once its backlog is
+    /// full, a blocking connect waits forever.
+    #[cfg(unix)]
+    #[test]
+    fn bug3_a_unix_connect_to_a_full_backlog_ends_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("redlock-wire-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("full.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        let endpoint = Endpoint::new(Address::Unix(path.clone()), None, None, 0);
+        let timeout = Duration::from_millis(200);
+        let err = within(Duration::from_secs(60), move || {
+            let mut open_ones = Vec::new();
+            loop {
+                let started = Instant::now();
+                match open(&endpoint, deadline_in(timeout)) {
+                    Ok(stream) => open_ones.push(stream),
+                    Err(err) => {
+                        assert!(started.elapsed() < timeout * 10, "{:?}", started.elapsed());
+                        return err;
+                    }
+                }
+                assert!(open_ones.len() < 100_000, "the backlog never filled");
+            }
+        });
+        assert!(err.is_timeout(), "{err}");
+        drop(listener);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A TLS "server" that answers the ClientHello with the header of a
+    /// 16 KiB handshake record and then one byte of it at a time.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn bug3_a_trickled_tls_handshake_ends_at_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            let Some(Ok(mut stream)) = listener.incoming().next() else {
+                return;
+            };
+            let mut hello = [0_u8; 512];
+            let _ = stream.read(&mut hello);
+            let _ = stream.write_all(&[0x16, 0x03, 0x03, 0x40, 0x00]);
+            while stream.write_all(&[0x00]).is_ok() {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+        let timeout = Duration::from_millis(200);
+        let target = crate::RedisBackend::builder(format!("rediss://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .target()
+            .expect("target");
+        let err = within(timeout * 10, move || {
+            Wire::connect(&target.endpoint, timeout, &[])
+                .err()
+                .expect("never finishes")
+        });
+        assert!(err.is_timeout(), "{err}");
     }
 }
