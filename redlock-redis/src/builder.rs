@@ -76,8 +76,12 @@ impl RedisBackendBuilder {
         }
     }
 
-    /// Bounds every call to the node: waiting for a connection, connecting,
-    /// sending and reading replies together. Defaults to 50 ms
+    /// Bounds every call to the node: waiting for a connection, sending
+    /// and reading replies together, however slowly the server sends them.
+    /// Opening a connection in the background takes at most twice as long
+    /// (the name lookup, TCP connect and TLS handshake within one timeout,
+    /// the Redis handshake within another); see "Bounds on what a server can
+    /// cost" on [`RedisBackend`]. Defaults to 50 ms
     /// ([`DEFAULT_NODE_TIMEOUT`]); must not be zero, and more than an hour
     /// counts as an hour. Use the same value as
     /// the manager's [`node_timeout`](redlock_core::Builder::node_timeout).

@@ -254,8 +254,10 @@ impl DeploymentCheck {
 }
 
 /// Checks the masters at `urls` against what `docs/operations.md` asks of
-/// a Redlock deployment, each on a connection of its own (all at once,
-/// each call bounded by `timeout`):
+/// a Redlock deployment, each on a connection of its own, all at once:
+/// opening it takes at most twice `timeout` (connecting, then the
+/// handshake) and each of its four requests at most `timeout`, so a server
+/// costs six times `timeout` at most, whatever it sends:
 ///
 /// - errors: a server that cannot be reached; one that is a replica, or in
 ///   cluster or sentinel mode; a `maxmemory-policy` other than `noeviction`
@@ -442,7 +444,9 @@ fn judge_server(info: &Result<ServerInfo, RedisNodeError>) -> Vec<Finding> {
 }
 
 /// Two of `targets` (the smaller index first) with different node ids and
-/// the same `run_id`; targets that cannot be asked are skipped.
+/// the same `run_id`; targets that cannot be asked are skipped. Each is
+/// asked within four of its timeouts (connecting, the handshake, `PING`
+/// and `INFO`), all at once.
 pub(crate) fn same_server(targets: &[&Target]) -> Option<(usize, usize)> {
     if targets.len() < 2 {
         return None;
@@ -577,7 +581,8 @@ impl KeyState {
 const SHOWN_TOKEN_BYTES: usize = 3;
 
 /// Looks at lock key `key` on each server at `urls` (all at once, each
-/// bounded by `timeout`): whether it is held, for how long still, and the
+/// within three times `timeout`: connecting, the handshake, and one
+/// pipeline): whether it is held, for how long still, and the
 /// first bytes of its token. One entry per URL, in order, with the
 /// server's secret-free name.
 ///
