@@ -54,7 +54,7 @@ pub(crate) const LIB_NAME: &str = "redlock-redis";
 pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
     let invalid = |detail: &str| {
         RedisNodeError::new(
-            NodeId::new(redact(url)),
+            NodeId::new(unparsable(url)),
             RedisErrorKind::InvalidUrl,
             Stage::Build,
             detail,
@@ -64,7 +64,7 @@ pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
     let tls = matches!(scheme, "rediss" | "valkeys");
     if tls && !cfg!(feature = "tls") {
         return Err(RedisNodeError::new(
-            NodeId::new(redact(url)),
+            NodeId::new(unparsable(url)),
             RedisErrorKind::InvalidConfig,
             Stage::Build,
             "rediss:// needs the `tls` feature of redlock-redis",
@@ -94,14 +94,15 @@ pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
             ..
         } => {
             if *insecure {
-                return Err(invalid(
+                return Err(parsed_but(
+                    url,
                     "#insecure (no certificate verification) is not supported",
                 ));
             }
             format!("rediss://{}:{port}/{db}", normalize_host(host))
         }
         ConnectionAddr::Unix(path) => format!("unix:{}/{db}", path.display()),
-        _ => return Err(invalid("unsupported kind of address")),
+        _ => return Err(parsed_but(url, "unsupported kind of address")),
     };
     Ok(Address {
         info,
@@ -109,6 +110,16 @@ pub(crate) fn parse(url: &str) -> Result<Address, RedisNodeError> {
         tls,
         password,
     })
+}
+
+/// The error for a URL that parses but asks for what is not supported.
+fn parsed_but(url: &str, detail: &str) -> RedisNodeError {
+    RedisNodeError::new(
+        NodeId::new(redact(url)),
+        RedisErrorKind::InvalidUrl,
+        Stage::Build,
+        detail,
+    )
 }
 
 /// Lower-cases host names and writes IP addresses in their canonical form,
@@ -122,21 +133,40 @@ fn normalize_host(host: &str) -> String {
     }
 }
 
-/// `url` without user info and query (which may carry `pass=`): for naming a
-/// URL that could not be parsed, or a builder in `Debug` output.
+/// How a URL is shown in `Debug` output and error messages.
+///
+/// A URL that parses loses everything between `://` and its last `@` (the
+/// user info, whatever delimiters a raw password holds) and its query and
+/// fragment (`pass=` of the unix forms); when a `?` or `#` comes before
+/// that `@` (a password in the query, or a raw delimiter), all but the
+/// scheme is hidden. A URL that does not parse is shown by its scheme alone
+/// (see [`unparsable`]): where its password ends cannot be known.
 pub(crate) fn redact(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or("");
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return if url.contains('@') || url.contains(':') {
-            "<unparsable URL>".to_owned()
-        } else {
-            url.to_owned()
-        };
+    let parses = redis::parse_redis_url(url).is_some_and(|u| u.into_connection_info().is_ok());
+    let Some((scheme, rest)) = url.split_once("://").filter(|_| parses) else {
+        return unparsable(url);
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-        None => format!("{scheme}://{rest}"),
+    let cut = |text: &str| text.split(['?', '#']).next().unwrap_or("").to_owned();
+    match rest.rfind('@') {
+        Some(at) if rest[..at].contains(['?', '#']) => format!("{scheme}://***"),
+        Some(at) => format!("{scheme}://***@{}", cut(&rest[at + 1..])),
+        None => format!("{scheme}://{}", cut(rest)),
+    }
+}
+
+/// The name of a URL that does not parse: `<scheme>://<unparsable>`, or
+/// `<unparsable URL>` when what comes before `://` is not a plain scheme
+/// (it could be a password typed in the wrong place).
+pub(crate) fn unparsable(url: &str) -> String {
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    let plain = |s: &str| {
+        s.starts_with(|c: char| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    };
+    match scheme.filter(|s| plain(s)) {
+        Some(scheme) => format!("{scheme}://<unparsable>"),
+        None => "<unparsable URL>".to_owned(),
     }
 }
 
@@ -237,13 +267,83 @@ mod tests {
         }
     }
 
+    /// Every URL form the crate accepts, with `secret` as its password
+    /// written raw (not percent-encoded).
+    fn forms(secret: &str) -> Vec<String> {
+        vec![
+            format!("redis://app:{secret}@127.0.0.1:6379/1"),
+            format!("redis://:{secret}@127.0.0.1"),
+            format!("redis://app:{secret}@127.0.0.1:6379/1?protocol=resp2"),
+            format!("rediss://app:{secret}@cache.example:6380/0"),
+            format!("rediss://:{secret}@cache.example"),
+            format!("valkey://app:{secret}@127.0.0.1"),
+            format!("redis+unix:///run/redis.sock?db=1&user=app&pass={secret}"),
+            format!("unix:///run/redis.sock?pass={secret}&db=2"),
+        ]
+    }
+
+    /// The two halves of every test password: neither may be shown.
+    const HALVES: [&str; 2] = ["Ab1x", "Zq9y"];
+
+    fn assert_hidden(url: &str, shown: &str) {
+        for half in HALVES {
+            assert!(!shown.contains(half), "{url} shown as {shown}");
+        }
+    }
+
+    #[test]
+    fn passwords_with_url_delimiters_are_never_shown() {
+        for c in ['/', '?', '#', '@', ':', '%', ' '] {
+            let secret = format!("{}{c}{}", HALVES[0], HALVES[1]);
+            for url in forms(&secret) {
+                assert_hidden(&url, &redact(&url));
+                let builder = crate::RedisBackend::builder(&url);
+                assert_hidden(&url, &format!("{builder:?}"));
+                match builder.build() {
+                    Ok(backend) => {
+                        assert_hidden(&url, &format!("{backend:?}"));
+                        use redlock_core::backend::LockBackend;
+                        assert_hidden(&url, backend.node_id().as_str());
+                    }
+                    Err(err) => {
+                        assert_hidden(&url, &format!("{err} {err:?}"));
+                        assert_hidden(&url, err.node().as_str());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_named_by_its_scheme_alone() {
+        for url in [
+            "redis://app:ab/cd@h",
+            "redis://:1234/5@h",
+            "redis://app:ab?cd@h",
+            "redis://app:ab#cd@h",
+            "redis://user:s3cret@127.0.0.1:6379/notanumber",
+        ] {
+            let err = parse(url).err().expect(url);
+            assert_eq!(err.kind(), RedisErrorKind::InvalidUrl, "{url}");
+            assert_eq!(err.node().as_str(), "redis://<unparsable>", "{url}");
+            assert_eq!(redact(url), "redis://<unparsable>", "{url}");
+        }
+        // A scheme that could itself be a typed-in secret is not shown.
+        assert_eq!(redact("user:pw@h://x"), "<unparsable URL>");
+        assert_eq!(redact("nonsense"), "<unparsable URL>");
+    }
+
     #[test]
     fn redaction() {
         assert_eq!(redact("redis://u:p@h:1/0"), "redis://***@h:1/0");
         assert_eq!(redact("redis://h:1/0?pass=p"), "redis://h:1/0");
         assert_eq!(redact("redis://a@b:p@h/0"), "redis://***@h/0");
         assert_eq!(redact("unix:///s.sock?pass=p"), "unix:///s.sock");
+        assert_eq!(redact("redis://u:p@h:1/0#x"), "redis://***@h:1/0");
+        assert_eq!(
+            redact("redis+unix:///s.sock?db=1&pass=p@q"),
+            "redis+unix://***"
+        );
         assert_eq!(redact("u:p@h"), "<unparsable URL>");
-        assert_eq!(redact("nonsense"), "nonsense");
     }
 }

@@ -76,8 +76,12 @@ impl RedisBackendBuilder {
         }
     }
 
-    /// Bounds every call to the node: waiting for a connection, connecting,
-    /// sending and reading replies together. Defaults to 50 ms
+    /// Bounds every call to the node: waiting for a connection, sending
+    /// and reading replies together, however slowly the server sends them.
+    /// Opening a connection in the background takes at most twice as long
+    /// (the name lookup, TCP connect and TLS handshake within one timeout,
+    /// the Redis handshake within another); see "Bounds on what a server can
+    /// cost" on [`RedisBackend`]. Defaults to 50 ms
     /// ([`DEFAULT_NODE_TIMEOUT`]); must not be zero, and more than an hour
     /// counts as an hour. Use the same value as
     /// the manager's [`node_timeout`](redlock_core::Builder::node_timeout).
@@ -185,15 +189,15 @@ impl RedisBackendBuilder {
         }
         let timeout = RedisBackend::effective_timeout(self.node_timeout);
         let settings = address.info.redis_settings();
-        let endpoint = Endpoint {
-            address: self.address(&address, &invalid)?,
-            username: settings.username().map(str::to_owned),
-            password: settings
+        let endpoint = Endpoint::new(
+            self.address(&address, &invalid)?,
+            settings.username().map(str::to_owned),
+            settings
                 .password()
                 .filter(|p| !p.is_empty())
                 .map(str::to_owned),
-            db: settings.db(),
-        };
+            settings.db(),
+        );
         Ok(Target {
             node: address.node,
             endpoint,

@@ -12,7 +12,7 @@ use redlock_core::NodeId;
 use crate::builder::Target;
 use crate::error::Stage;
 use crate::scripts::Resp;
-use crate::wire::Wire;
+use crate::wire::{deadline_in, Wire};
 use crate::{RedisBackend, RedisNodeError};
 
 /// How bad a [`Finding`] is.
@@ -254,8 +254,10 @@ impl DeploymentCheck {
 }
 
 /// Checks the masters at `urls` against what `docs/operations.md` asks of
-/// a Redlock deployment, each on a connection of its own (all at once,
-/// each call bounded by `timeout`):
+/// a Redlock deployment, each on a connection of its own, all at once:
+/// opening it takes at most twice `timeout` (connecting, then the
+/// handshake) and each of its four requests at most `timeout`, so a server
+/// costs six times `timeout` at most, whatever it sends:
 ///
 /// - errors: a server that cannot be reached; one that is a replica, or in
 ///   cluster or sentinel mode; a `maxmemory-policy` other than `noeviction`
@@ -442,7 +444,9 @@ fn judge_server(info: &Result<ServerInfo, RedisNodeError>) -> Vec<Finding> {
 }
 
 /// Two of `targets` (the smaller index first) with different node ids and
-/// the same `run_id`; targets that cannot be asked are skipped.
+/// the same `run_id`; targets that cannot be asked are skipped. Each is
+/// asked within four of its timeouts (connecting, the handshake, `PING`
+/// and `INFO`), all at once.
 pub(crate) fn same_server(targets: &[&Target]) -> Option<(usize, usize)> {
     if targets.len() < 2 {
         return None;
@@ -486,9 +490,11 @@ fn ask(target: &Target, full: bool) -> Result<ServerInfo, RedisNodeError> {
         for word in words {
             resp.bulk(word);
         }
-        wire.write(&packed)
+        // Each request and its reply within the timeout.
+        let deadline = deadline_in(target.timeout);
+        wire.write(&packed, deadline)
             .map_err(|e| error(Stage::Command, e.into()))?;
-        match wire.read().map_err(|e| error(Stage::Command, e))? {
+        match wire.read(deadline).map_err(|e| error(Stage::Command, e))? {
             Value::ServerError(err) => Err(error(Stage::Command, err.into())),
             value => Ok(value),
         }
@@ -575,7 +581,8 @@ impl KeyState {
 const SHOWN_TOKEN_BYTES: usize = 3;
 
 /// Looks at lock key `key` on each server at `urls` (all at once, each
-/// bounded by `timeout`): whether it is held, for how long still, and the
+/// within three times `timeout`: connecting, the handshake, and one
+/// pipeline): whether it is held, for how long still, and the
 /// first bytes of its token. One entry per URL, in order, with the
 /// server's secret-free name.
 ///
@@ -708,9 +715,11 @@ fn look<K: AsRef<str>>(target: &Target, keys: &[K]) -> Result<Vec<KeyState>, Red
             .bulk(b"PTTL")
             .bulk(key);
     }
-    wire.write(&packed)
+    // The whole pipeline within the timeout.
+    let deadline = deadline_in(target.timeout);
+    wire.write(&packed, deadline)
         .map_err(|e| error(Stage::Command, e.into()))?;
-    let mut read = || match wire.read().map_err(|e| error(Stage::Command, e))? {
+    let mut read = || match wire.read(deadline).map_err(|e| error(Stage::Command, e))? {
         Value::ServerError(err) => Err(error(Stage::Command, err.into())),
         value => Ok(value),
     };
@@ -770,6 +779,77 @@ mod tests {
             .iter()
             .map(Finding::severity)
             .collect()
+    }
+
+    /// A fake server that answers the handshake, then trickles a reply
+    /// that never ends to `verb` (one byte every 100 µs, so that no socket
+    /// read ever waits long enough to time out), on every connection.
+    fn trickling_on(verb: &'static str) -> u16 {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+                    while let Some(words) = crate::pool::tests::read_words(&mut reader) {
+                        if words[0].eq_ignore_ascii_case(verb) {
+                            let _ = stream.write_all(b"+");
+                            while stream.write_all(b"a").is_ok() {
+                                std::thread::sleep(Duration::from_micros(100));
+                            }
+                            return;
+                        }
+                        let _ = stream.write_all(b"+OK\r\n");
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// Runs `call` on a thread of its own, waiting at most `bound`.
+    fn within<T: Send + 'static>(bound: Duration, call: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(call());
+        });
+        result
+            .recv_timeout(bound)
+            .map_err(|_| format!("still running after {bound:?}"))
+            .expect("the call to end within its bound")
+    }
+
+    #[test]
+    fn bug3_status_and_check_end_within_their_bounds_on_a_trickling_server() {
+        let timeout = Duration::from_millis(200);
+        // status: connect, handshake and the pipeline, a timeout each.
+        let url = format!("redis://127.0.0.1:{}", trickling_on("GET"));
+        let states = within(timeout * 3 * 10, move || {
+            key_status([url], "k", timeout).expect("valid URL")
+        });
+        let err = states[0].1.as_ref().expect_err("never answered");
+        assert_eq!(err.kind(), crate::RedisErrorKind::Timeout, "{err}");
+        // check (and the same-server check at connect): connect, handshake,
+        // and a timeout for each of its requests.
+        let url = format!("redis://127.0.0.1:{}", trickling_on("INFO"));
+        let check = within(timeout * 6 * 10, move || {
+            check_deployment([url], timeout).expect("valid URL")
+        });
+        assert!(check.any_unreachable());
+        let targets = (0..2)
+            .map(|_| {
+                RedisBackend::builder(format!("redis://127.0.0.1:{}", trickling_on("INFO")))
+                    .node_timeout(timeout)
+                    .target()
+                    .expect("valid URL")
+            })
+            .collect::<Vec<_>>();
+        let same = within(timeout * 4 * 10, move || {
+            same_server(&targets.iter().collect::<Vec<_>>())
+        });
+        assert_eq!(same, None);
     }
 
     #[test]

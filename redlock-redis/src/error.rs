@@ -258,8 +258,10 @@ impl RedisNodeError {
     /// # Examples
     ///
     /// ```
-    /// let err = redlock_redis::RedisBackend::new("redis://127.0.0.1:6379/x").unwrap_err();
-    /// assert_eq!(err.node().as_str(), "redis://127.0.0.1:6379/x");
+    /// // A URL that does not parse is named by its scheme alone: where its
+    /// // password ends cannot be known.
+    /// let err = redlock_redis::RedisBackend::new("redis://app:pa/ss@127.0.0.1").unwrap_err();
+    /// assert_eq!(err.node().as_str(), "redis://<unparsable>");
     /// ```
     #[must_use]
     pub fn node(&self) -> &NodeId {

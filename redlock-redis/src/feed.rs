@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, OnceLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{RedisError, Value};
 use redlock_core::backend::{ReleaseFeed, ReleaseSink};
@@ -14,7 +14,7 @@ use redlock_core::NodeId;
 
 use crate::pool::Reporter;
 use crate::scripts::Resp;
-use crate::wire::{Endpoint, Wire};
+use crate::wire::{deadline_in, Endpoint, Wire};
 
 /// The prefix of the Pub/Sub channels on which the release script
 /// publishes the keys it deleted while another manager waited for them:
@@ -97,6 +97,8 @@ impl Listener {
         }
     }
 
+    /// Connects (within twice the node timeout, see [`Wire::connect`]) and
+    /// subscribes (within the node timeout again).
     fn subscribe(&self) -> Result<Wire, RedisError> {
         let mut wire = Wire::connect(&self.endpoint, self.timeout, &[])?;
         let mut packed = Vec::new();
@@ -104,9 +106,10 @@ impl Listener {
             .command(2)
             .bulk(b"SUBSCRIBE")
             .bulk(channel(self.sink.manager()).as_bytes());
-        wire.write(&packed)?;
+        let deadline = deadline_in(self.timeout);
+        wire.write(&packed, deadline)?;
         // The confirmation, within the node timeout.
-        match wire.read()? {
+        match wire.read(deadline)? {
             Value::Array(items) if is(items.first(), b"subscribe") => {}
             Value::ServerError(err) => return Err(err.into()),
             other => {
@@ -117,24 +120,35 @@ impl Listener {
                 )))
             }
         }
-        wire.set_io_timeout(POLL)?;
         Ok(wire)
     }
 
     /// Passes on every message until the manager is gone (`Ok`) or the
-    /// connection fails.
+    /// connection fails. Each read waits [`POLL`] at most, so a manager
+    /// that is gone is noticed; a message that began to arrive must be
+    /// whole within the node timeout (checked every [`POLL`]), or the
+    /// connection is given up as stalled.
     fn listen(&self, wire: &mut Wire) -> Result<(), RedisError> {
+        // When a message (or data that is none) was first seen unfinished.
+        let mut unfinished: Option<Instant> = None;
         while !self.sink.is_closed() {
-            match wire.read() {
+            match wire.read(deadline_in(POLL)) {
                 Ok(Value::Array(items)) if is(items.first(), b"message") => {
+                    unfinished = None;
                     if let Some(Value::BulkString(payload)) = items.get(2) {
                         if let Some((key, waiter)) = parse(payload) {
                             self.sink.released(key, waiter);
                         }
                     }
                 }
-                Ok(_) => {}
-                Err(err) if err.is_timeout() => {}
+                Ok(_) => unfinished = None,
+                Err(err) if err.is_timeout() && wire.mid_reply() => {
+                    let since = *unfinished.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.timeout {
+                        return Err(stalled());
+                    }
+                }
+                Err(err) if err.is_timeout() => unfinished = None,
                 Err(err) => return Err(err),
             }
         }
@@ -150,6 +164,16 @@ impl Listener {
             left -= step;
         }
     }
+}
+
+/// The error of a subscription whose server began a message and did not
+/// finish it within the node timeout.
+fn stalled() -> RedisError {
+    RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "the server began a message and did not finish it within the node timeout: \
+         the subscription is opened again",
+    ))
 }
 
 /// The channel of the manager `id`'s notifications.
@@ -176,7 +200,76 @@ fn is(value: Option<&Value>, word: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::*;
+    use crate::pool::tests::read_words;
+    use crate::wire::Address;
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    /// A fake server that answers the handshake and `SUBSCRIBE`, then
+    /// begins a message (a 100 kB payload announced) and trickles it one
+    /// byte every 100 µs: no socket read waits long enough to time out.
+    fn trickling_publisher() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        std::thread::spawn(move || {
+            let Some(Ok(mut stream)) = listener.incoming().next() else {
+                return;
+            };
+            let mut reader = std::io::BufReader::new(stream.try_clone().expect("clone"));
+            while let Some(words) = read_words(&mut reader) {
+                if words[0] != "SUBSCRIBE" {
+                    let _ = stream.write_all(b"+OK\r\n");
+                    continue;
+                }
+                let confirm = format!(
+                    "*3\r\n$9\r\nsubscribe\r\n${}\r\n{}\r\n:1\r\n",
+                    words[1].len(),
+                    words[1]
+                );
+                let _ = stream.write_all(confirm.as_bytes());
+                let _ = stream.write_all(b"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$100000\r\n");
+                while stream.write_all(b"a").is_ok() {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                return;
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn bug3_a_message_that_never_ends_is_given_up_within_the_node_timeout() {
+        let timeout = Duration::from_millis(200);
+        let listener = Listener {
+            endpoint: Endpoint::new(
+                Address::Tcp {
+                    host: "127.0.0.1".to_owned(),
+                    port: trickling_publisher(),
+                },
+                None,
+                None,
+                0,
+            ),
+            timeout,
+            reporter: Reporter::silent(NodeId::new("fake")),
+            sink: ReleaseSink::detached(),
+        };
+        let mut wire = listener.subscribe().expect("subscribed");
+        // Expected: the node timeout and two polls; ten times that fails
+        // only on a hang.
+        let bound = (timeout + POLL * 2) * 10;
+        let (done, result) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let _ = done.send(listener.listen(&mut wire));
+        });
+        let listened = result
+            .recv_timeout(bound)
+            .map_err(|_| format!("still listening to a stalled message after {bound:?}"))
+            .expect("listening to end within its bound");
+        let err = listened.expect_err("given up");
+        assert!(err.is_timeout(), "{err}");
+    }
 
     #[test]
     fn a_payload_names_the_waiter_then_the_key() {

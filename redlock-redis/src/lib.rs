@@ -124,7 +124,9 @@
 //!
 //! # Timeouts and order
 //!
-//! Every call to a master is bounded by the node timeout. A master runs a
+//! Every call to a master is bounded by the node timeout, however slowly
+//! the server sends its replies, and a reply may take 1 MiB at most (see
+//! "Bounds on what a server can cost" on [`RedisBackend`]). A master runs a
 //! backend's requests in the order they were sent, also those that timed
 //! out: the connection that timed out is kept, a release goes behind every
 //! acquire whose answer did not come, and later calls go behind them on the
@@ -132,7 +134,10 @@
 //! released right after, instead of leaving a key for its whole TTL. While
 //! a master has not answered, new acquires to it fail at once with
 //! [`RedisErrorKind::Behind`] (a failed node for the round) and releases
-//! still go out. See `# Timeouts` on [`RedisBackend`].
+//! still go out. A connection on which the server stalled (part of a reply
+//! sent, and not the rest by the deadline) is dropped instead, and its
+//! releases go out again on the next. See `# Timeouts` on
+//! [`RedisBackend`].
 //!
 //! # Tests without a server
 //!

@@ -27,6 +27,13 @@
 //!   [`MAX_OWED_BYTES`]).
 //! - When the server closed or reset the connection, nothing more on it
 //!   will run: it is dropped, and the next call connects again.
+//! - When a call's deadline passes while the server is sending (part of a
+//!   reply, or push data), or a reply breaks the protocol or its budget,
+//!   the connection is dropped too: such a server is not frozen (a reply
+//!   begins only once its request ran), and one that never finishes would
+//!   otherwise keep the connection owing forever. The releases owed on it
+//!   were answered as failures, so the manager sends them again on the
+//!   next connection.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,7 +182,8 @@ impl Line {
                     Ok(owing.conn)
                 }
                 Err(failure) if failure.breaks_connection() => {
-                    // The server closed it: nothing more on it will run.
+                    // The server closed it (nothing more on it will run),
+                    // stalled on it, or broke the protocol.
                     let _ = pool.failed(&mut owing.conn, failure);
                     drop(owing);
                     pool.checkout(deadline)
@@ -384,7 +392,8 @@ impl<'a> Begun<'a> {
             let slice = until.min(now.checked_add(READ_SLICE).unwrap_or(until));
             match self.pool.session(conn, slice).read() {
                 Ok(reply) => self.replies.push(reply),
-                Err(failure) if failure.timed_out() => {}
+                // A slice's end, not the call's: its deadline decides.
+                Err(failure) if failure.out_of_time() => {}
                 Err(failure) => {
                     self.sent = Err(failure);
                     return true;
@@ -495,6 +504,7 @@ fn exchange(
 mod tests {
     use std::io::{BufReader, Write};
     use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
     use parking_lot::Mutex as Shared;
@@ -572,6 +582,84 @@ mod tests {
         while !done() {
             assert!(std::time::Instant::now() < deadline, "never: {what}");
             std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// A fake Redis that answers the handshake with OK and any other
+    /// command with `reply`, then waits for the client to close the
+    /// connection. Returns its port and how many connections were closed
+    /// after `reply` was sent.
+    fn answering(reply: Vec<u8>) -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let closed = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&closed);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let (count, reply) = (Arc::clone(&count), reply.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    let mut answered = false;
+                    while let Some(words) = read_words(&mut reader) {
+                        let verb = words[0].to_uppercase();
+                        let out: &[u8] = match verb.as_str() {
+                            "CLIENT" | "SCRIPT" | "SELECT" | "AUTH" => b"+OK\r\n",
+                            _ => {
+                                answered = true;
+                                &reply
+                            }
+                        };
+                        if stream.write_all(out).is_err() {
+                            break;
+                        }
+                    }
+                    if answered {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        (port, closed)
+    }
+
+    #[test]
+    fn bug3_a_negative_or_oversized_length_is_a_protocol_error_that_drops_the_connection() {
+        let huge = format!("${}\r\n", 1_u64 << 40).into_bytes();
+        let bad: [&[u8]; 8] = [
+            b"=-1\r\n",
+            b"!-1\r\n",
+            b"$-2\r\n",
+            b"*-2\r\n",
+            b"~-1\r\n",
+            b">-1\r\n",
+            b"$2000000\r\n",
+            &huge,
+        ];
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        for reply in bad {
+            let shown = String::from_utf8_lossy(reply).into_owned();
+            let (port, closed) = answering(reply.to_vec());
+            // A node timeout long enough that a timeout cannot pass for
+            // the protocol error.
+            let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+                .node_timeout(std::time::Duration::from_secs(5))
+                .pool_size(1)
+                .build()
+                .expect("backend");
+            let err = backend
+                .acquire(&claim(&["k"]), ttl, false)
+                .expect_err(&shown);
+            assert_eq!(
+                err.kind(),
+                RedisErrorKind::UnexpectedReply,
+                "{shown}: {err}"
+            );
+            assert!(!backend.owes(), "{shown}");
+            // While the backend lives: it gave the connection up itself.
+            wait_for("the connection to be dropped", || {
+                closed.load(Ordering::SeqCst) > 0
+            });
         }
     }
 

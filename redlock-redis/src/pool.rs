@@ -106,6 +106,16 @@ impl r2d2::HandleError<RedisError> for Reporter {
 }
 
 impl Reporter {
+    /// A reporter with no sink ever attached (for tests).
+    #[cfg(test)]
+    pub(crate) fn silent(node: NodeId) -> Self {
+        Reporter {
+            node,
+            password: None,
+            sink: Arc::default(),
+        }
+    }
+
     /// Reports a connection error (of the pool, or of the release feed).
     pub(crate) fn report(&self, error: RedisError) {
         if let Some(sink) = self.sink.get() {
@@ -129,41 +139,17 @@ pub(crate) struct NodePool {
     health: Arc<Health>,
     node: NodeId,
     password: Option<Secret>,
-    /// See [`timeout_slack`].
-    slack: Duration,
 }
 
 /// The shortest pause between two background connection attempts to a node
 /// that is down (r2d2 waits half its connection timeout, at most).
 const MIN_RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 
-/// The largest [`timeout_slack`].
-const MAX_TIMEOUT_SLACK: Duration = Duration::from_millis(2);
-
-/// How far a socket's timeout may be from the time left before the
-/// deadline and still be kept: 1/16 of the node timeout, 2 ms at most (so
-/// 2 ms for the default 50 ms node timeout, 1 ms for 16 ms).
-///
-/// Setting the timeouts costs two `setsockopt` calls, which were the most
-/// frequent system call of a lock cycle when made before every command.
-/// Every call's deadline is "now + node timeout" and each connection starts
-/// with the node timeout as its socket timeout, so normally the time left
-/// when a command is sent is within microseconds of the socket's timeout
-/// and nothing needs to be set. Since the timeouts are checked before the
-/// write and before each reply, a call gives up at most the slack after its
-/// deadline (a server that trickles one reply out byte by byte aside, as
-/// before); and it never gives up more than the slack before it (a
-/// shortened timeout is raised again), which a node timeout can spare.
-fn timeout_slack(node_timeout: Duration) -> Duration {
-    (node_timeout / 16).min(MAX_TIMEOUT_SLACK)
-}
-
 impl NodePool {
     /// Builds the pool without waiting for the node: one connection is
     /// opened in the background.
     pub(crate) fn new(settings: PoolSettings) -> Self {
         let health = Arc::new(Health::default());
-        let slack = timeout_slack(settings.timeout);
         let manager = Manager {
             endpoint: settings.endpoint,
             timeout: settings.timeout,
@@ -200,7 +186,6 @@ impl NodePool {
             health,
             node: settings.node,
             password: settings.password,
-            slack,
         }
     }
 
@@ -221,7 +206,7 @@ impl NodePool {
 
     /// A session on `conn` for a call that ends at `deadline`.
     pub(crate) fn session<'a>(&self, conn: &'a mut Conn, deadline: Instant) -> Session<'a> {
-        Session::new(conn, deadline, self.slack)
+        Session::new(conn, deadline)
     }
 
     /// The typed error for `failure` on `conn`. When the connection can no
@@ -245,6 +230,13 @@ impl NodePool {
         match failure {
             Failure::Redis(err) => self.error(Stage::Command, err),
             Failure::Deadline => self.error(Stage::Command, deadline_passed()),
+            Failure::Stalled => RedisNodeError::new(
+                self.node.clone(),
+                RedisErrorKind::Timeout,
+                Stage::Command,
+                "the node began a reply, or sent data nobody asked for, and had not \
+                 finished it at the node timeout: the connection is dropped",
+            ),
             Failure::Reply { kind, detail } => {
                 RedisNodeError::new(self.node.clone(), kind, Stage::Command, detail)
             }
@@ -383,15 +375,15 @@ pub(crate) mod tests {
     pub(crate) fn pool_for(port: u16, timeout: Duration, size: u32) -> NodePool {
         NodePool::new(PoolSettings {
             node: NodeId::new(format!("127.0.0.1:{port}/0")),
-            endpoint: Endpoint {
-                address: crate::wire::Address::Tcp {
+            endpoint: Endpoint::new(
+                crate::wire::Address::Tcp {
                     host: "127.0.0.1".to_owned(),
                     port,
                 },
-                username: None,
-                password: None,
-                db: 0,
-            },
+                None,
+                None,
+                0,
+            ),
             timeout,
             size,
             password: None,
@@ -517,6 +509,7 @@ pub(crate) mod tests {
 
     #[test]
     fn socket_timeouts_are_set_only_when_off_by_more_than_the_slack() {
+        use crate::wire::timeout_slack;
         assert_eq!(
             timeout_slack(Duration::from_millis(50)),
             Duration::from_millis(2)
@@ -528,6 +521,7 @@ pub(crate) mod tests {
         let timeout = Duration::from_millis(200);
         let (port, _) = slow_then_fast_server(Duration::ZERO);
         let pool = pool_for(port, timeout, 1);
+        let slack = timeout_slack(timeout);
         // The socket timeout after one call, with `left` before the deadline.
         let after_call = |left: Duration| {
             pool.run(Instant::now() + left, |s| {
@@ -540,7 +534,7 @@ pub(crate) mod tests {
         after_call(timeout);
         // Full deadlines: within the slack, never set again.
         let set = after_call(timeout);
-        assert!(timeout - set <= pool.slack, "{set:?}");
+        assert!(timeout - set <= slack, "{set:?}");
         assert_eq!(after_call(timeout), set);
         assert_eq!(after_call(timeout), set);
         // Less time left: the timeouts shrink to it...
@@ -548,7 +542,7 @@ pub(crate) mod tests {
         assert!(shrunk <= timeout / 2, "{shrunk:?}");
         // ... and grow back with the next full deadline.
         let set = after_call(timeout);
-        assert!(timeout - set <= pool.slack, "{set:?}");
+        assert!(timeout - set <= slack, "{set:?}");
     }
 
     #[test]

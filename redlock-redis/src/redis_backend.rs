@@ -108,7 +108,10 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// # Timeouts
 ///
 /// Each call, from waiting for a connection to reading the last reply, is
-/// bounded by the node timeout; calls to one node take turns (the manager
+/// bounded by the node timeout, however the server sends: every socket
+/// read and write waits only what is left of it, so a reply trickled a byte
+/// at a time or push data streamed without end ends the call at its
+/// deadline like silence does. Calls to one node take turns (the manager
 /// makes one at a time anyway).
 ///
 /// A node runs this backend's requests in the order they were sent, also
@@ -140,6 +143,40 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// replaced too. While the node cannot be reached, the pool retries in the
 /// background (every `max(node timeout, 100 ms)`) and calls fail at once
 /// with the latest connection error.
+///
+/// # Bounds on what a server can cost
+///
+/// - Opening a connection (in the pool's background, or for the release
+///   feed): at most the node timeout for the name lookup, the TCP connect
+///   (each resolved address in turn, with the time left) and the TLS
+///   handshake together, then at most another for the handshake (`AUTH`,
+///   `SELECT`, `CLIENT SETINFO`, `SCRIPT LOAD`). A name lookup and a
+///   unix-socket connect, which the standard library cannot bound, run on
+///   a thread of their own, one at a time per backend.
+/// - A reply, with any push data before it, may take 1 MiB. A declared
+///   length that would take it past that, a negative length other than the
+///   RESP2 nulls (`$-1`, `*-1`), nesting deeper than 16 or a byte that
+///   begins no RESP type fails the call at once with
+///   [`RedisErrorKind::UnexpectedReply`] and drops the connection. A
+///   connection's read buffer is 16 KiB, and grows to the budget at most
+///   while one reply needs it.
+/// - When a call's deadline passes while the server is sending (part of a
+///   reply, or push data nobody asked for), the call fails with
+///   [`RedisErrorKind::Timeout`] and the connection is dropped, not kept
+///   owing replies: the server is not frozen, and a reply begins only once
+///   its request ran. Releases that were owed on it failed with
+///   [`RedisErrorKind::Behind`], so the manager sends them again on the
+///   next connection.
+/// - The release feed's subscriber thread reads 250 ms at a time (it
+///   notices within that that its manager is gone), and opens its
+///   subscription again when a message that began is not whole within the
+///   node timeout.
+///
+/// [`check_deployment`](crate::check_deployment),
+/// [`key_status`](crate::key_status) and the same-server check of
+/// [`Redlock::connect`](crate::Redlock) have bounds of their own, in their
+/// docs. docs/design.md, "Bounds on what a server can cost", has the
+/// reasons.
 ///
 /// # Examples
 ///
@@ -505,7 +542,8 @@ impl Connect for RedisBackend {
     }
 
     /// Asks every master for its `run_id` (`INFO server`) on a connection
-    /// of its own, all at once, within each one's node timeout: two
+    /// of its own, all at once, within four of each one's node timeouts
+    /// (connecting, the handshake, `PING`, `INFO`), whatever it sends: two
     /// backends with different node ids and the same `run_id` are one
     /// server under two host names or two databases. A master that is
     /// down, or whose ACL user may not run `INFO`, is not checked.

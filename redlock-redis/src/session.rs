@@ -47,6 +47,13 @@ pub(crate) enum Failure {
     Redis(RedisError),
     /// The node timeout ran out before a command could be sent.
     Deadline,
+    /// The deadline passed while the server was sending something other
+    /// than whole replies: part of one (trickled, or announced far longer
+    /// than what came), or push data nobody asked for. The request the
+    /// reply was for has run (a server answers only after running it), and
+    /// the server is not frozen: the connection is dropped rather than kept
+    /// owing, which it would be forever with a server that never finishes.
+    Stalled,
     /// The reply made no sense for the command, or showed a problem of
     /// ours (a lock key of another type).
     Reply {
@@ -61,7 +68,8 @@ impl Failure {
     /// for its command (the replies may be out of step). Not after a clean
     /// error reply, a deadline that ran out before sending, a wrong-type
     /// finding, or a timeout (the node may still run what it was sent, so
-    /// the connection must be kept in order, see [`crate::line`]).
+    /// the connection must be kept in order, see [`crate::line`]). After a
+    /// [`Failure::Stalled`] it can.
     pub(crate) fn breaks_connection(&self) -> bool {
         match self {
             Failure::Redis(err) => {
@@ -72,6 +80,7 @@ impl Failure {
                     )
             }
             Failure::Deadline => false,
+            Failure::Stalled => true,
             Failure::Reply { kind, .. } => *kind != RedisErrorKind::WrongType,
         }
     }
@@ -79,6 +88,12 @@ impl Failure {
     /// Whether a write or a read timed out: what was sent may still run.
     pub(crate) fn timed_out(&self) -> bool {
         matches!(self, Failure::Redis(err) if err.is_timeout())
+    }
+
+    /// Whether the deadline passed (a timeout, or a stall): for a read
+    /// that waits a slice of a call's time, not the end of it.
+    pub(crate) fn out_of_time(&self) -> bool {
+        self.timed_out() || matches!(self, Failure::Stalled)
     }
 
     /// A reply of the wrong shape for `command`.
@@ -117,19 +132,12 @@ fn describe(reply: &Value) -> &'static str {
 pub(crate) struct Session<'a> {
     conn: &'a mut Conn,
     deadline: Instant,
-    /// See [`timeout_slack`](crate::pool).
-    slack: Duration,
 }
 
 impl<'a> Session<'a> {
-    /// A session on `conn` until `deadline`; the socket's timeouts are kept
-    /// while within `slack` of the time left.
-    pub(crate) fn new(conn: &'a mut Conn, deadline: Instant, slack: Duration) -> Self {
-        Session {
-            conn,
-            deadline,
-            slack,
-        }
+    /// A session on `conn` until `deadline`.
+    pub(crate) fn new(conn: &'a mut Conn, deadline: Instant) -> Self {
+        Session { conn, deadline }
     }
 
     /// The socket's read timeout now (for tests).
@@ -143,37 +151,12 @@ impl<'a> Session<'a> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Makes the socket's read timeout `left`, give or take the slack (see
-    /// `timeout_slack` in [`crate::pool`]): it is set only when it differs
-    /// from `left` by more, which normally it does not.
-    ///
-    /// Reads and writes are armed apart: a caller that waits on several
-    /// nodes a short slice at a time keeps a short read timeout on its
-    /// connections without touching the write timeout, and so sets
-    /// neither again from one round to the next.
-    fn arm_read(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.wire.read_timeout()) > self.slack {
-            self.conn.wire.set_read_timeout(left)?;
-        }
-        Ok(())
-    }
-
-    /// As [`arm_read`](Self::arm_read), for writes.
-    fn arm_write(&mut self, left: Duration) -> Result<(), RedisError> {
-        if left.abs_diff(self.conn.wire.write_timeout()) > self.slack {
-            self.conn.wire.set_write_timeout(left)?;
-        }
-        Ok(())
-    }
-
-    /// Arms the socket for sending a command, or fails with
-    /// [`Failure::Deadline`] when no time is left.
-    fn arm_to_send(&mut self) -> Result<(), Failure> {
-        let left = self.left();
-        if left.is_zero() {
+    /// Fails with [`Failure::Deadline`] when no time is left to send.
+    fn check_time(&self) -> Result<(), Failure> {
+        if self.left().is_zero() {
             return Err(Failure::Deadline);
         }
-        Ok(self.arm_write(left)?)
+        Ok(())
     }
 
     /// Sends the commands `write` appends to the (connection's reused,
@@ -182,9 +165,10 @@ impl<'a> Session<'a> {
     /// `Value::ServerError`; only connection-level failures are errors, and
     /// then `replies` holds those read before it.
     ///
-    /// The timeouts are checked again before each reply is read, so a
-    /// server that stops answering holds the call up until its deadline
-    /// (and the slack), not a full timeout per missing reply.
+    /// Every socket read and write waits only the time left before the
+    /// deadline (and the slack), so a server that stops answering, or
+    /// trickles its replies, holds the call up until its deadline, not a
+    /// full timeout per reply or per byte.
     #[cfg(test)]
     pub(crate) fn call(
         &mut self,
@@ -211,9 +195,9 @@ impl<'a> Session<'a> {
 
     /// Writes the commands in the connection's buffer.
     fn send_packed(&mut self) -> Result<(), Failure> {
-        self.arm_to_send()?;
+        self.check_time()?;
         let Conn { wire, packed, .. } = &mut *self.conn;
-        let sent = wire.write(packed);
+        let sent = wire.write(packed, self.deadline);
         packed.clear();
         packed.shrink_to(KEPT_BUFFER);
         Ok(sent.map_err(RedisError::from)?)
@@ -245,25 +229,27 @@ impl<'a> Session<'a> {
         if !self.conn.wire.has_unsent() {
             return Ok(());
         }
-        self.arm_to_send()?;
-        Ok(self.conn.wire.flush().map_err(RedisError::from)?)
+        self.check_time()?;
+        Ok(self
+            .conn
+            .wire
+            .flush(self.deadline)
+            .map_err(RedisError::from)?)
     }
 
-    /// Reads the next reply before the deadline.
+    /// Reads the next reply before the deadline (one already buffered even
+    /// after it).
+    ///
+    /// # Errors
+    ///
+    /// [`Failure::Stalled`] when the deadline passed while the server had
+    /// sent part of a reply, or data nobody asked for; a timeout when it
+    /// had sent nothing.
     pub(crate) fn read(&mut self) -> Result<Value, Failure> {
-        let left = self.left();
-        if left.is_zero() {
-            return Err(Failure::Redis(replies_overdue()));
+        match self.conn.wire.read(self.deadline) {
+            Ok(reply) => Ok(reply),
+            Err(err) if err.is_timeout() && self.conn.wire.mid_reply() => Err(Failure::Stalled),
+            Err(err) => Err(err.into()),
         }
-        self.arm_read(left)?;
-        Ok(self.conn.wire.read()?)
     }
-}
-
-/// The error for a call whose deadline passed while replies were due.
-fn replies_overdue() -> RedisError {
-    RedisError::from(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "the node timeout ran out before every reply was read",
-    ))
 }

@@ -48,6 +48,7 @@
 
 mod client;
 mod cluster;
+mod hostile;
 mod options;
 mod ports;
 mod process;
@@ -59,6 +60,7 @@ use std::time::{Duration, Instant};
 
 pub use client::{connect, open_client, DEFAULT_CLIENT_TIMEOUT};
 pub use cluster::RedisCluster;
+pub use hostile::{HostileServer, Misbehaviour};
 pub use options::{AclUser, Persistence, ServerOptions};
 pub use ports::free_port;
 pub use process::process_exists;
