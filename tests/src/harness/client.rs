@@ -84,11 +84,10 @@ pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            format!("{scheme}://{user}:***@{host}")
-        }
+    // Everything up to the last `@` may be a password, whatever it holds
+    // (`/`, `?`, `#` unencoded too).
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://***@{host}"),
         None => url.to_owned(),
     }
 }
@@ -101,9 +100,13 @@ mod tests {
     fn passwords_are_redacted() {
         assert_eq!(
             redact("redis://u:pw@127.0.0.1:1"),
-            "redis://u:***@127.0.0.1:1"
+            "redis://***@127.0.0.1:1"
         );
-        assert_eq!(redact("redis://:pw@h:1"), "redis://:***@h:1");
+        assert_eq!(redact("redis://:pw@h:1"), "redis://***@h:1");
         assert_eq!(redact("rediss://h:1"), "rediss://h:1");
+        for c in ['/', '?', '#', '@', ':'] {
+            let url = format!("redis://u:ab{c}cd@h:1");
+            assert_eq!(redact(&url), "redis://***@h:1", "{url}");
+        }
     }
 }
