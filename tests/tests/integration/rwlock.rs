@@ -248,6 +248,22 @@ fn a_waiting_writer_is_not_starved_by_readers_of_its_own_manager() {
     a_writer_gets_in_against_a_stream_of_readers(true);
 }
 
+/// Waits until every node refused `rounds` more acquires than `before`
+/// says it had (a writer that waits), at most 30 s.
+fn refused_on_every_node(cluster: &MockCluster, before: &[u64], rounds: u64) {
+    for (i, before) in before.iter().enumerate() {
+        let node = cluster.node(i);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while node.stats().refused < before + rounds {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never waited"
+            );
+            std::thread::yield_now();
+        }
+    }
+}
+
 /// A reader holds; a writer of `writer_on` comes and waits (its rounds are
 /// refused on every node); then a reader of `reader_on` that comes after
 /// it is refused, though only readers hold the lock.
@@ -260,19 +276,9 @@ fn a_reader_after_a_waiting_writer_waits(same_manager: bool) {
     let refused_before: Vec<u64> = (0..3).map(|i| cluster.node(i).stats().refused).collect();
     std::thread::scope(|s| {
         let writer = s.spawn(|| doc.write_timeout(TTL, Duration::from_secs(30)).map(drop));
-        // The writer's plain round and its queued round (which leaves its
-        // waiting marks) were refused on every node.
-        for (i, before) in refused_before.iter().enumerate() {
-            let node = cluster.node(i);
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while node.stats().refused < before + 2 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the writer never waited"
-                );
-                std::thread::yield_now();
-            }
-        }
+        // Two of the writer's rounds (each leaves its waiting marks) were
+        // refused on every node.
+        refused_on_every_node(&cluster, &refused_before, 2);
         let late = reader_on.rwlock("queue-doc").expect("rwlock");
         let err = late
             .try_read(TTL)
@@ -314,17 +320,7 @@ fn a_writers_first_refused_round_already_makes_later_readers_wait() {
         });
         // The writer's first round was refused on every node; its next
         // one is 2 s away.
-        for (i, before) in refused_before.iter().enumerate() {
-            let node = cluster.node(i);
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while node.stats().refused < before + 1 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "the writer never waited"
-                );
-                std::thread::yield_now();
-            }
-        }
+        refused_on_every_node(&cluster, &refused_before, 1);
         let err = reader_on
             .try_read("pause-doc", TTL)
             .map(drop)
