@@ -758,6 +758,7 @@ fn key_state(token: Value, pttl: Value) -> KeyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::tests::within;
 
     fn healthy() -> ServerInfo {
         ServerInfo {
@@ -807,18 +808,6 @@ mod tests {
             }
         });
         port
-    }
-
-    /// Runs `call` on a thread of its own, waiting at most `bound`.
-    fn within<T: Send + 'static>(bound: Duration, call: impl FnOnce() -> T + Send + 'static) -> T {
-        let (done, result) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(call());
-        });
-        result
-            .recv_timeout(bound)
-            .map_err(|_| format!("still running after {bound:?}"))
-            .expect("the call to end within its bound")
     }
 
     #[test]

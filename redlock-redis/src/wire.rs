@@ -938,7 +938,7 @@ fn resolve(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pool::tests::read_words;
     use std::net::TcpListener;
@@ -958,7 +958,10 @@ mod tests {
 
     /// Runs `call` on a thread of its own and waits for it at most
     /// `bound`: a call that hangs fails the test instead of hanging it.
-    fn within<T: Send + 'static>(bound: Duration, call: impl FnOnce() -> T + Send + 'static) -> T {
+    pub(crate) fn within<T: Send + 'static>(
+        bound: Duration,
+        call: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
         let (done, result) = mpsc::channel();
         std::thread::spawn(move || {
             let _ = done.send(call());
