@@ -1,5 +1,8 @@
 //! The backend-agnostic core of a synchronous [Redlock]: the distributed lock
-//! over `N` independent nodes that is safe while a majority of them is up.
+//! over `N` independent nodes that is safe while a majority of them is up. It is safe under Redlock's own conditions: masters that
+//! persist their keys or restart only after the longest TTL, masters'
+//! clocks that are never stepped, and a client that acts within the
+//! validity (`docs/safety.md` names each and what breaks without it).
 //!
 //! A lock is acquired when a quorum (`N/2 + 1`) of nodes store its random
 //! token within a round whose duration leaves validity:

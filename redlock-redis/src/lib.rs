@@ -1,6 +1,9 @@
 //! The Redis backend of the synchronous [Redlock]: a distributed lock over
 //! `N` independent Redis masters that stays safe while a majority of them
-//! is up.
+//! is up. It is safe under Redlock's own conditions: masters that
+//! persist their keys or restart only after the longest TTL, masters'
+//! clocks that are never stepped, and a client that acts within the
+//! validity (`docs/safety.md` names each and what breaks without it).
 //!
 //! This crate is all an application needs: it re-exports the core API
 //! (`redlock-core`) and defines concrete aliases ([`Redlock`], [`Lock`],
