@@ -13,6 +13,7 @@ mod cli;
 mod exit;
 mod run;
 mod servers;
+mod signals;
 mod status;
 
 use std::process::ExitCode;

@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGINT};
 use signal_hook::iterator::Signals;
 
 use crate::cli::RunArgs;
@@ -87,7 +87,9 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     };
     let (events_tx, events) = crossbeam_channel::unbounded();
     let cancel = Cancel::new();
-    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD])
+    // Before any handler: the signals ignored at start stay ignored.
+    let passed_on = crate::signals::to_handle();
+    let mut signals = Signals::new(passed_on.iter().copied().chain([SIGCHLD]))
         .map_err(|e| Exit::new(SOFTWARE, format!("cannot handle signals: {e}")))?;
     let handle = signals.handle();
     {
@@ -96,7 +98,7 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
         std::thread::spawn(move || {
             for signal in signals.forever() {
                 let _ = events_tx.send(Event::Signal(signal));
-                if signal != SIGCHLD {
+                if passed_on.contains(&signal) {
                     // Stops a wait for the lock (after the event, which
                     // names the signal); a held lock is not affected.
                     cancel.cancel();

@@ -44,6 +44,18 @@ pub(crate) fn run_sh(urls: &[String], options: &[&str], key: &str, script: &str)
     command
 }
 
+/// `command` started with `signals` (as for `trap`, e.g. `"HUP INT"`)
+/// ignored, as `nohup` or a shell's background job starts it.
+pub(crate) fn ignoring(signals: &str, command: &Command) -> Command {
+    let mut wrapper = Command::new("sh");
+    wrapper
+        .args(["-c", &format!("trap '' {signals}; exec \"$@\""), "sh"])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_remove("REDLOCK_SERVERS");
+    wrapper
+}
+
 /// What a finished `redlock` said.
 #[derive(Debug)]
 pub(crate) struct Finished {

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
 
-use crate::{finish, get, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG, LOST};
+use crate::{
+    finish, get, ignoring, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG, LOST,
+};
 
 const CONFLICT: i32 = 75;
 
@@ -177,6 +179,55 @@ fn sigterm_to_redlock_reaches_the_child_and_releases_the_lock() {
         let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
         assert_eq!(next.code(), Some(0), "{sent}: {next:?}");
     }
+}
+
+#[test]
+fn signals_ignored_at_start_stay_ignored_for_the_command() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("nohup");
+    let ignored = dir.path().join("ignored");
+    let started = dir.path().join("started");
+    // The command signals itself: it survives only if it ignores both.
+    let script = format!(
+        "kill -HUP $$; kill -INT $$; grep SigIgn /proc/$$/status > {ignored}; touch {started}; {}",
+        until_go(dir.path()),
+        ignored = ignored.display(),
+        started = started.display()
+    );
+    // As under nohup (SIGHUP) and in a script's background job (SIGINT).
+    let mut holder = spawn(ignoring("HUP INT", &run_sh(&urls, &[], &name, &script)));
+    let deadline = Instant::now() + HANG;
+    while !started.exists() {
+        if holder.try_wait().unwrap().is_some() || Instant::now() >= deadline {
+            panic!(
+                "the command did not get that far: {:?}",
+                wait_output(holder, HANG)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SigIgn masks: bit 0 is SIGHUP, bit 1 SIGINT.
+    let both = 0b11;
+    let mask = |status: &str| {
+        let hex = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .unwrap()
+            .trim();
+        u64::from_str_radix(hex, 16).unwrap()
+    };
+    let command = mask(&std::fs::read_to_string(&ignored).unwrap());
+    assert_eq!(command & both, both, "the command: {command:x}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", holder.id())).unwrap();
+    assert_eq!(mask(&status) & both, both, "redlock: {status}");
+    // So these do nothing to redlock, nor to the command.
+    signal(&holder, Signal::SIGHUP);
+    signal(&holder, Signal::SIGINT);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
 }
 
 #[test]
