@@ -11,6 +11,7 @@
 mod check;
 mod cli;
 mod exit;
+mod group;
 mod run;
 mod servers;
 mod signals;

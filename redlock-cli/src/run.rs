@@ -1,21 +1,22 @@
-//! `redlock run`: acquire, run the command with the lock kept alive,
-//! stop it if the lock is lost, release, exit with its code. With
+//! `redlock run`: acquire, run the command (in a process group of its
+//! own, see [`crate::group`]) with the lock kept alive, stop the group if
+//! the lock is lost, release, exit with the command's code. With
 //! `--limit K` the lock is one of the K permits of the semaphore KEY, a
 //! lock of its own (`KEY:permit:i`), so all the rest is the same.
 
 use std::io;
-use std::process::{Command, ExitStatus};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore};
-use signal_hook::consts::{SIGCHLD, SIGINT};
+use signal_hook::consts::{SIGCHLD, SIGCONT, SIGINT};
 use signal_hook::iterator::Signals;
 
 use crate::cli::RunArgs;
 use crate::exit::{self, Exit, CANNOT_RUN, LOST, NOT_FOUND, SOFTWARE, UNAVAILABLE};
+use crate::group::{self, Ended, Group, Reaped};
 
 /// What the main loop waits for.
 enum Event {
@@ -26,6 +27,11 @@ enum Event {
 /// The longest the main loop waits without looking at the command and the
 /// lock's validity (a backstop: exits and losses also come as events).
 const TICK: Duration = Duration::from_millis(100);
+
+/// After SIGKILL to the command's group on a lost lock, how long `redlock`
+/// waits for the last of it to be gone (a process in an uninterruptible
+/// sleep dies late) before it exits anyway, saying so.
+const GROUP_GONE: Duration = Duration::from_secs(10);
 
 /// Progress on stderr with `-v`.
 struct Progress {
@@ -89,7 +95,7 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     let cancel = Cancel::new();
     // Before any handler: the signals ignored at start stay ignored.
     let passed_on = crate::signals::to_handle();
-    let mut signals = Signals::new(passed_on.iter().copied().chain([SIGCHLD]))
+    let mut signals = Signals::new(passed_on.iter().copied().chain([SIGCHLD, SIGCONT]))
         .map_err(|e| Exit::new(SOFTWARE, format!("cannot handle signals: {e}")))?;
     let handle = signals.handle();
     {
@@ -326,36 +332,75 @@ fn supervise(
     if let Some(token) = lock.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
-    let mut child = command.spawn().map_err(|e| {
-        let code = if e.kind() == io::ErrorKind::NotFound {
-            NOT_FOUND
-        } else {
-            CANNOT_RUN
-        };
-        Exit::new(
-            code,
-            format!("cannot run {}: {e}", program.to_string_lossy()),
-        )
-    })?;
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    let mut group = match Group::spawn(&mut command) {
+        Ok(group) => group,
+        Err(e) => {
+            let code = if e.kind() == io::ErrorKind::NotFound {
+                NOT_FOUND
+            } else {
+                CANNOT_RUN
+            };
+            return Err(Exit::new(
+                code,
+                format!("cannot run {}: {e}", program.to_string_lossy()),
+            ));
+        }
+    };
+    let result = watch_command(&mut group, lock, slot, args, events, progress);
+    group.give_back_terminal();
+    result
+}
+
+/// The main loop while the command runs: reaps, passes signals on, stops
+/// the group when the lock is lost, and waits for the group to be gone
+/// then.
+fn watch_command(
+    group: &mut Group,
+    lock: &Lock,
+    slot: Option<u32>,
+    args: &RunArgs,
+    events: &Receiver<Event>,
+    progress: &Progress,
+) -> Result<u8, Exit> {
+    let leader = group.leader();
+    let mut ended: Option<Ended> = None;
     let mut lost: Option<LostReason> = None;
     let mut kill_at: Option<Instant> = None;
+    let mut killed_at: Option<Instant> = None;
     let mut valid_until = later(Instant::now(), lock.validity());
     let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| Exit::new(SOFTWARE, e.to_string()))?
-        {
-            break status;
+        for seen in group::reap() {
+            match seen {
+                Reaped::Ended(pid, how) if pid == leader => ended = Some(how),
+                Reaped::Stopped(pid, signal) if pid == leader && lost.is_none() => {
+                    stopped(group, signal, &args.key);
+                }
+                _ => {}
+            }
         }
         // A loss the keeper reported, or one it could not (the validity
         // ran out first): stop the command.
-        if lost.is_none() && (lock.is_lost() || !lock.is_valid()) {
+        if lost.is_none() && ended.is_none() && (lock.is_lost() || !lock.is_valid()) {
             lost = Some(LostReason::Expired);
-            kill_at = Some(stop(pid, lock, args.kill_grace));
+            kill_at = Some(stop(group, lock, args.kill_grace));
+        }
+        if let Some(status) = ended {
+            // With the lock lost, nothing of the group may run on.
+            if lost.is_none() || group.is_empty() {
+                break status;
+            }
+            if killed_at.is_some_and(|at| at.elapsed() >= GROUP_GONE) {
+                eprintln!(
+                    "redlock: {}: processes of the command's group {leader} are still there {} after SIGKILL",
+                    args.key,
+                    humantime::format_duration(GROUP_GONE)
+                );
+                break status;
+            }
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
-            let _ = child.kill();
+            group.signal(Signal::SIGKILL);
+            killed_at = Some(Instant::now());
             kill_at = None;
         }
         let now = Instant::now();
@@ -365,16 +410,22 @@ fn supervise(
         }
         match events.recv_timeout(wait) {
             Ok(Event::Signal(SIGCHLD)) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(Event::Signal(SIGCONT)) => {
+                // Continued (`fg`, `bg`) after a stop from the terminal.
+                if lost.is_none() {
+                    group.resume(false);
+                }
+            }
             Ok(Event::Signal(signal)) => {
                 // Passed on; the lock is released once the command exits.
                 if let Ok(signal) = Signal::try_from(signal) {
-                    let _ = kill(pid, signal);
+                    group.signal(signal);
                 }
             }
             Ok(Event::Lost(reason)) => {
-                if lost.is_none() {
+                if lost.is_none() && ended.is_none() {
                     lost = Some(reason);
-                    kill_at = Some(stop(pid, lock, args.kill_grace));
+                    kill_at = Some(stop(group, lock, args.kill_grace));
                 }
             }
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
@@ -399,33 +450,42 @@ fn supervise(
     Ok(code_of(status))
 }
 
-/// Sends SIGTERM; returns when SIGKILL is due: after the grace, but before
-/// the lock's validity ends.
-fn stop(pid: Pid, lock: &Lock, grace: Duration) -> Instant {
-    let _ = kill(pid, Signal::SIGTERM);
+/// The command was stopped by `signal` (see [`Group::stopped`]); says so
+/// when it is left stopped.
+fn stopped(group: &mut Group, signal: Signal, key: &str) {
+    if !group.stopped(signal) {
+        eprintln!(
+            "redlock: {key}: the command is stopped ({signal}): it uses the terminal, \
+             and redlock is not in its foreground; bring redlock to the foreground (fg) to go on"
+        );
+    }
+}
+
+/// Sends SIGTERM to the command's group (and SIGCONT, so that a stopped
+/// process sees it); returns when SIGKILL is due: after the grace, but
+/// before the lock's validity ends.
+fn stop(group: &Group, lock: &Lock, grace: Duration) -> Instant {
+    group.signal(Signal::SIGTERM);
+    group.signal(Signal::SIGCONT);
     let validity = lock.validity();
     let before_expiry = validity.saturating_sub(validity / 10);
     later(Instant::now(), grace.min(before_expiry))
 }
 
-fn code_of(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(SOFTWARE),
-        (None, Some(signal)) => exit::of_signal(signal),
-        (None, None) => SOFTWARE,
+fn code_of(status: Ended) -> u8 {
+    match status {
+        Ended::Code(code) => u8::try_from(code & 0xff).unwrap_or(SOFTWARE),
+        Ended::Signal(signal) => exit::of_signal(signal),
     }
 }
 
-fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("it exited with {code}"),
-        (None, Some(signal)) => match Signal::try_from(signal) {
+fn describe_status(status: Ended) -> String {
+    match status {
+        Ended::Code(code) => format!("it exited with {code}"),
+        Ended::Signal(signal) => match Signal::try_from(signal) {
             Ok(signal) => format!("ended by {signal}"),
             Err(_) => format!("ended by signal {signal}"),
         },
-        _ => status.to_string(),
     }
 }
 

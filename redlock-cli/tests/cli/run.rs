@@ -1,14 +1,16 @@
 //! `redlock run` on real masters: mutual exclusion, conflicts, keep-alive,
 //! a lost lock, signals, fencing, and `status` next to a holder.
 
-use std::process::Child;
+use std::io::Write as _;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
 
 use crate::{
-    finish, get, ignoring, key, run_sh, signal, spawn, wait_for_file, wait_output, HANG, LOST,
+    exit_within, finish, get, gone, ignoring, key, read_pid, reader, run_sh, signal, spawn,
+    wait_for_file, wait_output, Guarded, Leftover, HANG, LOST,
 };
 
 const CONFLICT: i32 = 75;
@@ -153,28 +155,52 @@ fn freezing_three_of_five_masters_stops_the_child_within_the_validity() {
 }
 
 #[test]
-fn sigterm_to_redlock_reaches_the_child_and_releases_the_lock() {
+fn signals_to_redlock_reach_the_commands_group_and_the_lock_is_released() {
     let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
     let urls = cluster.urls();
     let name = key("term");
-    for sent in [Signal::SIGTERM, Signal::SIGINT] {
+    for sent in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
         let dir = tempfile::tempdir().unwrap();
+        // With SIGTERM and SIGHUP the command leaves a child too, which
+        // the signal must reach as well (a shell's background child
+        // ignores SIGINT and SIGQUIT).
+        let with_child = matches!(sent, Signal::SIGTERM | Signal::SIGHUP);
         let script = format!(
-            "trap 'echo got > {got}; exit 3' TERM INT; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+            "trap 'echo got > {got}; exit 3' TERM INT HUP QUIT; {child}touch {started}; \
+             i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
             got = dir.path().join("got").display(),
+            child = if with_child {
+                format!(
+                    "sleep 600 & echo $! > {}; ",
+                    dir.path().join("child").display()
+                )
+            } else {
+                String::new()
+            },
             started = dir.path().join("started").display()
         );
         let holder = spawn(run_sh(&urls, &[], &name, &script));
         wait_for_file(&dir.path().join("started"));
+        let child = with_child.then(|| read_pid(&dir.path().join("child")));
+        let _leftover = child.map(|pid| Leftover::new(pid, "sleep"));
         signal(&holder, sent);
         let out = wait_output(holder, HANG);
-        assert_eq!(out.code(), Some(3), "{sent}: the child's code: {out:?}");
+        assert_eq!(out.code(), Some(3), "{sent}: the command's code: {out:?}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("got"))
                 .unwrap()
                 .trim(),
             "got"
         );
+        if let Some(child) = child {
+            wait_until(HANG, "the command's child to end", || gone(child))
+                .unwrap_or_else(|e| panic!("{sent}: {e}"));
+        }
         // Released: one round (one round trip) acquires.
         let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
         assert_eq!(next.code(), Some(0), "{sent}: {next:?}");
@@ -231,17 +257,128 @@ fn signals_ignored_at_start_stay_ignored_for_the_command() {
 }
 
 #[test]
+fn a_command_reads_from_the_terminal_redlock_runs_in() {
+    // util-linux `script` runs redlock on a pseudo-terminal, with
+    // redlock's process group in its foreground, as a shell would.
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let got = dir.path().join("got");
+    let redlock = run_sh(
+        &urls,
+        &[],
+        &key("tty"),
+        &format!("read line; echo \"got $line\" > {}", got.display()),
+    );
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-q", "-e", "-c", &shell_line(&redlock), "/dev/null"])
+        .env_remove("REDLOCK_SERVERS")
+        .stdin(Stdio::piped());
+    let mut child = spawn(script);
+    // Typed on the terminal: read by the command once it is in the
+    // terminal's foreground (a background group reading it is stopped).
+    child.stdin.as_mut().unwrap().write_all(b"hello\n").unwrap();
+    let out = wait_output(child, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&got).unwrap().trim(), "got hello");
+}
+
+#[test]
+fn ctrl_z_or_reading_the_terminal_in_the_background_stops_redlock_too_and_fg_continues() {
+    // An interactive shell with job control on a pseudo-terminal (util-
+    // linux `script`), typed to as a user would.
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-q", "-f", "-c", "bash --norc --noprofile -i", "/dev/null"])
+        .env_remove("REDLOCK_SERVERS")
+        .stdin(Stdio::piped());
+    let mut shell = Guarded(spawn(script));
+    let _output = (
+        reader(shell.0.stdout.take().unwrap()),
+        reader(shell.0.stderr.take().unwrap()),
+    );
+    let mut terminal = shell.0.stdin.take().unwrap();
+    let mut typed = |text: &str| terminal.write_all(text.as_bytes()).unwrap();
+    // Ctrl-Z once the command runs; in the background (`&`): the command
+    // reads the terminal at once.
+    for (name, background) in [("ctrl-z", false), ("background", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| dir.path().join(name);
+        let redlock = run_sh(
+            &urls,
+            &[],
+            &key(name),
+            &format!(
+                "echo $PPID > {pid}; touch {started}; read line; echo \"got $line\" > {got}",
+                pid = file("redlock").display(),
+                started = file("started").display(),
+                got = file("got").display()
+            ),
+        );
+        let ampersand = if background { " &" } else { "" };
+        typed(&format!("{}{ampersand}\n", shell_line(&redlock)));
+        wait_for_file(&file("started"));
+        let redlock = read_pid(&file("redlock"));
+        let stopped = || matches!(crate::state(redlock), Some('T' | 't'));
+        if !background {
+            typed("\x1a");
+        }
+        // The command is stopped, and then redlock (the shell's job).
+        wait_until(HANG, "redlock to be stopped", stopped)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // fg: both go on, and the command has the terminal.
+        typed("fg\n");
+        wait_until(HANG, "redlock to go on", || !stopped()).unwrap();
+        typed("hello\n");
+        wait_until(HANG, "the command's line", || {
+            std::fs::read_to_string(file("got")).is_ok_and(|got| got.ends_with('\n'))
+        })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            std::fs::read_to_string(file("got")).unwrap().trim(),
+            "got hello",
+            "{name}"
+        );
+        wait_until(HANG, "redlock to exit", || gone(redlock)).unwrap();
+    }
+    typed("exit\n");
+    exit_within(&mut shell.0, HANG);
+}
+
+/// `command` as one line for `sh -c`, each word single-quoted.
+fn shell_line(command: &std::process::Command) -> String {
+    std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|word| format!("'{}'", word.to_str().unwrap().replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
 fn the_hold_bound_ends_the_lock_and_stops_the_child() {
     let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     let name = key("max-hold");
-    let out = finish(run_sh(
+    // The command leaves a child, which is stopped with it.
+    let child = dir.path().join("child");
+    let holder = spawn(run_sh(
         &urls,
-        &["--ttl", "300ms", "--max-hold", "600ms"],
+        &["--ttl", "2s", "--max-hold", "4s"],
         &name,
-        &until_go(dir.path()),
+        &format!(
+            "sleep 600 & echo $! > {}; {}",
+            child.display(),
+            until_go(dir.path())
+        ),
     ));
+    wait_for_file(&dir.path().join("started"));
+    let child = read_pid(&child);
+    let _leftover = Leftover::new(child, "sleep");
+    let out = wait_output(holder, HANG);
     assert_eq!(out.code(), Some(LOST), "{out:?}");
     assert!(
         out.stderr.contains("bound on total hold time"),
@@ -249,6 +386,7 @@ fn the_hold_bound_ends_the_lock_and_stops_the_child() {
         out.stderr
     );
     assert!(out.stderr.contains("SIGTERM"), "{}", out.stderr);
+    assert!(gone(child), "the command's child runs on: {out:?}");
 }
 
 #[test]
