@@ -49,6 +49,18 @@ pub(crate) enum Command {
     /// Show, per server, whether KEY is held, for how long, and the first
     /// bytes of its token; with --limit K, who holds each of the K permits.
     Status(StatusArgs),
+    /// The guardian `run` starts: stops the process group it is told to
+    /// watch if `run` dies (internal).
+    #[command(hide = true)]
+    Guard(GuardArgs),
+}
+
+/// `redlock guard`: internal, started by `redlock run`.
+#[derive(Debug, Args)]
+pub(crate) struct GuardArgs {
+    /// The time between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = any_duration)]
+    pub(crate) grace: Duration,
 }
 
 /// Where the servers are.

@@ -12,6 +12,7 @@ mod check;
 mod cli;
 mod exit;
 mod group;
+mod guard;
 mod run;
 mod servers;
 mod signals;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Check(args) => check::check(&args),
         Command::Status(args) => status::status(&args),
+        Command::Guard(args) => Ok(guard::guard(args.grace)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -17,6 +17,7 @@ use signal_hook::iterator::Signals;
 use crate::cli::RunArgs;
 use crate::exit::{self, Exit, CANNOT_RUN, LOST, NOT_FOUND, SOFTWARE, UNAVAILABLE};
 use crate::group::{self, Ended, Group, Reaped};
+use crate::guard::Guardian;
 
 /// What the main loop waits for.
 enum Event {
@@ -332,9 +333,23 @@ fn supervise(
     if let Some(token) = lock.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
+    // Started first, so that the command is never without it.
+    let mut guardian = match Guardian::start(guardian_grace(args)) {
+        Ok(guardian) => Some(guardian),
+        Err(e) => {
+            eprintln!(
+                "redlock: {}: cannot start the guardian ({e}): the command would run on if redlock died",
+                args.key
+            );
+            None
+        }
+    };
     let mut group = match Group::spawn(&mut command) {
         Ok(group) => group,
         Err(e) => {
+            if let Some(guardian) = guardian {
+                guardian.stand_down();
+            }
             let code = if e.kind() == io::ErrorKind::NotFound {
                 NOT_FOUND
             } else {
@@ -346,9 +361,25 @@ fn supervise(
             ));
         }
     };
-    let result = watch_command(&mut group, lock, slot, args, events, progress);
+    if let Some(watching) = guardian.as_mut() {
+        if let Err(e) = watching.watch(group.leader()) {
+            eprintln!("redlock: {}: the guardian does not listen ({e})", args.key);
+        }
+    }
+    let guardian_pid = guardian.as_ref().map(Guardian::pid);
+    let result = watch_command(&mut group, guardian_pid, lock, slot, args, events, progress);
     group.give_back_terminal();
+    if let Some(guardian) = guardian {
+        guardian.stand_down();
+    }
     result
+}
+
+/// The grace the guardian gives the command after SIGTERM when `redlock`
+/// died: `--kill-grace`, cut to a tenth of the TTL (while the lock is kept
+/// alive, at least about a third of its validity is left).
+fn guardian_grace(args: &RunArgs) -> Duration {
+    args.kill_grace.min(args.ttl / 10)
 }
 
 /// The main loop while the command runs: reaps, passes signals on, stops
@@ -356,6 +387,7 @@ fn supervise(
 /// then.
 fn watch_command(
     group: &mut Group,
+    guardian: Option<nix::unistd::Pid>,
     lock: &Lock,
     slot: Option<u32>,
     args: &RunArgs,
@@ -375,6 +407,10 @@ fn watch_command(
                 Reaped::Stopped(pid, signal) if pid == leader && lost.is_none() => {
                     stopped(group, signal, &args.key);
                 }
+                Reaped::Ended(pid, _) if Some(pid) == guardian => eprintln!(
+                    "redlock: {}: the guardian ended: the command would run on if redlock died",
+                    args.key
+                ),
                 _ => {}
             }
         }

@@ -2,6 +2,7 @@
 //! a lost lock, signals, fencing, and `status` next to a holder.
 
 use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -205,6 +206,36 @@ fn signals_to_redlock_reach_the_commands_group_and_the_lock_is_released() {
         let next = finish(run_sh(&urls, &["--no-wait"], &name, "exit 0"));
         assert_eq!(next.code(), Some(0), "{sent}: {next:?}");
     }
+}
+
+#[test]
+fn killing_redlock_stops_the_command_and_its_children() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("killed");
+    // Both ignore SIGTERM: only SIGKILL, after the grace, stops them.
+    let script = format!(
+        "trap '' TERM; echo $$ > {pid}; sleep 600 & echo $! > {child}; touch {started}; wait",
+        pid = dir.path().join("pid").display(),
+        child = dir.path().join("child").display(),
+        started = dir.path().join("started").display()
+    );
+    let holder = spawn(run_sh(&urls, &["--kill-grace", "1s"], &name, &script));
+    wait_for_file(&dir.path().join("started"));
+    let pid = read_pid(&dir.path().join("pid"));
+    let child = read_pid(&dir.path().join("child"));
+    let _leftovers = (Leftover::new(pid, "sh"), Leftover::new(child, "sleep"));
+    signal(&holder, Signal::SIGKILL);
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.status.signal(), Some(9), "{out:?}");
+    // Stopped about a second after; a hang bound only.
+    wait_until(
+        Duration::from_secs(30),
+        "the command and its child to end",
+        || gone(pid) && gone(child),
+    )
+    .unwrap();
 }
 
 #[test]
