@@ -15,7 +15,8 @@ Exit codes:
   1         check: not fit for Redlock (see the errors)
   64        bad usage: arguments, no servers, a malformed URL or duration,
             an empty key, one server listed twice, --limit not in 1..=64
-  69        unavailable: no quorum, servers unreachable
+  69        unavailable: no quorum, servers unreachable (run: for
+            --no-quorum-timeout while waiting, default 1m)
   70        an unexpected error
   75        run: the lock is held by another holder, or with --limit all
             permits are (--no-wait, or --wait ran out); change it with
@@ -99,6 +100,10 @@ pub(crate) struct RunArgs {
     /// How long to wait for the lock (default: as long as it takes).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = any_duration, conflicts_with = "no_wait")]
     pub(crate) wait: Option<Duration>,
+    /// While waiting, give up (exit 69) once no quorum of servers has
+    /// answered for this long; said on stderr meanwhile.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1m", value_parser = any_duration)]
+    pub(crate) no_quorum_timeout: Duration,
     /// Try once (one round) and give up at once if the lock is held.
     #[arg(long)]
     pub(crate) no_wait: bool,

@@ -17,6 +17,7 @@ mod run;
 mod servers;
 mod signals;
 mod status;
+mod waiting;
 
 use std::process::ExitCode;
 

@@ -6,6 +6,7 @@
 
 use std::io;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -18,6 +19,7 @@ use crate::cli::RunArgs;
 use crate::exit::{self, Exit, CANNOT_RUN, LOST, NOT_FOUND, SOFTWARE, UNAVAILABLE};
 use crate::group::{self, Ended, Group, Reaped};
 use crate::guard::Guardian;
+use crate::waiting::{self, Watcher};
 
 /// What the main loop waits for.
 enum Event {
@@ -113,7 +115,13 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
             }
         });
     }
-    let locks = crate::servers::connect(&urls, args.node_timeout, args.fencing)?;
+    let (hook, rounds) = waiting::hook();
+    let locks = crate::servers::connect(
+        &urls,
+        args.node_timeout,
+        args.fencing,
+        Arc::new(hook.clone()),
+    )?;
     let target = match args.limit {
         None => Target::Lock,
         Some(k) => Target::Permit(
@@ -122,11 +130,16 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
                 .map_err(|e| Exit::usage(format!("{}: {e}", args.key)))?,
         ),
     };
+    let watch = Watch {
+        hook: &hook,
+        rounds,
+        cancel: &cancel,
+    };
     let held = acquire(
         &locks,
         &target,
         &args,
-        &cancel,
+        watch,
         &events,
         &progress,
         urls.len(),
@@ -166,16 +179,25 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     result
 }
 
+/// What a wait is watched with: the manager's event hook, the rounds it
+/// passes on, and the wait's cancel handle.
+struct Watch<'a> {
+    hook: &'a waiting::Hook,
+    rounds: Receiver<waiting::Seen>,
+    cancel: &'a Cancel,
+}
+
 /// Waits for the lock (or a permit) as the options say.
 fn acquire(
     locks: &Redlock,
     target: &Target,
     args: &RunArgs,
-    cancel: &Cancel,
+    watch: Watch<'_>,
     events: &Receiver<Event>,
     progress: &Progress,
     n: usize,
 ) -> Result<Held, Exit> {
+    let cancel = watch.cancel;
     let start = Instant::now();
     let what = match args.limit {
         Some(k) => format!("for one of {k} permits "),
@@ -191,7 +213,20 @@ fn acquire(
         (Target::Permit(semaphore), true) => semaphore.try_acquire(args.ttl).map(Held::permit),
         (_, false) => {
             let deadline = args.wait.map(|wait| later(start, wait));
-            wait(locks, target, args, deadline, cancel, progress)
+            let settings = waiting::Settings {
+                key: args.key.clone(),
+                verbose: args.verbose,
+                no_quorum_timeout: args.no_quorum_timeout,
+            };
+            let watcher = Watcher::start(watch.hook, watch.rounds, settings, cancel.clone())
+                .map_err(|e| Exit::new(SOFTWARE, format!("cannot start a thread: {e}")))?;
+            let result = wait(locks, target, args, deadline, cancel);
+            if let Some(why) = watcher.finish() {
+                if matches!(result, Err(LockError::Cancelled)) {
+                    return Err(Exit::new(UNAVAILABLE, why));
+                }
+            }
+            result
         }
     };
     match result {
@@ -230,43 +265,21 @@ fn acquire(
 }
 
 /// `lock_cancellable` (or `acquire_cancellable` for a permit) until
-/// `deadline`; with `-v`, in slices of a second that report the attempts
-/// and the last round.
+/// `deadline`, in one call: the watcher reports progress meanwhile.
 fn wait(
     locks: &Redlock,
     target: &Target,
     args: &RunArgs,
     deadline: Option<Instant>,
     cancel: &Cancel,
-    progress: &Progress,
 ) -> Result<Held, LockError> {
-    let attempt = |until: Option<Instant>| match target {
+    match target {
         Target::Lock => locks
-            .lock_cancellable(args.key.as_str(), args.ttl, until, cancel)
+            .lock_cancellable(args.key.as_str(), args.ttl, deadline, cancel)
             .map(Held::lock),
         Target::Permit(semaphore) => semaphore
-            .acquire_cancellable(args.ttl, until, cancel)
+            .acquire_cancellable(args.ttl, deadline, cancel)
             .map(Held::permit),
-    };
-    if !progress.on {
-        return attempt(deadline);
-    }
-    let mut attempts: u64 = 0;
-    loop {
-        let slice = later(Instant::now(), Duration::from_secs(1));
-        let until = deadline.map_or(slice, |d| d.min(slice));
-        match attempt(Some(until)) {
-            Err(LockError::Timeout { attempts: a, last })
-                if deadline.is_none_or(|d| Instant::now() < d) =>
-            {
-                attempts += u64::from(a);
-                progress.say(format_args!(
-                    "still waiting: {attempts} attempts; last round: {}",
-                    describe(&last)
-                ));
-            }
-            other => return other,
-        }
     }
 }
 

@@ -191,6 +191,18 @@ pub(crate) fn exit_within(child: &mut Child, bound: Duration) -> ExitStatus {
     }
 }
 
+/// The first of `lines` that contains `what` (at most [`HANG`]).
+pub(crate) fn line_with(lines: &mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = Instant::now() + HANG;
+    loop {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {what:?}: {e}"),
+        }
+    }
+}
+
 /// SIGINT to a `redlock run` (with `options`) that waits on `name` behind
 /// a holder running `holder` (which touches `started` and runs until `go`
 /// exists): it exits 130 within 2 s, its command never ran, and once the

@@ -7,14 +7,15 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
+use redlock_tests::harness::{free_port, wait_until, RedisCluster, ServerOptions};
 
 use crate::{
-    exit_within, finish, get, gone, ignoring, key, read_pid, reader, run_sh, signal, spawn,
-    wait_for_file, wait_output, Guarded, Leftover, HANG, LOST,
+    exit_within, finish, get, gone, ignoring, key, line_with, read_pid, reader, run_sh, signal,
+    spawn, wait_for_file, wait_output, Guarded, Leftover, HANG, LOST,
 };
 
 const CONFLICT: i32 = 75;
+const UNAVAILABLE: i32 = 69;
 
 /// A child that says it started (touches `started`) and runs until `go`
 /// exists. Its loops here end by themselves after about a minute, so a
@@ -424,6 +425,65 @@ fn the_hold_bound_ends_the_lock_and_stops_the_child() {
 fn sigint_while_waiting_exits_promptly_and_leaves_no_key() {
     let name = key("int");
     crate::sigint_while_waiting(&[], &name, until_go, &name);
+}
+
+#[test]
+fn waiting_while_no_quorum_answers_is_said_and_ends_in_ex_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let never = dir.path().join("never");
+    let touch = format!("touch {}", never.display());
+    let name = key("no-quorum");
+    // Nothing listens on these ports (free a moment ago).
+    let dead: Vec<String> = (0..3)
+        .map(|_| format!("redis://127.0.0.1:{}", free_port().unwrap()))
+        .collect();
+
+    // By default, said on stderr at once (no -v), and waiting on.
+    let mut waiter = Guarded(spawn(run_sh(&dead, &[], &name, &touch)));
+    let lines = reader(waiter.0.stderr.take().unwrap());
+    let said = line_with(&lines, "no quorum of servers answers");
+    assert!(said.contains("--no-quorum-timeout"), "{said}");
+    assert!(said.contains("127.0.0.1:"), "names the servers: {said}");
+    assert!(waiter.0.try_wait().unwrap().is_none(), "gave up at once");
+    signal(&waiter.0, Signal::SIGTERM);
+    let status = exit_within(&mut waiter.0, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(143));
+
+    // Given up once no quorum answered for the bound (and not before).
+    let started = Instant::now();
+    let out = finish(run_sh(&dead, &["--no-quorum-timeout", "1s"], &name, &touch));
+    assert_eq!(out.code(), Some(UNAVAILABLE), "{out:?}");
+    assert!(started.elapsed() >= Duration::from_secs(1), "{out:?}");
+    assert!(
+        out.stderr.contains("no quorum of servers answered for"),
+        "{out:?}"
+    );
+
+    // Masters that all die while it waits behind a holder: said, then
+    // given up.
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
+    wait_for_file(&dir.path().join("started"));
+    let mut waiter = Guarded(spawn(run_sh(
+        &urls,
+        &["-v", "--no-quorum-timeout", "2s"],
+        &name,
+        &touch,
+    )));
+    let lines = reader(waiter.0.stderr.take().unwrap());
+    line_with(&lines, "still waiting");
+    for node in cluster.iter() {
+        node.kill().unwrap();
+    }
+    line_with(&lines, "no quorum of servers answers");
+    let status = exit_within(&mut waiter.0, HANG);
+    assert_eq!(status.code(), Some(UNAVAILABLE));
+    assert!(!never.exists(), "a command ran");
+    // The holder's command ends; its release fails (no servers).
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let out = wait_output(holder, HANG);
+    assert_eq!(out.code(), Some(0), "{out:?}");
 }
 
 #[test]
