@@ -17,13 +17,15 @@ Exit codes:
             an empty key, one server listed twice, --limit not in 1..=64
   69        unavailable: no quorum, servers unreachable (run: for
             --no-quorum-timeout while waiting, default 1m)
-  70        an unexpected error
+  70        an unexpected error (EX_SOFTWARE)
   75        run: the lock is held by another holder, or with --limit all
             permits are (--no-wait, or --wait ran out); change it with
             --conflict-exit-code
   79        run: the lock was lost while the command ran; it was stopped
   126, 127  run: the command could not be started, was not found
-  130, 143  run: SIGINT, SIGTERM while waiting for the lock
+  129, 130, 131, 143
+            run: SIGHUP, SIGINT, SIGQUIT, SIGTERM while waiting for the
+            lock (128+N)
 
 Servers come from --server URL (repeated) or REDLOCK_SERVERS
 (comma-separated): redis://[user:password@]host[:port][/db], rediss://

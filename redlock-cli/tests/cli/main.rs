@@ -203,15 +203,17 @@ pub(crate) fn line_with(lines: &mpsc::Receiver<String>, what: &str) -> String {
     }
 }
 
-/// SIGINT to a `redlock run` (with `options`) that waits on `name` behind
-/// a holder running `holder` (which touches `started` and runs until `go`
-/// exists): it exits 130 within 2 s, its command never ran, and once the
+/// Each of `signals` in turn to a `redlock run` (with `options`) that
+/// waits on `name` behind a holder running `holder` (which touches
+/// `started` and runs until `go` exists): it exits with 128 + the signal's
+/// number promptly (a hang bound), its command never ran, and once the
 /// holder is done nothing is left at `left` on any server.
-pub(crate) fn sigint_while_waiting(
+pub(crate) fn signals_while_waiting(
     options: &[&str],
     name: &str,
     holder: fn(&Path) -> String,
     left: &str,
+    signals: &[Signal],
 ) {
     let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
     let urls = cluster.urls();
@@ -220,37 +222,21 @@ pub(crate) fn sigint_while_waiting(
     wait_for_file(&dir.path().join("started"));
     let never = dir.path().join("never");
     let verbose: Vec<&str> = options.iter().copied().chain(["-v"]).collect();
-    let mut waiter = spawn(run_sh(
-        &urls,
-        &verbose,
-        name,
-        &format!("touch {}", never.display()),
-    ));
-    // Waiting once it has reported a round that was refused.
-    let lines = reader(waiter.stderr.take().unwrap());
-    let deadline = Instant::now() + HANG;
-    loop {
-        let line = lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap();
-        if line.contains("still waiting") {
-            break;
-        }
+    for &sent in signals {
+        let mut waiter = spawn(run_sh(
+            &urls,
+            &verbose,
+            name,
+            &format!("touch {}", never.display()),
+        ));
+        // Waiting once it has reported a round that was refused.
+        let lines = reader(waiter.stderr.take().unwrap());
+        line_with(&lines, "still waiting");
+        signal(&waiter, sent);
+        let status = exit_within(&mut waiter, Duration::from_secs(5));
+        assert_eq!(status.code(), Some(128 + sent as i32), "{sent}");
+        assert!(!never.exists(), "{sent}: the command ran");
     }
-    let asked = Instant::now();
-    signal(&waiter, Signal::SIGINT);
-    let status = loop {
-        if let Some(status) = waiter.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            asked.elapsed() < Duration::from_secs(2),
-            "no prompt exit on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(status.code(), Some(130));
-    assert!(!never.exists());
     // Only the holder's key: once it is done, nothing is left. Its release
     // returns at a quorum and the exit waits (bounded) for the rest; one
     // answered late still runs on its server just after the exit: wait for

@@ -79,9 +79,11 @@ fn two_runs_never_interleave_and_a_no_wait_loser_gets_the_conflict_code() {
         "exit 0",
     ));
     assert_eq!(custom.code(), Some(9), "{custom:?}");
-    // A bounded wait that runs out is a conflict too.
+    // A bounded wait that runs out (having waited) is a conflict too.
+    let started = Instant::now();
     let waited = finish(run_sh(&urls, &["--wait", "300ms"], &name, "exit 0"));
     assert_eq!(waited.code(), Some(CONFLICT), "{waited:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
 
     // `status` next to the holder: held everywhere, a short token prefix.
     let mut status = crate::redlock();
@@ -422,9 +424,20 @@ fn the_hold_bound_ends_the_lock_and_stops_the_child() {
 }
 
 #[test]
-fn sigint_while_waiting_exits_promptly_and_leaves_no_key() {
+fn signals_while_waiting_exit_promptly_with_128_plus_n_and_leave_no_key() {
     let name = key("int");
-    crate::sigint_while_waiting(&[], &name, until_go, &name);
+    crate::signals_while_waiting(
+        &[],
+        &name,
+        until_go,
+        &name,
+        &[
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ],
+    );
 }
 
 #[test]
@@ -528,6 +541,15 @@ fn the_childs_exit_code_and_a_missing_command() {
         finish(run_sh(&urls, &[], &name, "exit 42")).code(),
         Some(42)
     );
+    // Ended by signal N: 128 + N.
+    for (signal, code) in [
+        ("KILL", 137),
+        ("TERM", 143),
+        ("USR1", 128 + Signal::SIGUSR1 as i32),
+    ] {
+        let out = finish(run_sh(&urls, &[], &name, &format!("kill -{signal} $$")));
+        assert_eq!(out.code(), Some(code), "SIG{signal}: {out:?}");
+    }
     let mut missing = crate::redlock();
     missing.arg("run");
     for url in &urls {
