@@ -9,6 +9,7 @@ mod layering;
 mod lifetime;
 mod line;
 mod manager;
+mod redis_acl;
 mod redis_common;
 mod redis_dyn;
 mod redis_errors;
