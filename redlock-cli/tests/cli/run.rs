@@ -224,7 +224,14 @@ fn killing_redlock_stops_the_command_and_its_children() {
         child = dir.path().join("child").display(),
         started = dir.path().join("started").display()
     );
-    let holder = spawn(run_sh(&urls, &["--kill-grace", "1s"], &name, &script));
+    // The guardian's grace is --kill-grace cut to a tenth of the TTL:
+    // half a second here, not an hour.
+    let holder = spawn(run_sh(
+        &urls,
+        &["--ttl", "5s", "--kill-grace", "1h"],
+        &name,
+        &script,
+    ));
     wait_for_file(&dir.path().join("started"));
     let pid = read_pid(&dir.path().join("pid"));
     let child = read_pid(&dir.path().join("child"));
@@ -232,12 +239,10 @@ fn killing_redlock_stops_the_command_and_its_children() {
     signal(&holder, Signal::SIGKILL);
     let out = wait_output(holder, HANG);
     assert_eq!(out.status.signal(), Some(9), "{out:?}");
-    // Stopped about a second after; a hang bound only.
-    wait_until(
-        Duration::from_secs(30),
-        "the command and its child to end",
-        || gone(pid) && gone(child),
-    )
+    // Stopped about half a second after; a hang bound only.
+    wait_until(HANG, "the command and its child to end", || {
+        gone(pid) && gone(child)
+    })
     .unwrap();
 }
 
@@ -478,6 +483,24 @@ fn waiting_while_no_quorum_answers_is_said_and_ends_in_ex_unavailable() {
     let urls = cluster.urls();
     let holder = spawn(run_sh(&urls, &[], &name, &until_go(dir.path())));
     wait_for_file(&dir.path().join("started"));
+    // Two of the three frozen for a while: said at once, again after 10 s,
+    // and when they answer again.
+    let mut waiter = Guarded(spawn(run_sh(&urls, &["-v"], &name, &touch)));
+    let lines = reader(waiter.0.stderr.take().unwrap());
+    line_with(&lines, "still waiting");
+    for node in cluster.iter().take(2) {
+        node.pause().unwrap();
+    }
+    line_with(&lines, "no quorum of servers answers");
+    let again = line_with(&lines, "still no quorum after 10s");
+    assert!(again.contains("last round"), "{again}");
+    for node in cluster.iter().take(2) {
+        node.resume().unwrap();
+    }
+    line_with(&lines, "a quorum of servers answers again");
+    signal(&waiter.0, Signal::SIGTERM);
+    assert_eq!(exit_within(&mut waiter.0, HANG).code(), Some(143));
+    // All three killed: given up after the bound.
     let mut waiter = Guarded(spawn(run_sh(
         &urls,
         &["-v", "--no-quorum-timeout", "2s"],
@@ -567,6 +590,27 @@ fn the_childs_exit_code_and_a_missing_command() {
     let out = finish(not_runnable);
     assert_eq!(out.code(), Some(126), "{out:?}");
     // Released after that too.
+    assert_eq!(
+        finish(run_sh(&urls, &["--no-wait"], &name, "exit 0")).code(),
+        Some(0)
+    );
+    // A command that exits leaving a process in the background: the lock
+    // is released, the process neither waited for nor stopped.
+    let dir = tempfile::tempdir().unwrap();
+    let child = dir.path().join("child");
+    let out = finish(run_sh(
+        &urls,
+        &[],
+        &name,
+        &format!(
+            "sleep 600 </dev/null >/dev/null 2>&1 & echo $! > {}",
+            child.display()
+        ),
+    ));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    let child = read_pid(&child);
+    let _leftover = Leftover::new(child, "sleep");
+    assert!(!gone(child), "the background process was stopped");
     assert_eq!(
         finish(run_sh(&urls, &["--no-wait"], &name, "exit 0")).code(),
         Some(0)
