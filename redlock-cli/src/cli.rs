@@ -15,14 +15,17 @@ Exit codes:
   1         check: not fit for Redlock (see the errors)
   64        bad usage: arguments, no servers, a malformed URL or duration,
             an empty key, one server listed twice, --limit not in 1..=64
-  69        unavailable: no quorum, servers unreachable
-  70        an unexpected error
+  69        unavailable: no quorum, servers unreachable (run: for
+            --no-quorum-timeout while waiting, default 1m)
+  70        an unexpected error (EX_SOFTWARE)
   75        run: the lock is held by another holder, or with --limit all
             permits are (--no-wait, or --wait ran out); change it with
             --conflict-exit-code
   79        run: the lock was lost while the command ran; it was stopped
   126, 127  run: the command could not be started, was not found
-  130, 143  run: SIGINT, SIGTERM while waiting for the lock
+  129, 130, 131, 143
+            run: SIGHUP, SIGINT, SIGQUIT, SIGTERM while waiting for the
+            lock (128+N)
 
 Servers come from --server URL (repeated) or REDLOCK_SERVERS
 (comma-separated): redis://[user:password@]host[:port][/db], rediss://
@@ -49,6 +52,18 @@ pub(crate) enum Command {
     /// Show, per server, whether KEY is held, for how long, and the first
     /// bytes of its token; with --limit K, who holds each of the K permits.
     Status(StatusArgs),
+    /// The guardian `run` starts: stops the process group it is told to
+    /// watch if `run` dies (internal).
+    #[command(hide = true)]
+    Guard(GuardArgs),
+}
+
+/// `redlock guard`: internal, started by `redlock run`.
+#[derive(Debug, Args)]
+pub(crate) struct GuardArgs {
+    /// The time between SIGTERM and SIGKILL.
+    #[arg(long, value_name = "DURATION", value_parser = any_duration)]
+    pub(crate) grace: Duration,
 }
 
 /// Where the servers are.
@@ -87,6 +102,10 @@ pub(crate) struct RunArgs {
     /// How long to wait for the lock (default: as long as it takes).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = any_duration, conflicts_with = "no_wait")]
     pub(crate) wait: Option<Duration>,
+    /// While waiting, give up (exit 69) once no quorum of servers has
+    /// answered for this long; said on stderr meanwhile.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1m", value_parser = any_duration)]
+    pub(crate) no_quorum_timeout: Duration,
     /// Try once (one round) and give up at once if the lock is held.
     #[arg(long)]
     pub(crate) no_wait: bool,

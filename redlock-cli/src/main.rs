@@ -11,9 +11,13 @@
 mod check;
 mod cli;
 mod exit;
+mod group;
+mod guard;
 mod run;
 mod servers;
+mod signals;
 mod status;
+mod waiting;
 
 use std::process::ExitCode;
 
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Check(args) => check::check(&args),
         Command::Status(args) => status::status(&args),
+        Command::Guard(args) => Ok(guard::guard(args.grace)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,21 +1,25 @@
-//! `redlock run`: acquire, run the command with the lock kept alive,
-//! stop it if the lock is lost, release, exit with its code. With
+//! `redlock run`: acquire, run the command (in a process group of its
+//! own, see [`crate::group`]) with the lock kept alive, stop the group if
+//! the lock is lost, release, exit with the command's code. With
 //! `--limit K` the lock is one of the K permits of the semaphore KEY, a
 //! lock of its own (`KEY␟permit:i`, ␟ being U+001F), so all the rest is the same.
 
 use std::io;
-use std::process::{Command, ExitStatus};
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore};
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGCONT, SIGINT};
 use signal_hook::iterator::Signals;
 
 use crate::cli::RunArgs;
 use crate::exit::{self, Exit, CANNOT_RUN, LOST, NOT_FOUND, SOFTWARE, UNAVAILABLE};
+use crate::group::{self, Ended, Group, Reaped};
+use crate::guard::Guardian;
+use crate::waiting::{self, Watcher};
 
 /// What the main loop waits for.
 enum Event {
@@ -26,6 +30,11 @@ enum Event {
 /// The longest the main loop waits without looking at the command and the
 /// lock's validity (a backstop: exits and losses also come as events).
 const TICK: Duration = Duration::from_millis(100);
+
+/// After SIGKILL to the command's group on a lost lock, how long `redlock`
+/// waits for the last of it to be gone (a process in an uninterruptible
+/// sleep dies late) before it exits anyway, saying so.
+const GROUP_GONE: Duration = Duration::from_secs(10);
 
 /// Progress on stderr with `-v`.
 struct Progress {
@@ -87,7 +96,9 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     };
     let (events_tx, events) = crossbeam_channel::unbounded();
     let cancel = Cancel::new();
-    let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD])
+    // Before any handler: the signals ignored at start stay ignored.
+    let passed_on = crate::signals::to_handle();
+    let mut signals = Signals::new(passed_on.iter().copied().chain([SIGCHLD, SIGCONT]))
         .map_err(|e| Exit::new(SOFTWARE, format!("cannot handle signals: {e}")))?;
     let handle = signals.handle();
     {
@@ -96,7 +107,7 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
         std::thread::spawn(move || {
             for signal in signals.forever() {
                 let _ = events_tx.send(Event::Signal(signal));
-                if signal != SIGCHLD {
+                if passed_on.contains(&signal) {
                     // Stops a wait for the lock (after the event, which
                     // names the signal); a held lock is not affected.
                     cancel.cancel();
@@ -104,7 +115,13 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
             }
         });
     }
-    let locks = crate::servers::connect(&urls, args.node_timeout, args.fencing)?;
+    let (hook, rounds) = waiting::hook();
+    let locks = crate::servers::connect(
+        &urls,
+        args.node_timeout,
+        args.fencing,
+        Arc::new(hook.clone()),
+    )?;
     let target = match args.limit {
         None => Target::Lock,
         Some(k) => Target::Permit(
@@ -113,11 +130,16 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
                 .map_err(|e| Exit::usage(format!("{}: {e}", args.key)))?,
         ),
     };
+    let watch = Watch {
+        hook: &hook,
+        rounds,
+        cancel: &cancel,
+    };
     let held = acquire(
         &locks,
         &target,
         &args,
-        &cancel,
+        watch,
         &events,
         &progress,
         urls.len(),
@@ -157,16 +179,25 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     result
 }
 
+/// What a wait is watched with: the manager's event hook, the rounds it
+/// passes on, and the wait's cancel handle.
+struct Watch<'a> {
+    hook: &'a waiting::Hook,
+    rounds: Receiver<waiting::Seen>,
+    cancel: &'a Cancel,
+}
+
 /// Waits for the lock (or a permit) as the options say.
 fn acquire(
     locks: &Redlock,
     target: &Target,
     args: &RunArgs,
-    cancel: &Cancel,
+    watch: Watch<'_>,
     events: &Receiver<Event>,
     progress: &Progress,
     n: usize,
 ) -> Result<Held, Exit> {
+    let cancel = watch.cancel;
     let start = Instant::now();
     let what = match args.limit {
         Some(k) => format!("for one of {k} permits "),
@@ -182,7 +213,20 @@ fn acquire(
         (Target::Permit(semaphore), true) => semaphore.try_acquire(args.ttl).map(Held::permit),
         (_, false) => {
             let deadline = args.wait.map(|wait| later(start, wait));
-            wait(locks, target, args, deadline, cancel, progress)
+            let settings = waiting::Settings {
+                key: args.key.clone(),
+                verbose: args.verbose,
+                no_quorum_timeout: args.no_quorum_timeout,
+            };
+            let watcher = Watcher::start(watch.hook, watch.rounds, settings, cancel.clone())
+                .map_err(|e| Exit::new(SOFTWARE, format!("cannot start a thread: {e}")))?;
+            let result = wait(locks, target, args, deadline, cancel);
+            if let Some(why) = watcher.finish() {
+                if matches!(result, Err(LockError::Cancelled)) {
+                    return Err(Exit::new(UNAVAILABLE, why));
+                }
+            }
+            result
         }
     };
     match result {
@@ -221,43 +265,21 @@ fn acquire(
 }
 
 /// `lock_cancellable` (or `acquire_cancellable` for a permit) until
-/// `deadline`; with `-v`, in slices of a second that report the attempts
-/// and the last round.
+/// `deadline`, in one call: the watcher reports progress meanwhile.
 fn wait(
     locks: &Redlock,
     target: &Target,
     args: &RunArgs,
     deadline: Option<Instant>,
     cancel: &Cancel,
-    progress: &Progress,
 ) -> Result<Held, LockError> {
-    let attempt = |until: Option<Instant>| match target {
+    match target {
         Target::Lock => locks
-            .lock_cancellable(args.key.as_str(), args.ttl, until, cancel)
+            .lock_cancellable(args.key.as_str(), args.ttl, deadline, cancel)
             .map(Held::lock),
         Target::Permit(semaphore) => semaphore
-            .acquire_cancellable(args.ttl, until, cancel)
+            .acquire_cancellable(args.ttl, deadline, cancel)
             .map(Held::permit),
-    };
-    if !progress.on {
-        return attempt(deadline);
-    }
-    let mut attempts: u64 = 0;
-    loop {
-        let slice = later(Instant::now(), Duration::from_secs(1));
-        let until = deadline.map_or(slice, |d| d.min(slice));
-        match attempt(Some(until)) {
-            Err(LockError::Timeout { attempts: a, last })
-                if deadline.is_none_or(|d| Instant::now() < d) =>
-            {
-                attempts += u64::from(a);
-                progress.say(format_args!(
-                    "still waiting: {attempts} attempts; last round: {}",
-                    describe(&last)
-                ));
-            }
-            other => return other,
-        }
     }
 }
 
@@ -324,36 +346,110 @@ fn supervise(
     if let Some(token) = lock.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
     }
-    let mut child = command.spawn().map_err(|e| {
-        let code = if e.kind() == io::ErrorKind::NotFound {
-            NOT_FOUND
-        } else {
-            CANNOT_RUN
-        };
-        Exit::new(
-            code,
-            format!("cannot run {}: {e}", program.to_string_lossy()),
-        )
-    })?;
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    // Started first, so that the command is never without it.
+    let mut guardian = match Guardian::start(guardian_grace(args)) {
+        Ok(guardian) => Some(guardian),
+        Err(e) => {
+            eprintln!(
+                "redlock: {}: cannot start the guardian ({e}): the command would run on if redlock died",
+                args.key
+            );
+            None
+        }
+    };
+    let mut group = match Group::spawn(&mut command) {
+        Ok(group) => group,
+        Err(e) => {
+            if let Some(guardian) = guardian {
+                guardian.stand_down();
+            }
+            let code = if e.kind() == io::ErrorKind::NotFound {
+                NOT_FOUND
+            } else {
+                CANNOT_RUN
+            };
+            return Err(Exit::new(
+                code,
+                format!("cannot run {}: {e}", program.to_string_lossy()),
+            ));
+        }
+    };
+    if let Some(watching) = guardian.as_mut() {
+        if let Err(e) = watching.watch(group.leader()) {
+            eprintln!("redlock: {}: the guardian does not listen ({e})", args.key);
+        }
+    }
+    let guardian_pid = guardian.as_ref().map(Guardian::pid);
+    let result = watch_command(&mut group, guardian_pid, lock, slot, args, events, progress);
+    group.give_back_terminal();
+    if let Some(guardian) = guardian {
+        guardian.stand_down();
+    }
+    result
+}
+
+/// The grace the guardian gives the command after SIGTERM when `redlock`
+/// died: `--kill-grace`, cut to a tenth of the TTL (while the lock is kept
+/// alive, at least about a third of its validity is left).
+fn guardian_grace(args: &RunArgs) -> Duration {
+    args.kill_grace.min(args.ttl / 10)
+}
+
+/// The main loop while the command runs: reaps, passes signals on, stops
+/// the group when the lock is lost, and waits for the group to be gone
+/// then.
+fn watch_command(
+    group: &mut Group,
+    guardian: Option<nix::unistd::Pid>,
+    lock: &Lock,
+    slot: Option<u32>,
+    args: &RunArgs,
+    events: &Receiver<Event>,
+    progress: &Progress,
+) -> Result<u8, Exit> {
+    let leader = group.leader();
+    let mut ended: Option<Ended> = None;
     let mut lost: Option<LostReason> = None;
     let mut kill_at: Option<Instant> = None;
+    let mut killed_at: Option<Instant> = None;
     let mut valid_until = later(Instant::now(), lock.validity());
     let status = loop {
-        if let Some(status) = child
-            .try_wait()
-            .map_err(|e| Exit::new(SOFTWARE, e.to_string()))?
-        {
-            break status;
+        for seen in group::reap() {
+            match seen {
+                Reaped::Ended(pid, how) if pid == leader => ended = Some(how),
+                Reaped::Stopped(pid, signal) if pid == leader && lost.is_none() => {
+                    stopped(group, signal, &args.key);
+                }
+                Reaped::Ended(pid, _) if Some(pid) == guardian => eprintln!(
+                    "redlock: {}: the guardian ended: the command would run on if redlock died",
+                    args.key
+                ),
+                _ => {}
+            }
         }
         // A loss the keeper reported, or one it could not (the validity
         // ran out first): stop the command.
-        if lost.is_none() && (lock.is_lost() || !lock.is_valid()) {
+        if lost.is_none() && ended.is_none() && (lock.is_lost() || !lock.is_valid()) {
             lost = Some(LostReason::Expired);
-            kill_at = Some(stop(pid, lock, args.kill_grace));
+            kill_at = Some(stop(group, lock, args.kill_grace));
+        }
+        if let Some(status) = ended {
+            // With the lock lost, nothing of the group may run on.
+            if lost.is_none() || group.is_empty() {
+                break status;
+            }
+            if killed_at.is_some_and(|at| at.elapsed() >= GROUP_GONE) {
+                eprintln!(
+                    "redlock: {}: processes of the command's group {leader} are still there {} after SIGKILL",
+                    args.key,
+                    humantime::format_duration(GROUP_GONE)
+                );
+                break status;
+            }
         }
         if kill_at.is_some_and(|at| Instant::now() >= at) {
-            let _ = child.kill();
+            group.signal(Signal::SIGKILL);
+            killed_at = Some(Instant::now());
             kill_at = None;
         }
         let now = Instant::now();
@@ -363,16 +459,22 @@ fn supervise(
         }
         match events.recv_timeout(wait) {
             Ok(Event::Signal(SIGCHLD)) | Err(RecvTimeoutError::Timeout) => {}
+            Ok(Event::Signal(SIGCONT)) => {
+                // Continued (`fg`, `bg`) after a stop from the terminal.
+                if lost.is_none() {
+                    group.resume(false);
+                }
+            }
             Ok(Event::Signal(signal)) => {
                 // Passed on; the lock is released once the command exits.
                 if let Ok(signal) = Signal::try_from(signal) {
-                    let _ = kill(pid, signal);
+                    group.signal(signal);
                 }
             }
             Ok(Event::Lost(reason)) => {
-                if lost.is_none() {
+                if lost.is_none() && ended.is_none() {
                     lost = Some(reason);
-                    kill_at = Some(stop(pid, lock, args.kill_grace));
+                    kill_at = Some(stop(group, lock, args.kill_grace));
                 }
             }
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
@@ -397,33 +499,42 @@ fn supervise(
     Ok(code_of(status))
 }
 
-/// Sends SIGTERM; returns when SIGKILL is due: after the grace, but before
-/// the lock's validity ends.
-fn stop(pid: Pid, lock: &Lock, grace: Duration) -> Instant {
-    let _ = kill(pid, Signal::SIGTERM);
+/// The command was stopped by `signal` (see [`Group::stopped`]); says so
+/// when it is left stopped.
+fn stopped(group: &mut Group, signal: Signal, key: &str) {
+    if !group.stopped(signal) {
+        eprintln!(
+            "redlock: {key}: the command is stopped ({signal}): it uses the terminal, \
+             and redlock is not in its foreground; bring redlock to the foreground (fg) to go on"
+        );
+    }
+}
+
+/// Sends SIGTERM to the command's group (and SIGCONT, so that a stopped
+/// process sees it); returns when SIGKILL is due: after the grace, but
+/// before the lock's validity ends.
+fn stop(group: &Group, lock: &Lock, grace: Duration) -> Instant {
+    group.signal(Signal::SIGTERM);
+    group.signal(Signal::SIGCONT);
     let validity = lock.validity();
     let before_expiry = validity.saturating_sub(validity / 10);
     later(Instant::now(), grace.min(before_expiry))
 }
 
-fn code_of(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(SOFTWARE),
-        (None, Some(signal)) => exit::of_signal(signal),
-        (None, None) => SOFTWARE,
+fn code_of(status: Ended) -> u8 {
+    match status {
+        Ended::Code(code) => u8::try_from(code & 0xff).unwrap_or(SOFTWARE),
+        Ended::Signal(signal) => exit::of_signal(signal),
     }
 }
 
-fn describe_status(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("it exited with {code}"),
-        (None, Some(signal)) => match Signal::try_from(signal) {
+fn describe_status(status: Ended) -> String {
+    match status {
+        Ended::Code(code) => format!("it exited with {code}"),
+        Ended::Signal(signal) => match Signal::try_from(signal) {
             Ok(signal) => format!("ended by {signal}"),
             Err(_) => format!("ended by signal {signal}"),
         },
-        _ => status.to_string(),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The server list: `--server` options, else `REDLOCK_SERVERS`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_redis::{ConfigError, ConnectError, RedisErrorKind, Redlock};
+use redlock_redis::{ConfigError, ConnectError, EventHandler, RedisErrorKind, Redlock};
 
 use crate::exit::{Exit, SOFTWARE};
 
@@ -49,15 +50,17 @@ pub(crate) fn connect_error(err: ConnectError) -> Exit {
     }
 }
 
-/// The manager over `urls`.
+/// The manager over `urls`, with `events` as its event hook.
 pub(crate) fn connect(
     urls: &[String],
     node_timeout: Duration,
     fencing: bool,
+    events: Arc<dyn EventHandler>,
 ) -> Result<Redlock, Exit> {
     Redlock::builder([])
         .node_timeout(node_timeout)
         .fencing(fencing)
+        .events(events)
         .connect(urls)
         .map_err(connect_error)
 }

@@ -106,8 +106,12 @@ fn unreachable_servers_are_ex_unavailable() {
     let run = finish(run_sh(&urls, &["--no-wait"], &key("down"), "exit 0"));
     assert_eq!(run.code(), Some(69), "{run:?}");
     assert!(run.stderr.contains("no quorum"), "{run:?}");
+    // A bounded wait that runs out while no quorum answers (having
+    // waited, shorter than --no-quorum-timeout) is unavailable too.
+    let started = std::time::Instant::now();
     let waited = finish(run_sh(&urls, &["--wait", "300ms"], &key("down"), "exit 0"));
     assert_eq!(waited.code(), Some(69), "{waited:?}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(300));
     let mut status = redlock();
     status.arg("status");
     for url in &urls {

@@ -254,8 +254,86 @@ fn freezing_three_of_five_masters_stops_a_permit_holders_child_within_the_validi
 }
 
 #[test]
-fn sigint_while_waiting_for_a_permit_exits_promptly_and_leaves_no_key() {
+fn sigint_or_sigterm_while_waiting_for_a_permit_exits_promptly_and_leaves_no_key() {
     let name = key("limit-int");
     let permit = format!("{name}{}0", redlock_redis::keys::PERMIT_INFIX);
-    crate::sigint_while_waiting(&["--limit", "1"], &name, holder_script, &permit);
+    crate::signals_while_waiting(
+        &["--limit", "1"],
+        &name,
+        holder_script,
+        &permit,
+        &[Signal::SIGINT, Signal::SIGTERM],
+    );
+}
+
+/// What one server has counted, read over `admin` in one command (so one
+/// read on the server).
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    clients: u64,
+    connections: u64,
+    reads: u64,
+    gets: u64,
+    pttls: u64,
+}
+
+fn counts(admin: &mut redis::Connection) -> Counts {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .arg("stats")
+        .arg("commandstats")
+        .query(admin)
+        .unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map_or(0, |value| {
+                // `cmdstat_get:calls=N,usec=...`, or a plain number.
+                let value = value.strip_prefix("calls=").unwrap_or(value);
+                value.split(',').next().unwrap().trim().parse().unwrap()
+            })
+    };
+    Counts {
+        clients: field("connected_clients"),
+        connections: field("total_connections_received"),
+        reads: field("total_reads_processed"),
+        gets: field("cmdstat_get"),
+        pttls: field("cmdstat_pttl"),
+    }
+}
+
+#[test]
+fn status_with_a_limit_costs_one_round_trip_per_server_whatever_k() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let name = key("limit-reads");
+    let mut admins: Vec<redis::Connection> = cluster.iter().map(|n| n.client().unwrap()).collect();
+    // Per K, per server: the reads the server did for `status`.
+    let mut reads = Vec::new();
+    for k in [1, 64] {
+        let before: Vec<Counts> = admins.iter_mut().map(counts).collect();
+        let out = status(&urls, &k.to_string(), &name);
+        assert_eq!(out.code(), Some(0), "{out:?}");
+        let mut per_server = Vec::new();
+        for (admin, before) in admins.iter_mut().zip(&before) {
+            // Until the server has seen `status` close its connection
+            // (each look is one read of our own).
+            let mut looks = 0;
+            let mut after = before.to_owned();
+            wait_until(HANG, "status's connection to close", || {
+                looks += 1;
+                after = counts(admin);
+                after.clients == before.clients
+            })
+            .unwrap();
+            assert_eq!(after.connections - before.connections, 1, "K={k}");
+            assert_eq!(after.gets - before.gets, k, "K={k}: a GET per permit");
+            assert_eq!(after.pttls - before.pttls, k, "K={k}: a PTTL per permit");
+            per_server.push(after.reads - before.reads - looks);
+        }
+        reads.push(per_server);
+    }
+    // The handshake, the keys' one pipeline, the close: as many reads for
+    // 64 permits as for one.
+    assert_eq!(reads[0], reads[1], "reads per server for K=1, K=64");
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use redlock_tests::harness::{process_exists, wait_until, RedisCluster, ServerOptions};
+use redlock_tests::harness::{wait_until, RedisCluster, ServerOptions};
 
 /// `redlock run`'s exit code when the lock (or permit) was lost.
 pub(crate) const LOST: i32 = 79;
@@ -42,6 +42,18 @@ pub(crate) fn run_sh(urls: &[String], options: &[&str], key: &str, script: &str)
     }
     command.args(options).args([key, "--", "sh", "-c", script]);
     command
+}
+
+/// `command` started with `signals` (as for `trap`, e.g. `"HUP INT"`)
+/// ignored, as `nohup` or a shell's background job starts it.
+pub(crate) fn ignoring(signals: &str, command: &Command) -> Command {
+    let mut wrapper = Command::new("sh");
+    wrapper
+        .args(["-c", &format!("trap '' {signals}; exec \"$@\""), "sh"])
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_remove("REDLOCK_SERVERS");
+    wrapper
 }
 
 /// What a finished `redlock` said.
@@ -69,7 +81,9 @@ pub(crate) fn finish(mut command: Command) -> Finished {
 }
 
 /// Waits for `child` (spawned with piped stdout and stderr) at most
-/// `bound`, then kills it and fails.
+/// `bound`, then kills it and fails. Its output is collected until its
+/// pipes close, or until the same bound (a process it left behind may hold
+/// them open).
 pub(crate) fn wait_output(mut child: Child, bound: Duration) -> Finished {
     let stdout = child.stdout.take().map(reader);
     let stderr = child.stderr.take().map(reader);
@@ -86,8 +100,14 @@ pub(crate) fn wait_output(mut child: Child, bound: Duration) -> Finished {
         std::thread::sleep(Duration::from_millis(5));
     };
     let collect = |rx: Option<mpsc::Receiver<String>>| {
-        rx.map(|rx| rx.iter().collect::<Vec<_>>().join("\n"))
-            .unwrap_or_default()
+        let mut lines = Vec::new();
+        if let Some(rx) = rx {
+            while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                lines.push(line);
+            }
+        }
+        lines.join("\n")
     };
     Finished {
         status,
@@ -141,15 +161,59 @@ pub(crate) fn spawn(mut command: Command) -> Child {
         .unwrap()
 }
 
-/// SIGINT to a `redlock run` (with `options`) that waits on `name` behind
-/// a holder running `holder` (which touches `started` and runs until `go`
-/// exists): it exits 130 within 2 s, its command never ran, and once the
+/// A child killed (and reaped) when the test ends while it still runs, as
+/// after a failure.
+pub(crate) struct Guarded(pub(crate) Child);
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Waits at most `bound` for `child` to exit, polling; kills it and fails
+/// after that.
+pub(crate) fn exit_within(child: &mut Child, bound: Duration) -> ExitStatus {
+    let deadline = Instant::now() + bound;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no exit within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The first of `lines` that contains `what` (at most [`HANG`]).
+pub(crate) fn line_with(lines: &mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = Instant::now() + HANG;
+    loop {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {what:?}: {e}"),
+        }
+    }
+}
+
+/// Each of `signals` in turn to a `redlock run` (with `options`) that
+/// waits on `name` behind a holder running `holder` (which touches
+/// `started` and runs until `go` exists): it exits with 128 + the signal's
+/// number promptly (a hang bound), its command never ran, and once the
 /// holder is done nothing is left at `left` on any server.
-pub(crate) fn sigint_while_waiting(
+pub(crate) fn signals_while_waiting(
     options: &[&str],
     name: &str,
     holder: fn(&Path) -> String,
     left: &str,
+    signals: &[Signal],
 ) {
     let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
     let urls = cluster.urls();
@@ -158,37 +222,21 @@ pub(crate) fn sigint_while_waiting(
     wait_for_file(&dir.path().join("started"));
     let never = dir.path().join("never");
     let verbose: Vec<&str> = options.iter().copied().chain(["-v"]).collect();
-    let mut waiter = spawn(run_sh(
-        &urls,
-        &verbose,
-        name,
-        &format!("touch {}", never.display()),
-    ));
-    // Waiting once it has reported a round that was refused.
-    let lines = reader(waiter.stderr.take().unwrap());
-    let deadline = Instant::now() + HANG;
-    loop {
-        let line = lines
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap();
-        if line.contains("still waiting") {
-            break;
-        }
+    for &sent in signals {
+        let mut waiter = spawn(run_sh(
+            &urls,
+            &verbose,
+            name,
+            &format!("touch {}", never.display()),
+        ));
+        // Waiting once it has reported a round that was refused.
+        let lines = reader(waiter.stderr.take().unwrap());
+        line_with(&lines, "still waiting");
+        signal(&waiter, sent);
+        let status = exit_within(&mut waiter, Duration::from_secs(5));
+        assert_eq!(status.code(), Some(128 + sent as i32), "{sent}");
+        assert!(!never.exists(), "{sent}: the command ran");
     }
-    let asked = Instant::now();
-    signal(&waiter, Signal::SIGINT);
-    let status = loop {
-        if let Some(status) = waiter.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            asked.elapsed() < Duration::from_secs(2),
-            "no prompt exit on SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(status.code(), Some(130));
-    assert!(!never.exists());
     // Only the holder's key: once it is done, nothing is left. Its release
     // returns at a quorum and the exit waits (bounded) for the rest; one
     // answered late still runs on its server just after the exit: wait for
@@ -203,10 +251,73 @@ pub(crate) fn sigint_while_waiting(
     }
 }
 
+/// The one-letter state of process `pid` (`R`, `S`, `T` for stopped ...),
+/// or `None` when it is gone.
+pub(crate) fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ...": comm may hold spaces and parentheses.
+    let end = stat.rfind(')')?;
+    stat[end + 1..].trim_start().chars().next()
+}
+
+/// Whether process `pid` is gone: no such process, or a zombie (dead,
+/// waiting to be reaped by whichever process adopted it).
+pub(crate) fn gone(pid: u32) -> bool {
+    state(pid).is_none_or(|state| matches!(state, 'Z' | 'X'))
+}
+
+/// Whether no process is left in process group `pgid` (zombies count).
+pub(crate) fn group_is_empty(pgid: u32) -> bool {
+    let pgid = Pid::from_raw(i32::try_from(pgid).unwrap());
+    nix::sys::signal::killpg(pgid, None) == Err(nix::errno::Errno::ESRCH)
+}
+
+/// The pid a test's command wrote to `path`.
+pub(crate) fn read_pid(path: &Path) -> u32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A process a test's command started (named by its pid file), killed
+/// when the test ends if it is still there (as after a failure), so that
+/// no `sleep 600` outlives the test. Only a process still running
+/// `program` is killed (not another that got its pid since).
+pub(crate) struct Leftover {
+    pid: u32,
+    program: &'static str,
+}
+
+impl Leftover {
+    pub(crate) fn new(pid: u32, program: &'static str) -> Self {
+        Leftover { pid, program }
+    }
+}
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", self.pid)).unwrap_or_default();
+        let name = cmdline.split(|&b| b == 0).next().unwrap_or_default();
+        let runs = Path::new(std::str::from_utf8(name).unwrap_or_default())
+            .file_name()
+            .is_some_and(|file| file == self.program);
+        if !gone(self.pid) && runs {
+            let _ = kill(
+                Pid::from_raw(i32::try_from(self.pid).unwrap()),
+                Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// A `redlock run` (with `options` and a TTL of 3 s) whose command ignores
-/// SIGTERM, on `name` over five masters: once three of them are frozen
-/// (SIGSTOP) the command is SIGKILLed before the validity ends, and
-/// `redlock` exits 79 saying `lost` (its wording for a lock or a permit).
+/// SIGTERM and leaves a child (`sleep 600`, ignoring SIGTERM too), on
+/// `name` over five masters: once three of them are frozen (SIGSTOP) the
+/// command is SIGKILLed before the validity ends, `redlock` exits 79
+/// saying `lost` (its wording for a lock or a permit), and by then no
+/// process of the command's process group is left, its child included.
 pub(crate) fn freezing_three_of_five_masters_stops_the_child(
     options: &[&str],
     name: &str,
@@ -218,30 +329,37 @@ pub(crate) fn freezing_three_of_five_masters_stops_the_child(
     let ttl = Duration::from_secs(3);
     // The child ignores SIGTERM: only SIGKILL stops it.
     let script = format!(
-        "trap '' TERM; echo $$ > {pid}; touch {started}; i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+        "trap '' TERM; echo $$ > {pid}; sleep 600 & echo $! > {child}; touch {started}; \
+         i=0; while [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
         pid = dir.path().join("pid").display(),
+        child = dir.path().join("child").display(),
         started = dir.path().join("started").display()
     );
     let with_ttl: Vec<&str> = options.iter().copied().chain(["--ttl", "3s"]).collect();
     let holder = spawn(run_sh(&urls, &with_ttl, name, &script));
     wait_for_file(&dir.path().join("started"));
-    let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = read_pid(&dir.path().join("pid"));
+    let child = read_pid(&dir.path().join("child"));
+    let _leftover = Leftover::new(child, "sleep");
     // Every extension so far started before this instant, so the validity
     // ends before `frozen + ttl`.
     let frozen = Instant::now();
     for i in 0..3 {
         cluster.node(i).pause().unwrap();
     }
-    wait_until(HANG, "the child to be stopped", || !process_exists(pid)).unwrap();
+    // Dead once a zombie (reaping it is redlock's business, after the kill).
+    wait_until(HANG, "the child to be stopped", || gone(pid)).unwrap();
     let gone = frozen.elapsed();
     let out = wait_output(holder, HANG);
     for i in 0..3 {
         cluster.node(i).resume().unwrap();
     }
+    // Nothing of the command's group is left once redlock has exited.
+    assert!(crate::gone(child), "its child (sleep 600) runs on: {out:?}");
+    assert!(
+        group_is_empty(pid),
+        "a process of the group runs on: {out:?}"
+    );
     assert!(gone < ttl, "the child outlived the validity: {gone:?}");
     assert_eq!(out.code(), Some(LOST), "{out:?}");
     assert!(out.stderr.contains(lost), "{}", out.stderr);

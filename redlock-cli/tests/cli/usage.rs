@@ -176,7 +176,71 @@ fn help_lists_the_exit_codes() {
         c
     });
     assert_eq!(out.code(), Some(0));
-    for code in ["64", "69", "75", "79", "126", "127", "130"] {
+    for code in [
+        "64", "69", "70", "75", "79", "126", "127", "129", "130", "131", "143",
+    ] {
         assert!(out.stdout.contains(code), "{code} missing from --help");
     }
+}
+
+#[test]
+fn run_help_gives_the_defaults_docs_cli_md_gives() {
+    const DOCS: &str = include_str!("../../../docs/cli.md");
+    let help = finish({
+        let mut c = redlock();
+        c.args(["run", "--help"]);
+        c
+    })
+    .stdout;
+    let mut checked = Vec::new();
+    // The options table's rows: | `--ttl D` | `30s` | meaning |
+    for row in DOCS.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let option = cells[1].trim_matches('`').split(' ').next().unwrap();
+        let Some(default) = cells[2].strip_prefix('`').and_then(|d| d.strip_suffix('`')) else {
+            continue;
+        };
+        // The option's paragraph in --help, up to the next option.
+        let start = help
+            .find(&format!("      {option} "))
+            .unwrap_or_else(|| panic!("{option} missing from run --help"));
+        let rest = &help[start + 6..];
+        let end = rest.find("\n  -").unwrap_or(rest.len());
+        assert!(
+            rest[..end].contains(&format!("[default: {default}]")),
+            "{option}: the docs say {default}: {}",
+            &rest[..end]
+        );
+        checked.push(option);
+    }
+    for option in [
+        "--ttl",
+        "--max-hold",
+        "--kill-grace",
+        "--no-quorum-timeout",
+        "--node-timeout",
+    ] {
+        assert!(
+            checked.contains(&option),
+            "{option} not in docs/cli.md's table: {checked:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unexpected_error_is_ex_software() {
+    // Four file descriptors: the standard streams, and one for the loader
+    // to open libraries with; then redlock cannot set up its signal
+    // handling, which never fails otherwise.
+    let mut command = std::process::Command::new("sh");
+    command
+        .args([
+            "-c",
+            "ulimit -n 4; exec \"$0\" run --server redis://127.0.0.1:1 k -- true",
+            env!("CARGO_BIN_EXE_redlock"),
+        ])
+        .env_remove("REDLOCK_SERVERS");
+    let out = finish(command);
+    assert_eq!(out.code(), Some(70), "{out:?}");
+    assert!(out.stderr.contains("cannot handle signals"), "{out:?}");
 }

@@ -12,6 +12,7 @@ mod leaving;
 mod lifetime;
 mod line;
 mod manager;
+mod redis_acl;
 mod redis_common;
 mod redis_dyn;
 mod redis_errors;
