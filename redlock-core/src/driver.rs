@@ -528,12 +528,16 @@ impl<B: LockBackend + 'static> Redlock<B> {
     /// test. A frozen or very slow node makes it return `false` after
     /// `timeout`, and so does a node that has not yet answered a release
     /// that failed (releases that fail are kept and sent again until the
-    /// node answers them or the lock's TTL has surely passed).
+    /// node answers them or the lock's TTL has surely passed; past 4096
+    /// kept on one node the oldest are dropped, left to their TTL, and no
+    /// longer waited for here).
     ///
     /// Dropping the manager's last handle (guards hold one too) does the
     /// same for the releases it queued, bounded by twice the node timeout,
-    /// so returning from `main` releases what its guards held.
-    /// `std::process::exit` runs no destructors: then the TTL frees the keys.
+    /// so returning from `main` releases what its guards held. A manager
+    /// in a `static`, or a leaked clone, is never dropped, and
+    /// `std::process::exit` runs no destructors: call this before exiting,
+    /// or the TTL frees the keys.
     ///
     /// # Examples
     ///
