@@ -170,7 +170,11 @@ fn tls_masters_serve_locks_over_rediss() {
     assert_eq!(err.kind(), RedisErrorKind::Tls, "{err}");
 }
 
-/// The ACL rules docs/operations.md recommends for lock clients.
+/// The library's ACL rule of docs/operations.md less `+info`, `+select`
+/// and Pub/Sub (`+publish +subscribe`, the channels): what a lock client
+/// needs to lock on database 0 without wake-ups. `redis_acl` runs the
+/// documented rules exactly as written; `redis_wake` adds the Pub/Sub
+/// ones it tests to this.
 pub(crate) const DOCUMENTED_ACL: [&str; 18] = [
     "-@all",
     "+set",
