@@ -1023,10 +1023,10 @@ pub(crate) mod tests {
         assert!(!wire.mid_reply());
     }
 
-    /// A never-ending status reply, one byte every 100 µs: no socket read
-    /// ever waits long enough to time out.
-    #[test]
-    fn bug3_a_trickled_reply_ends_at_the_deadline() {
+    /// A fake server on a free port that answers every command of the
+    /// handshake `+OK` and, at the first `PING`, hands its connection to
+    /// `misbehave`. Returns its port.
+    fn misbehaving_on_ping(misbehave: impl FnOnce(&mut TcpStream) + Send + 'static) -> u16 {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         std::thread::spawn(move || {
@@ -1036,13 +1036,22 @@ pub(crate) mod tests {
             let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
             while let Some(words) = read_words(&mut reader) {
                 if words[0] == "PING" {
-                    let _ = stream.write_all(b"+");
-                    while stream.write_all(b"a").is_ok() {
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
-                    return;
+                    return misbehave(&mut stream);
                 }
                 let _ = stream.write_all(b"+OK\r\n");
+            }
+        });
+        port
+    }
+
+    /// A never-ending status reply, one byte every 100 µs: no socket read
+    /// ever waits long enough to time out.
+    #[test]
+    fn bug3_a_trickled_reply_ends_at_the_deadline() {
+        let port = misbehaving_on_ping(|stream| {
+            let _ = stream.write_all(b"+");
+            while stream.write_all(b"a").is_ok() {
+                std::thread::sleep(Duration::from_micros(100));
             }
         });
         let timeout = Duration::from_millis(100);
@@ -1145,21 +1154,9 @@ pub(crate) mod tests {
     /// a reply) after the handshake.
     #[test]
     fn bug3_push_data_without_end_ends_at_the_deadline_or_the_budget() {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        std::thread::spawn(move || {
-            let Some(Ok(mut stream)) = listener.incoming().next() else {
-                return;
-            };
-            let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
-            while let Some(words) = read_words(&mut reader) {
-                if words[0] == "PING" {
-                    let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
-                    while stream.write_all(&frames).is_ok() {}
-                    return;
-                }
-                let _ = stream.write_all(b"+OK\r\n");
-            }
+        let port = misbehaving_on_ping(|stream| {
+            let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
+            while stream.write_all(&frames).is_ok() {}
         });
         let timeout = Duration::from_secs(1);
         let err = within(timeout * 10, move || {
