@@ -975,31 +975,29 @@ pub(crate) mod tests {
     /// A fake server that answers the handshake with OK and `PING` with
     /// `pong`: its chunks written `pause` apart.
     fn pong_in_chunks(chunks: &'static [&'static [u8]], pause: Duration) -> u16 {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        std::thread::spawn(move || {
-            let Some(Ok(mut stream)) = listener.incoming().next() else {
-                return;
-            };
+        let pong = move |stream: &mut TcpStream| {
+            chunks.iter().enumerate().all(|(i, chunk)| {
+                if i > 0 {
+                    std::thread::sleep(pause);
+                }
+                stream.write_all(chunk).is_ok()
+            })
+        };
+        misbehaving_on_ping(move |stream| {
+            // Every later `PING` the same way, the rest `+OK`.
             let mut reader = io::BufReader::new(stream.try_clone().expect("clone"));
-            while let Some(words) = read_words(&mut reader) {
-                if words[0] != "PING" {
-                    if stream.write_all(b"+OK\r\n").is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                for (i, chunk) in chunks.iter().enumerate() {
-                    if i > 0 {
-                        std::thread::sleep(pause);
-                    }
-                    if stream.write_all(chunk).is_err() {
-                        return;
-                    }
-                }
+            let mut answered = pong(stream);
+            while answered {
+                let Some(words) = read_words(&mut reader) else {
+                    return;
+                };
+                answered = if words[0] == "PING" {
+                    pong(stream)
+                } else {
+                    stream.write_all(b"+OK\r\n").is_ok()
+                };
             }
-        });
-        port
+        })
     }
 
     const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";

@@ -160,18 +160,7 @@ impl Drop for HostileServer {
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    while !shared.stop.load(Ordering::SeqCst) {
-        let stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(_) => {
-                std::thread::sleep(POLL);
-                continue;
-            }
-        };
+    while let Some(stream) = super::accept_until_stopped(listener, &shared.stop, POLL) {
         let shared_for_thread = Arc::clone(shared);
         let spawned = std::thread::Builder::new()
             .name("hostile-conn".to_owned())

@@ -98,3 +98,23 @@ pub fn wait_until(
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The next connection `listener` (non-blocking) accepts, polling every
+/// 2 ms (every `poll` after an error), or `None` once `stop` is set: the
+/// accept loop of the harness's fake servers.
+pub(crate) fn accept_until_stopped(
+    listener: &std::net::TcpListener,
+    stop: &std::sync::atomic::AtomicBool,
+    poll: Duration,
+) -> Option<std::net::TcpStream> {
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => return Some(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(_) => std::thread::sleep(poll),
+        }
+    }
+    None
+}

@@ -264,18 +264,7 @@ fn set_linger_zero(stream: &TcpStream) {
 }
 
 fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
-    while !shared.stop.load(Ordering::SeqCst) {
-        let client = match listener.accept() {
-            Ok((client, _)) => client,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
-            }
-            Err(_) => {
-                std::thread::sleep(POLL);
-                continue;
-            }
-        };
+    while let Some(client) = super::accept_until_stopped(listener, &shared.stop, POLL) {
         if *lock(&shared.mode) == ProxyMode::Cut {
             set_linger_zero(&client);
             continue; // dropped: reset
