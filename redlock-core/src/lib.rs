@@ -84,6 +84,7 @@ pub mod keys;
 mod line;
 mod mailbox;
 mod manager;
+pub mod model;
 mod names;
 mod node;
 mod quorum;

@@ -159,6 +159,7 @@ mod address;
 mod builder;
 mod check;
 mod classify;
+mod command;
 mod error;
 mod feed;
 mod line;
@@ -315,3 +316,10 @@ pub type NodeFailure = redlock_core::NodeFailure<RedisNodeError>;
 /// }
 /// ```
 pub type RoundReport = redlock_core::RoundReport<RedisNodeError>;
+
+/// For tests that send the backend's commands themselves (the
+/// differential tests of the node model): not part of the stable API.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::command::command_words;
+}

@@ -3,13 +3,13 @@
 //! first try, and the fallback every server takes).
 
 use redis::Value;
-use redlock_core::backend::{AcquireOutcome, Claim, Queued, Request, Response};
+use redlock_core::backend::{AcquireOutcome, Claim, Request, Response};
 use redlock_core::Ttl;
 
-use crate::scripts::{
-    is_noscript, Arg, Keys, Resp, Via, ACQUIRE, EXTEND, QUEUED_ACQUIRE, RAISE_FENCE, RELEASE,
-    SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARED_RELEASE,
-};
+use redlock_core::model::Command;
+
+use crate::command;
+use crate::scripts::{is_noscript, Via};
 use crate::session::{Failure, Session};
 use crate::{RedisErrorKind, RELEASE_CHANNEL};
 
@@ -35,7 +35,6 @@ pub(crate) enum Planned<'a> {
         claim: &'a Claim,
         ttl: Ttl,
         fence: bool,
-        queue: Option<Queued>,
     },
     Extend {
         claim: &'a Claim,
@@ -55,7 +54,6 @@ pub(crate) enum Planned<'a> {
         claim: &'a Claim,
         ttl: Ttl,
         fence: bool,
-        queue: Option<Queued>,
     },
     SharedExtend {
         claim: &'a Claim,
@@ -85,21 +83,11 @@ impl<'a> Planned<'a> {
     pub(crate) fn acquire(claim: &'a Claim, ttl: Ttl, fence: bool) -> Self {
         let queue = claim.queue();
         if claim.is_shared() {
-            return Planned::SharedAcquire {
-                claim,
-                ttl,
-                fence,
-                queue,
-            };
+            return Planned::SharedAcquire { claim, ttl, fence };
         }
         match (claim.keys(), fence, queue) {
             ([_], false, None) => Planned::SetNx { claim, ttl },
-            _ => Planned::Acquire {
-                claim,
-                ttl,
-                fence,
-                queue,
-            },
+            _ => Planned::Acquire { claim, ttl, fence },
         }
     }
 
@@ -166,137 +154,48 @@ impl<'a> Planned<'a> {
         }
     }
 
-    /// Appends its commands to `packed`, in `form`.
-    pub(crate) fn write(&self, packed: &mut Vec<u8>, form: Form) {
-        let via = form.via;
+    /// The request this is.
+    fn request(&self) -> Request<'a> {
         match *self {
-            Planned::SetNx { claim, ttl } if form.set_get => {
-                let (key, token) = single(claim);
-                Resp(packed)
-                    .command(7)
-                    .bulk(b"SET")
-                    .bulk(key.as_bytes())
-                    .bulk(token)
-                    .bulk(b"NX")
-                    .bulk(b"PX")
-                    .int(ttl.as_millis())
-                    .bulk(b"GET");
-            }
-            Planned::SetNx { claim, ttl } => {
-                let (key, token) = single(claim);
-                Resp(packed)
-                    .command(6)
-                    .bulk(b"SET")
-                    .bulk(key.as_bytes())
-                    .bulk(token)
-                    .bulk(b"NX")
-                    .bulk(b"PX")
-                    .int(ttl.as_millis())
-                    .command(2)
-                    .bulk(b"TYPE")
-                    .bulk(key.as_bytes());
-            }
-            Planned::Acquire {
+            Planned::SetNx { claim, ttl } => Request::Acquire {
                 claim,
                 ttl,
-                fence,
-                queue: None,
-            } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: false,
-                    counters: fence,
-                    marks: false,
-                };
-                let count = claim.keys().len() as u64;
-                let args = [token(claim), Arg::Int(ttl.as_millis()), Arg::Int(count)];
-                ACQUIRE.write(packed, via, keys, &args);
-            }
+                fence: false,
+            },
             Planned::Acquire {
-                claim,
-                ttl,
-                fence,
-                queue: Some(queue),
-            } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: false,
-                    counters: fence,
-                    marks: true,
-                };
-                let args = [
-                    token(claim),
-                    Arg::Int(ttl.as_millis()),
-                    Arg::Int(claim.keys().len() as u64),
-                    Arg::Int(u64::from(fence)),
-                    Arg::Int(queue.manager()),
-                    Arg::Int(queue.mark_ttl().as_millis()),
-                    Arg::Int(u64::from(queue.yields())),
-                    Arg::Int(queue.ticket()),
-                ];
-                QUEUED_ACQUIRE.write(packed, via, keys, &args);
+                claim, ttl, fence, ..
             }
-            Planned::Extend { claim, ttl } => {
-                let args = [token(claim), Arg::Int(ttl.as_millis())];
-                EXTEND.write(packed, via, Keys::locks(claim.keys()), &args);
+            | Planned::SharedAcquire {
+                claim, ttl, fence, ..
+            } => Request::Acquire { claim, ttl, fence },
+            Planned::Extend { claim, ttl } | Planned::SharedExtend { claim, ttl } => {
+                Request::Extend { claim, ttl }
             }
             Planned::Release { claim } | Planned::SharedRelease { claim } => {
-                write_release(packed, claim, via, true);
+                Request::Release { claim }
             }
-            Planned::RaiseFence { claim, at_least } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: false,
-                    counters: true,
-                    marks: false,
-                };
-                let args = [token(claim), Arg::Int(counter(at_least))];
-                RAISE_FENCE.write(packed, via, keys, &args);
+            Planned::RaiseFence { claim, at_least }
+            | Planned::SharedRaiseFence { claim, at_least } => {
+                Request::RaiseFence { claim, at_least }
             }
-            Planned::SharedAcquire {
-                claim,
-                ttl,
-                fence,
-                queue,
-            } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: true,
-                    counters: fence,
-                    marks: true,
-                };
-                // No queue: no manager, none to give way to.
-                let manager = queue.map_or(Arg::Bytes(b""), |q| Arg::Int(q.manager()));
-                let args = [
-                    token(claim),
-                    Arg::Int(ttl.as_millis()),
-                    Arg::Int(claim.keys().len() as u64),
-                    Arg::Int(u64::from(fence)),
-                    manager,
-                    Arg::Int(u64::from(queue.is_some_and(|q| q.yields()))),
-                ];
-                SHARED_ACQUIRE.write(packed, via, keys, &args);
+        }
+    }
+
+    /// Appends its commands to `packed`, in `form`: the node model's
+    /// command for the request ([`Command::of`], the mapping the in-memory
+    /// node uses too), written by [`command::write`]; a single-key acquire
+    /// in the fallback form as `SET ... NX PX` and `TYPE`.
+    pub(crate) fn write(&self, packed: &mut Vec<u8>, form: Form) {
+        let Some(command) = Command::of(&self.request(), RELEASE_CHANNEL.as_bytes()) else {
+            return;
+        };
+        match command {
+            Command::SetNxGet { key, token, ttl_ms } if !form.set_get => {
+                command::write(packed, form.via, &Command::SetNx { key, token, ttl_ms });
+                let key = key.as_bytes();
+                command::write(packed, form.via, &Command::Type { key });
             }
-            Planned::SharedExtend { claim, ttl } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: true,
-                    counters: false,
-                    marks: false,
-                };
-                let args = [token(claim), Arg::Int(ttl.as_millis())];
-                SHARED_EXTEND.write(packed, via, keys, &args);
-            }
-            Planned::SharedRaiseFence { claim, at_least } => {
-                let keys = Keys {
-                    locks: claim.keys(),
-                    readers: true,
-                    counters: true,
-                    marks: false,
-                };
-                let args = [token(claim), Arg::Int(counter(at_least))];
-                SHARED_RAISE_FENCE.write(packed, via, keys, &args);
-            }
+            command => command::write(packed, form.via, &command),
         }
     }
 
@@ -348,19 +247,10 @@ impl<'a> Planned<'a> {
     }
 }
 
-fn token(claim: &Claim) -> Arg<'_> {
-    Arg::Bytes(claim.token().as_bytes())
-}
-
 /// A single-key claim's key and token.
 fn single(claim: &Claim) -> (&str, &[u8]) {
     let key = claim.keys().first().map_or("", String::as_str);
     (key, claim.token().as_bytes())
-}
-
-/// A fencing value as Redis counters take it: they are signed 64-bit.
-fn counter(at_least: u64) -> u64 {
-    at_least.min(i64::MAX.unsigned_abs())
 }
 
 /// Appends the release of `claim`, sent `via`: the compare-and-delete of
@@ -369,21 +259,23 @@ fn counter(at_least: u64) -> u64 {
 /// its manager out of the keys' lines (a lock's own release; not the
 /// cleanup written behind acquires whose answers never came).
 pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave: bool) {
-    let keys = Keys {
-        locks: claim.keys(),
-        readers: claim.is_shared(),
-        counters: false,
-        marks: true,
-    };
-    let channel = Arg::Bytes(RELEASE_CHANNEL.as_bytes());
-    if claim.is_shared() {
-        SHARED_RELEASE.write(packed, via, keys, &[token(claim), channel]);
-    } else if let Some(queue) = claim.queue().filter(|_| leave) {
-        let args = [token(claim), channel, Arg::Int(queue.manager())];
-        RELEASE.write(packed, via, keys, &args);
+    let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+    let channel = RELEASE_CHANNEL.as_bytes();
+    let release = if claim.is_shared() {
+        Command::SharedRelease {
+            keys,
+            token,
+            channel,
+        }
     } else {
-        RELEASE.write(packed, via, keys, &[token(claim), channel]);
-    }
+        Command::Release {
+            keys,
+            token,
+            channel,
+            leave: claim.queue().filter(|_| leave).map(|q| q.manager()),
+        }
+    };
+    command::write(packed, via, &release);
 }
 
 /// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
@@ -590,6 +482,10 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::scripts::{
+        Arg, Keys, QUEUED_ACQUIRE, RAISE_FENCE, SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE,
+        SHARED_RELEASE,
+    };
     use redlock_core::backend::Token;
     use redlock_core::Resources;
 
@@ -757,7 +653,7 @@ pub(crate) mod tests {
         };
         let mut expected = Vec::new();
         let args = [
-            super::token(&reader),
+            Arg::Bytes(reader.token().as_bytes()),
             Arg::Bytes(RELEASE_CHANNEL.as_bytes()),
         ];
         SHARED_RELEASE.write(&mut expected, Via::Body, keys, &args);

@@ -1,0 +1,386 @@
+//! A node's key space with Redis's own types and expiry: strings (lock
+//! tokens, counters, waiting lines) and sorted sets (readers), each key
+//! with an optional expiry in milliseconds on the node's clock.
+//!
+//! Expiry is Redis's: a key set at `t` with `PX ttl` expires at
+//! `t + ttl` and is still there at that very millisecond (Redis deletes a
+//! key when `now > expires_at`); `PTTL` is `expires_at - now`.
+
+use std::collections::HashMap;
+
+/// One key's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A string (a token, a counter in decimal, a waiting line, ...).
+    Str(Vec<u8>),
+    /// A sorted set: members with their scores, ordered by score, then
+    /// member bytes, as Redis orders them. Never empty (Redis deletes an
+    /// emptied set).
+    Zset(Vec<(f64, Vec<u8>)>),
+}
+
+impl Value {
+    /// Redis's `TYPE` of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::model::Value;
+    /// assert_eq!(Value::Str(b"x".to_vec()).type_name(), "string");
+    /// assert_eq!(Value::Zset(vec![(1.0, b"m".to_vec())]).type_name(), "zset");
+    /// ```
+    #[must_use]
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::Zset(_) => "zset",
+        }
+    }
+}
+
+/// A live key's value and expiry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Its value.
+    pub value: Value,
+    /// When it expires, in milliseconds on the node's clock; `None`: never.
+    pub expires_at: Option<i64>,
+}
+
+/// Why a command failed on a key, as Redis answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    /// `WRONGTYPE`: the key holds another type.
+    WrongType,
+    /// `ERR value is not an integer or out of range` (`INCR` of a string
+    /// that is not a canonical integer).
+    NotInteger,
+    /// `ERR increment or decrement would overflow`.
+    Overflow,
+}
+
+impl CallError {
+    /// The error code Redis starts its reply with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlock_core::model::CallError::WrongType.code(), "WRONGTYPE");
+    /// ```
+    #[must_use]
+    pub fn code(self) -> &'static str {
+        match self {
+            CallError::WrongType => "WRONGTYPE",
+            CallError::NotInteger | CallError::Overflow => "ERR",
+        }
+    }
+}
+
+/// The key space. Expired keys are dropped when touched, and never seen.
+#[derive(Debug, Clone, Default)]
+pub struct Keyspace {
+    map: HashMap<Vec<u8>, Entry>,
+}
+
+type Res<T> = Result<T, CallError>;
+
+impl Keyspace {
+    /// An empty key space.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let keys = redlock_core::model::Keyspace::new();
+    /// assert_eq!(keys.live(0).count(), 0);
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        Keyspace::default()
+    }
+
+    /// Drops every key (a restart without persistence, `FLUSHALL`).
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Drops every expired key.
+    pub fn purge(&mut self, now: i64) {
+        self.map.retain(|_, e| !expired(e, now));
+    }
+
+    /// The live keys at `now`, in no particular order.
+    pub fn live(&self, now: i64) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.map
+            .iter()
+            .filter(move |(_, e)| !expired(e, now))
+            .map(|(k, e)| (k.as_slice(), e))
+    }
+
+    /// The live entry at `key`.
+    #[must_use]
+    pub fn entry(&self, now: i64, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key).filter(|e| !expired(e, now))
+    }
+
+    fn live_mut(&mut self, now: i64, key: &[u8]) -> Option<&mut Entry> {
+        if self.map.get(key).is_some_and(|e| expired(e, now)) {
+            self.map.remove(key);
+        }
+        self.map.get_mut(key)
+    }
+
+    /// `GET`: the string at `key`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a sorted set.
+    pub fn get(&mut self, now: i64, key: &[u8]) -> Res<Option<&[u8]>> {
+        match self.live_mut(now, key) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Str(v),
+                ..
+            }) => Ok(Some(v.as_slice())),
+            Some(_) => Err(CallError::WrongType),
+        }
+    }
+
+    /// `SET key value [PX px]`: replaces any value of any type; without
+    /// `px` the key never expires.
+    pub fn set(&mut self, now: i64, key: &[u8], value: &[u8], px: Option<i64>) {
+        let entry = Entry {
+            value: Value::Str(value.to_vec()),
+            expires_at: px.map(|px| now.saturating_add(px)),
+        };
+        match self.map.get_mut(key) {
+            Some(slot) => *slot = entry,
+            None => {
+                self.map.insert(key.to_vec(), entry);
+            }
+        }
+    }
+
+    /// `DEL`: whether a live key was there.
+    pub fn del(&mut self, now: i64, key: &[u8]) -> bool {
+        self.live_mut(now, key).is_some() && self.map.remove(key).is_some()
+    }
+
+    /// `INCR`: the string at `key` as a canonical integer plus one (a
+    /// missing key counts as 0); the expiry stays.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`], [`CallError::NotInteger`],
+    /// [`CallError::Overflow`], as Redis.
+    pub fn incr(&mut self, now: i64, key: &[u8]) -> Res<i64> {
+        let (current, expires_at) = match self.live_mut(now, key) {
+            None => (0, None),
+            Some(Entry {
+                value: Value::Str(v),
+                expires_at,
+            }) => (parse_i64(v).ok_or(CallError::NotInteger)?, *expires_at),
+            Some(_) => return Err(CallError::WrongType),
+        };
+        let next = current.checked_add(1).ok_or(CallError::Overflow)?;
+        let entry = Entry {
+            value: Value::Str(next.to_string().into_bytes()),
+            expires_at,
+        };
+        self.map.insert(key.to_vec(), entry);
+        Ok(next)
+    }
+
+    /// `PEXPIRE key ms`: whether the key was there. A time not after now
+    /// deletes it, as Redis does.
+    pub fn pexpire(&mut self, now: i64, key: &[u8], ms: i64) -> bool {
+        let Some(entry) = self.live_mut(now, key) else {
+            return false;
+        };
+        if ms <= 0 {
+            self.map.remove(key);
+        } else {
+            entry.expires_at = Some(now.saturating_add(ms));
+        }
+        true
+    }
+
+    fn zset_mut(&mut self, now: i64, key: &[u8]) -> Res<Option<&mut Vec<(f64, Vec<u8>)>>> {
+        match self.live_mut(now, key) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Zset(members),
+                ..
+            }) => Ok(Some(members)),
+            Some(_) => Err(CallError::WrongType),
+        }
+    }
+
+    /// `ZCARD`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zcard(&mut self, now: i64, key: &[u8]) -> Res<usize> {
+        Ok(self.zset_mut(now, key)?.map_or(0, |m| m.len()))
+    }
+
+    /// `ZSCORE`.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zscore(&mut self, now: i64, key: &[u8], member: &[u8]) -> Res<Option<f64>> {
+        Ok(self
+            .zset_mut(now, key)?
+            .and_then(|m| m.iter().find(|(_, x)| x == member).map(|(s, _)| *s)))
+    }
+
+    /// `ZADD key score member` (a new set never expires).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zadd(&mut self, now: i64, key: &[u8], score: f64, member: &[u8]) -> Res<()> {
+        let members = match self.zset_mut(now, key)? {
+            Some(members) => members,
+            None => {
+                let entry = Entry {
+                    value: Value::Zset(Vec::new()),
+                    expires_at: None,
+                };
+                self.map.insert(key.to_vec(), entry);
+                match self.map.get_mut(key) {
+                    Some(Entry {
+                        value: Value::Zset(members),
+                        ..
+                    }) => members,
+                    _ => return Ok(()),
+                }
+            }
+        };
+        members.retain(|(_, m)| m != member);
+        let at = members
+            .iter()
+            .position(|(s, m)| order(*s, m, score, member).is_gt())
+            .unwrap_or(members.len());
+        members.insert(at, (score, member.to_vec()));
+        Ok(())
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf max`; an emptied set is deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zrem_upto(&mut self, now: i64, key: &[u8], max: f64) -> Res<()> {
+        let empty = match self.zset_mut(now, key)? {
+            Some(members) => {
+                members.retain(|(s, _)| *s > max);
+                members.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            self.map.remove(key);
+        }
+        Ok(())
+    }
+
+    /// `ZREM key member`; an emptied set is deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zrem(&mut self, now: i64, key: &[u8], member: &[u8]) -> Res<()> {
+        let empty = match self.zset_mut(now, key)? {
+            Some(members) => {
+                members.retain(|(_, m)| m != member);
+                members.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            self.map.remove(key);
+        }
+        Ok(())
+    }
+
+    /// `ZRANGE key -1 -1 WITHSCORES`: the last member's score.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string.
+    pub fn zlast_score(&mut self, now: i64, key: &[u8]) -> Res<Option<f64>> {
+        Ok(self
+            .zset_mut(now, key)?
+            .and_then(|m| m.last().map(|(s, _)| *s)))
+    }
+}
+
+fn expired(entry: &Entry, now: i64) -> bool {
+    entry.expires_at.is_some_and(|at| now > at)
+}
+
+/// Redis's sorted-set order: by score, then by member bytes.
+fn order(a: f64, am: &[u8], b: f64, bm: &[u8]) -> std::cmp::Ordering {
+    a.total_cmp(&b).then_with(|| am.cmp(bm))
+}
+
+/// Redis's `string2ll`: an optional `-`, then `0` alone or digits without
+/// a leading zero, in range.
+fn parse_i64(v: &[u8]) -> Option<i64> {
+    let digits = v.strip_prefix(b"-").unwrap_or(v);
+    let canonical = match digits {
+        [b'0'] => v.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !canonical || v.len() > 20 {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_lives_through_its_last_millisecond() {
+        let mut keys = Keyspace::new();
+        keys.set(100, b"k", b"v", Some(5));
+        assert_eq!(keys.get(105, b"k"), Ok(Some(&b"v"[..])));
+        assert_eq!(keys.get(106, b"k"), Ok(None));
+    }
+
+    #[test]
+    fn incr_takes_canonical_integers_only_and_keeps_the_expiry() {
+        let mut keys = Keyspace::new();
+        for bad in [&b"007"[..], b"+1", b" 1", b"", b"-0", b"1.0"] {
+            keys.set(0, b"c", bad, None);
+            assert_eq!(keys.incr(0, b"c"), Err(CallError::NotInteger), "{bad:?}");
+        }
+        keys.set(0, b"c", b"41", Some(10));
+        assert_eq!(keys.incr(0, b"c"), Ok(42));
+        assert_eq!(keys.entry(0, b"c").and_then(|e| e.expires_at), Some(10));
+        keys.set(0, b"c", b"9223372036854775807", None);
+        assert_eq!(keys.incr(0, b"c"), Err(CallError::Overflow));
+        keys.zadd(0, b"z", 1.0, b"m").ok();
+        assert_eq!(keys.incr(0, b"z"), Err(CallError::WrongType));
+    }
+
+    #[test]
+    fn sorted_sets_order_by_score_then_member_and_vanish_when_empty() {
+        let mut keys = Keyspace::new();
+        for (score, member) in [(5.0, &b"b"[..]), (5.0, b"a"), (1.0, b"z")] {
+            keys.zadd(0, b"z", score, member).ok();
+        }
+        assert_eq!(keys.zlast_score(0, b"z"), Ok(Some(5.0)));
+        keys.zrem_upto(0, b"z", 4.0).ok();
+        assert_eq!(keys.zcard(0, b"z"), Ok(2));
+        keys.zrem(0, b"z", b"a").ok();
+        keys.zrem(0, b"z", b"b").ok();
+        assert!(keys.entry(0, b"z").is_none());
+        assert_eq!(keys.get(0, b"z"), Ok(None));
+    }
+}

@@ -1,0 +1,632 @@
+//! The reference model of one lock node: what a Redis master does with
+//! every command the Redis backend sends, written once, in Rust.
+//!
+//! A [`Node`] is a key space with Redis's own types and expiry
+//! ([`Keyspace`]: strings, counters, sorted sets, `PTTL`) and one
+//! [`Node::apply`] for every [`Command`]: `SET ... NX PX ... GET`, each of
+//! the backend's scripts (acquire, queued acquire with its waiting line,
+//! extend, release, fence raise, the shared claims' acquire, extend,
+//! release and raise), and the plain commands another client of the node
+//! may send. `PUBLISH` is an output ([`Published`]). Helper keys (fencing
+//! counters, waiting lines, readers: [`crate::keys`]) are keys in the same
+//! space as users' locks, as on Redis. No threads, no clock of its own,
+//! no faults: time (milliseconds on the node's clock) is passed in.
+//!
+//! Who uses it: `redlock-mock`'s in-memory node is this model behind a
+//! mutex; the Redis backend's scripts are proven equal to it by the
+//! differential tests (`tests/tests/integration/differential.rs`), which
+//! run generated command sequences on the model and on real servers of
+//! every supported kind and compare every reply and the whole key space
+//! after each step. [`Command::of`] is the one mapping from a backend
+//! [`Request`] to the command a node runs, for both.
+//!
+//! # Examples
+//!
+//! ```
+//! use redlock_core::model::{Command, Node, Reply};
+//!
+//! let mut node = Node::new();
+//! let keys = ["job".to_owned()];
+//! let acquire = Command::Acquire { keys: &keys, token: b"A", ttl_ms: 100, fence: true };
+//! let mut published = Vec::new();
+//! assert_eq!(node.apply(0, &acquire, &mut published), Reply::Int(1));
+//! // Held by A until 100 ms (inclusive); B is refused.
+//! let other = Command::Acquire { keys: &keys, token: b"B", ttl_ms: 100, fence: true };
+//! assert_eq!(node.apply(100, &other, &mut published), Reply::Int(-1));
+//! assert_eq!(node.apply(101, &other, &mut published), Reply::Int(2));
+//! ```
+
+mod keyspace;
+mod lua;
+mod scripts;
+
+pub use keyspace::{CallError, Entry, Keyspace, Value};
+pub use scripts::READERS_MARKER;
+
+use crate::backend::{AcquireOutcome, Request, Response};
+
+/// One command the Redis backend sends to a node (or another client of
+/// the node could send), as the node sees it.
+///
+/// The lock keys of a script are the claim's; its helper keys (counters,
+/// waiting lines, reader sets) follow from them by [`crate::keys`], as the
+/// backend names them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Command<'a> {
+    /// `SET key token NX PX ttl GET` (Redis 7.0 and later): a single-key
+    /// acquire without fencing or waiting line. Answers the key's old
+    /// value ([`Reply::Bulk`]: refused), or [`Reply::Nil`] (set).
+    SetNxGet {
+        /// The lock key.
+        key: &'a str,
+        /// The token.
+        token: &'a [u8],
+        /// Its TTL in milliseconds.
+        ttl_ms: u64,
+    },
+    /// `SET key token NX PX ttl`: [`Reply::Ok`] when set, else
+    /// [`Reply::Nil`] (the form older servers take, followed by
+    /// [`Command::Type`]).
+    SetNx {
+        /// The lock key.
+        key: &'a str,
+        /// The token.
+        token: &'a [u8],
+        /// Its TTL in milliseconds.
+        ttl_ms: u64,
+    },
+    /// `TYPE key`: [`Reply::Status`] `string`, `zset` or `none`.
+    Type {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// The acquire script: all keys or none; with `fence`, the counters.
+    Acquire {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The TTL in milliseconds.
+        ttl_ms: u64,
+        /// Whether to bump the fencing counters.
+        fence: bool,
+    },
+    /// The queued acquire script: the acquire of a caller waiting in the
+    /// keys' lines ([`Queued`](crate::backend::Queued)).
+    QueuedAcquire {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The TTL in milliseconds.
+        ttl_ms: u64,
+        /// Whether to bump the fencing counters.
+        fence: bool,
+        /// The waiting manager's id.
+        manager: u64,
+        /// How long its place lives, in milliseconds.
+        mark_ttl_ms: u64,
+        /// Whether to give way to other managers first in a line.
+        yields: bool,
+        /// Its place in the lines.
+        ticket: u64,
+    },
+    /// The extend script.
+    Extend {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The new TTL in milliseconds.
+        ttl_ms: u64,
+    },
+    /// The release script: `leave` takes that manager out of the keys'
+    /// lines first; the first live manager waiting for a freed key is told
+    /// on `channel:<id>`.
+    Release {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The release channels' prefix.
+        channel: &'a [u8],
+        /// The manager whose lock this is, when it waited in line.
+        leave: Option<u64>,
+    },
+    /// The fence raise script.
+    RaiseFence {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The value to raise the counters to.
+        at_least: u64,
+    },
+    /// The shared acquire script (a reader).
+    SharedAcquire {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The TTL in milliseconds.
+        ttl_ms: u64,
+        /// Whether to bump the fencing counters.
+        fence: bool,
+        /// The reader's manager, when it waits in line.
+        manager: Option<u64>,
+        /// Whether to give way to other managers in a line.
+        yields: bool,
+    },
+    /// The shared extend script.
+    SharedExtend {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The new TTL in milliseconds.
+        ttl_ms: u64,
+    },
+    /// The shared release script.
+    SharedRelease {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The release channels' prefix.
+        channel: &'a [u8],
+    },
+    /// The shared fence raise script.
+    SharedRaiseFence {
+        /// The lock keys.
+        keys: &'a [String],
+        /// The token.
+        token: &'a [u8],
+        /// The value to raise the counters to.
+        at_least: u64,
+    },
+    /// `SET key value [PX px]`, as another client may write any key.
+    Set {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+        /// The TTL in milliseconds, if any.
+        px: Option<u64>,
+    },
+    /// `ZADD key score member`, as another client may write any key.
+    ZAdd {
+        /// The key.
+        key: &'a [u8],
+        /// The score (an integer here).
+        score: i64,
+        /// The member.
+        member: &'a [u8],
+    },
+    /// `DEL key`.
+    Del {
+        /// The key.
+        key: &'a [u8],
+    },
+}
+
+/// A node's reply to a [`Command`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// An integer.
+    Int(i64),
+    /// Nothing (`nil`).
+    Nil,
+    /// `OK`.
+    Ok,
+    /// A status such as `TYPE`'s.
+    Status(&'static str),
+    /// A string.
+    Bulk(Vec<u8>),
+    /// An error reply.
+    Error(ErrorReply),
+}
+
+/// An error reply, by where it came from: servers word these differently
+/// (Redis 6.2 wraps a script's failed `redis.call` in `ERR Error running
+/// script`), so compare by [`ErrorReply::code`] found in the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorReply {
+    /// A command failed (inside a script: its `redis.call`).
+    Call(CallError),
+    /// The script refused with `redis.error_reply`: `WRONGTYPE` (a helper
+    /// key of another shape) or `FENCEMAX` (a counter at its limit).
+    Script(&'static str),
+}
+
+impl ErrorReply {
+    /// The error code: the word every server puts in the reply's text.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::model::{CallError, ErrorReply};
+    /// assert_eq!(ErrorReply::Script("FENCEMAX").code(), "FENCEMAX");
+    /// assert_eq!(ErrorReply::Call(CallError::WrongType).code(), "WRONGTYPE");
+    /// ```
+    #[must_use]
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorReply::Call(e) => e.code(),
+            ErrorReply::Script(code) => code,
+        }
+    }
+}
+
+/// A message a command published (`PUBLISH channel message`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// The channel.
+    pub channel: Vec<u8>,
+    /// The message.
+    pub message: Vec<u8>,
+}
+
+/// One node: its key space.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// The node's keys.
+    pub keys: Keyspace,
+}
+
+impl Node {
+    /// An empty node.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_core::model::Node::new();
+    /// assert_eq!(node.keys.live(0).count(), 0);
+    /// ```
+    #[must_use]
+    pub fn new() -> Self {
+        Node::default()
+    }
+
+    /// Runs `command` at `now` (milliseconds on the node's clock), with
+    /// what it publishes appended to `published`.
+    ///
+    /// # Examples
+    ///
+    /// See the [module docs](self).
+    pub fn apply(
+        &mut self,
+        now: i64,
+        command: &Command<'_>,
+        published: &mut Vec<Published>,
+    ) -> Reply {
+        let ks = &mut self.keys;
+        let ttl = |ms: u64| i64::try_from(ms).unwrap_or(i64::MAX);
+        let result = match *command {
+            Command::SetNxGet { key, token, ttl_ms } => {
+                return match ks.get(now, key.as_bytes()) {
+                    Err(e) => Reply::Error(ErrorReply::Call(e)),
+                    Ok(Some(old)) => Reply::Bulk(old.to_vec()),
+                    Ok(None) => {
+                        ks.set(now, key.as_bytes(), token, Some(ttl(ttl_ms)));
+                        Reply::Nil
+                    }
+                }
+            }
+            Command::SetNx { key, token, ttl_ms } => {
+                if ks.entry(now, key.as_bytes()).is_some() {
+                    return Reply::Nil;
+                }
+                ks.set(now, key.as_bytes(), token, Some(ttl(ttl_ms)));
+                return Reply::Ok;
+            }
+            Command::Type { key } => {
+                return Reply::Status(ks.entry(now, key).map_or("none", |e| e.value.type_name()))
+            }
+            Command::Set { key, value, px } => {
+                ks.set(now, key, value, px.map(ttl));
+                return Reply::Ok;
+            }
+            Command::ZAdd { key, score, member } => {
+                return match ks.zadd(now, key, score as f64, member) {
+                    Ok(()) => Reply::Int(1),
+                    Err(e) => Reply::Error(ErrorReply::Call(e)),
+                }
+            }
+            Command::Del { key } => return Reply::Int(i64::from(ks.del(now, key))),
+            Command::Acquire {
+                keys,
+                token,
+                ttl_ms,
+                fence,
+            } => scripts::acquire(ks, now, &bytes(keys), token, ttl(ttl_ms), fence),
+            Command::QueuedAcquire {
+                keys,
+                token,
+                ttl_ms,
+                fence,
+                manager,
+                mark_ttl_ms,
+                yields,
+                ticket,
+            } => {
+                let me = manager.to_string();
+                let ticket = ticket.to_string();
+                let line = scripts::Line {
+                    me: me.as_bytes(),
+                    mark_ttl: ttl(mark_ttl_ms),
+                    yields,
+                    ticket: scripts::ticket_arg(ticket.as_bytes()),
+                };
+                scripts::queued_acquire(ks, now, &bytes(keys), token, ttl(ttl_ms), fence, line)
+            }
+            Command::Extend {
+                keys,
+                token,
+                ttl_ms,
+            } => scripts::extend(ks, now, &bytes(keys), token, ttl(ttl_ms)),
+            Command::Release {
+                keys,
+                token,
+                channel,
+                leave,
+            } => {
+                let me = leave.map(|m| m.to_string());
+                let leave = me.as_deref().map(str::as_bytes);
+                scripts::release(ks, now, &bytes(keys), token, channel, leave, published)
+            }
+            Command::RaiseFence {
+                keys,
+                token,
+                at_least,
+            } => scripts::raise_fence(
+                ks,
+                now,
+                &bytes(keys),
+                token,
+                at_least.to_string().as_bytes(),
+            ),
+            Command::SharedAcquire {
+                keys,
+                token,
+                ttl_ms,
+                fence,
+                manager,
+                yields,
+            } => {
+                let me = manager.map_or_else(String::new, |m| m.to_string());
+                scripts::shared_acquire(
+                    ks,
+                    now,
+                    &bytes(keys),
+                    token,
+                    ttl(ttl_ms),
+                    fence,
+                    me.as_bytes(),
+                    yields,
+                )
+            }
+            Command::SharedExtend {
+                keys,
+                token,
+                ttl_ms,
+            } => scripts::shared_extend(ks, now, &bytes(keys), token, ttl(ttl_ms)),
+            Command::SharedRelease {
+                keys,
+                token,
+                channel,
+            } => scripts::shared_release(ks, now, &bytes(keys), token, channel, published),
+            Command::SharedRaiseFence {
+                keys,
+                token,
+                at_least,
+            } => scripts::shared_raise_fence(
+                ks,
+                now,
+                &bytes(keys),
+                token,
+                at_least.to_string().as_bytes(),
+            ),
+        };
+        result.unwrap_or_else(|reply| reply)
+    }
+}
+
+fn bytes(keys: &[String]) -> Vec<&[u8]> {
+    keys.iter().map(String::as_bytes).collect()
+}
+
+/// What a [`Command`]'s reply means to the manager.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The answer to the request.
+    Done(Response),
+    /// A release's answer: whether every key held the token, and whether a
+    /// manager waited for a freed key.
+    Released {
+        /// Every key held the token.
+        held: bool,
+        /// A manager waited for a freed key (and was told).
+        waited: bool,
+    },
+    /// The node refused with an error reply.
+    Refused(ErrorReply),
+}
+
+/// A reply of a shape the command never gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unexpected(pub Reply);
+
+impl<'a> Command<'a> {
+    /// The command a node runs for `request`: the one mapping from the
+    /// backend contract to node commands, which the Redis backend sends
+    /// and the in-memory node applies. Releases are told on `channel`.
+    /// `None` for a kind of request the model does not know.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Resources, Ttl};
+    /// use redlock_core::backend::{Claim, Request, Token};
+    /// use redlock_core::model::Command;
+    /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let request = Request::Acquire { claim: &claim, ttl, fence: false };
+    /// assert!(matches!(Command::of(&request, b"ch"), Some(Command::SetNxGet { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn of(request: &Request<'a>, channel: &'a [u8]) -> Option<Self> {
+        Some(match *request {
+            Request::Acquire { claim, ttl, fence } => {
+                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let ttl_ms = ttl.as_millis();
+                let queue = claim.queue();
+                if claim.is_shared() {
+                    Command::SharedAcquire {
+                        keys,
+                        token,
+                        ttl_ms,
+                        fence,
+                        manager: queue.map(|q| q.manager()),
+                        yields: queue.is_some_and(|q| q.yields()),
+                    }
+                } else if let Some(q) = queue {
+                    Command::QueuedAcquire {
+                        keys,
+                        token,
+                        ttl_ms,
+                        fence,
+                        manager: q.manager(),
+                        mark_ttl_ms: q.mark_ttl().as_millis(),
+                        yields: q.yields(),
+                        ticket: q.ticket(),
+                    }
+                } else if let ([key], false) = (keys, fence) {
+                    Command::SetNxGet { key, token, ttl_ms }
+                } else {
+                    Command::Acquire {
+                        keys,
+                        token,
+                        ttl_ms,
+                        fence,
+                    }
+                }
+            }
+            Request::Extend { claim, ttl } => {
+                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let ttl_ms = ttl.as_millis();
+                if claim.is_shared() {
+                    Command::SharedExtend {
+                        keys,
+                        token,
+                        ttl_ms,
+                    }
+                } else {
+                    Command::Extend {
+                        keys,
+                        token,
+                        ttl_ms,
+                    }
+                }
+            }
+            Request::Release { claim } => {
+                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                if claim.is_shared() {
+                    Command::SharedRelease {
+                        keys,
+                        token,
+                        channel,
+                    }
+                } else {
+                    Command::Release {
+                        keys,
+                        token,
+                        channel,
+                        leave: claim.queue().map(|q| q.manager()),
+                    }
+                }
+            }
+            Request::RaiseFence { claim, at_least } => {
+                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                // Redis counters are signed 64-bit.
+                let at_least = at_least.min(i64::MAX.unsigned_abs());
+                if claim.is_shared() {
+                    Command::SharedRaiseFence {
+                        keys,
+                        token,
+                        at_least,
+                    }
+                } else {
+                    Command::RaiseFence {
+                        keys,
+                        token,
+                        at_least,
+                    }
+                }
+            }
+            // Kinds of request added later: not modelled yet.
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        })
+    }
+
+    /// What `reply` means to the manager.
+    ///
+    /// # Errors
+    ///
+    /// [`Unexpected`] for a reply this command never gets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::backend::{AcquireOutcome, Response};
+    /// use redlock_core::model::{Command, Outcome, Reply};
+    /// let keys = ["k".to_owned()];
+    /// let acquire = Command::Acquire { keys: &keys, token: b"t", ttl_ms: 5, fence: true };
+    /// let granted = Outcome::Done(Response::Acquire(AcquireOutcome::Granted { fence: Some(3) }));
+    /// assert_eq!(acquire.outcome(Reply::Int(3)), Ok(granted));
+    /// ```
+    pub fn outcome(&self, reply: Reply) -> Result<Outcome, Unexpected> {
+        if let Reply::Error(e) = reply {
+            return Ok(Outcome::Refused(e));
+        }
+        let acquired = |granted: bool, fence: Option<u64>| {
+            Outcome::Done(Response::Acquire(if granted {
+                AcquireOutcome::Granted { fence }
+            } else {
+                AcquireOutcome::HeldByOther
+            }))
+        };
+        Ok(match (*self, reply) {
+            (Command::SetNxGet { .. }, Reply::Nil) => acquired(true, None),
+            (Command::SetNxGet { .. }, Reply::Bulk(_)) => acquired(false, None),
+            (Command::SetNx { .. }, Reply::Ok) => acquired(true, None),
+            (Command::SetNx { .. }, Reply::Nil) => acquired(false, None),
+            (
+                Command::Acquire { fence, .. }
+                | Command::QueuedAcquire { fence, .. }
+                | Command::SharedAcquire { fence, .. },
+                Reply::Int(n),
+            ) if n >= -1 => acquired(n >= 0, fence.then(|| n.unsigned_abs())),
+            (Command::Release { .. } | Command::SharedRelease { .. }, Reply::Int(n @ 0..=3)) => {
+                Outcome::Released {
+                    held: n & 1 == 1,
+                    waited: n & 2 == 2,
+                }
+            }
+            (
+                Command::Extend { .. }
+                | Command::RaiseFence { .. }
+                | Command::SharedExtend { .. }
+                | Command::SharedRaiseFence { .. },
+                Reply::Int(n @ 0..=1),
+            ) => Outcome::Done(Response::Held(n == 1)),
+            (_, reply) => return Err(Unexpected(reply)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! The model's own checks of the rules the scripts document; that the
+//! scripts do the same is the differential tests' job.
+
+use super::*;
+use crate::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+
+fn keys(names: &[&str]) -> Vec<String> {
+    names.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn queued<'a>(keys: &'a [String], token: &'a [u8], manager: u64, ticket: u64) -> Command<'a> {
+    Command::QueuedAcquire {
+        keys,
+        token,
+        ttl_ms: 1_000,
+        fence: false,
+        manager,
+        mark_ttl_ms: 500,
+        yields: true,
+        ticket,
+    }
+}
+
+fn string(node: &Node, now: i64, key: &str) -> Option<Vec<u8>> {
+    match node.keys.entry(now, key.as_bytes()).map(|e| &e.value) {
+        Some(Value::Str(v)) => Some(v.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn managers_wait_in_ticket_order_and_the_release_tells_the_first() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    assert_eq!(
+        node.apply(0, &queued(&k, b"A", 1, 10), &mut out),
+        Reply::Int(0)
+    );
+    // 3 then 2 wait: the line is in ticket order.
+    assert_eq!(
+        node.apply(1, &queued(&k, b"C", 3, 30), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(2, &queued(&k, b"B", 2, 20), &mut out),
+        Reply::Int(-1)
+    );
+    let line = format!("r{WAIT_SUFFIX}");
+    assert_eq!(string(&node, 2, &line).as_deref(), Some(&b"20:2 30:3"[..]));
+    let release = Command::Release {
+        keys: &k,
+        token: b"A",
+        channel: b"ch",
+        leave: Some(1),
+    };
+    assert_eq!(node.apply(3, &release, &mut out), Reply::Int(3));
+    assert_eq!(
+        out,
+        vec![Published {
+            channel: b"ch:2".to_vec(),
+            message: b"2 r".to_vec()
+        }]
+    );
+    // 3 gives way to 2, first in line now.
+    assert_eq!(
+        node.apply(4, &queued(&k, b"C", 3, 30), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(5, &queued(&k, b"B", 2, 20), &mut out),
+        Reply::Int(0)
+    );
+}
+
+#[test]
+fn helper_keys_of_another_shape_are_refused_or_left_alone() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let line = format!("r{WAIT_SUFFIX}");
+    node.apply(
+        0,
+        &Command::Set {
+            key: line.as_bytes(),
+            value: b"someone's data",
+            px: None,
+        },
+        &mut out,
+    );
+    let refused = node.apply(0, &queued(&k, b"A", 1, 1), &mut out);
+    assert_eq!(refused, Reply::Error(ErrorReply::Script("WRONGTYPE")));
+    // A plain acquire and its release leave the value alone.
+    let acquire = Command::Acquire {
+        keys: &k,
+        token: b"A",
+        ttl_ms: 9,
+        fence: false,
+    };
+    assert_eq!(node.apply(0, &acquire, &mut out), Reply::Int(0));
+    let release = Command::Release {
+        keys: &k,
+        token: b"A",
+        channel: b"ch",
+        leave: None,
+    };
+    assert_eq!(node.apply(0, &release, &mut out), Reply::Int(1));
+    assert_eq!(
+        string(&node, 0, &line).as_deref(),
+        Some(&b"someone's data"[..])
+    );
+    // A counter that is no counter refuses a fenced acquire before any write.
+    let fence = format!("r{FENCE_SUFFIX}");
+    node.apply(
+        0,
+        &Command::Set {
+            key: fence.as_bytes(),
+            value: b"x",
+            px: None,
+        },
+        &mut out,
+    );
+    let fenced = Command::Acquire {
+        keys: &k,
+        token: b"A",
+        ttl_ms: 9,
+        fence: true,
+    };
+    assert_eq!(
+        node.apply(0, &fenced, &mut out),
+        Reply::Error(ErrorReply::Script("WRONGTYPE"))
+    );
+    assert!(node.keys.entry(0, b"r").is_none());
+}
+
+#[test]
+fn readers_share_a_key_that_expires_with_the_latest() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let read = |token: &'static [u8], ttl_ms| Command::SharedAcquire {
+        keys: Box::leak(Box::new(k.clone())),
+        token,
+        ttl_ms,
+        fence: false,
+        manager: None,
+        yields: false,
+    };
+    assert_eq!(node.apply(0, &read(b"A", 100), &mut out), Reply::Int(0));
+    assert_eq!(node.apply(10, &read(b"B", 50), &mut out), Reply::Int(0));
+    assert_eq!(string(&node, 10, "r").as_deref(), Some(READERS_MARKER));
+    assert_eq!(
+        node.keys.entry(10, b"r").and_then(|e| e.expires_at),
+        Some(100)
+    );
+    let readers = format!("r{READERS_SUFFIX}");
+    assert!(node.keys.entry(10, readers.as_bytes()).is_some());
+    // A writer is refused; the last reader's release frees the key.
+    let write = Command::Acquire {
+        keys: &k,
+        token: b"W",
+        ttl_ms: 9,
+        fence: false,
+    };
+    assert_eq!(node.apply(20, &write, &mut out), Reply::Int(-1));
+    for token in [&b"A"[..], b"B"] {
+        let release = Command::SharedRelease {
+            keys: &k,
+            token,
+            channel: b"ch",
+        };
+        assert_eq!(node.apply(30, &release, &mut out), Reply::Int(1));
+    }
+    assert!(node.keys.live(30).next().is_none());
+}
+
+#[test]
+fn fenced_grants_raise_every_counter_to_the_largest() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let (a, ab) = (keys(&["a"]), keys(&["a", "b"]));
+    let fenced = |keys, token| Command::Acquire {
+        keys,
+        token,
+        ttl_ms: 1,
+        fence: true,
+    };
+    assert_eq!(node.apply(0, &fenced(&a, b"1"), &mut out), Reply::Int(1));
+    assert_eq!(node.apply(5, &fenced(&ab, b"2"), &mut out), Reply::Int(2));
+    let b_fence = format!("b{FENCE_SUFFIX}");
+    assert_eq!(string(&node, 5, &b_fence).as_deref(), Some(&b"2"[..]));
+    let limit = (crate::decide::FENCE_LIMIT - 1).to_string();
+    node.apply(
+        9,
+        &Command::Set {
+            key: b_fence.as_bytes(),
+            value: limit.as_bytes(),
+            px: None,
+        },
+        &mut out,
+    );
+    assert_eq!(
+        node.apply(9, &fenced(&ab, b"3"), &mut out),
+        Reply::Error(ErrorReply::Script("FENCEMAX"))
+    );
+}
