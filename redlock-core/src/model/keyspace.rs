@@ -84,6 +84,9 @@ pub struct Keyspace {
 
 type Res<T> = Result<T, CallError>;
 
+/// A sorted set's members with their scores, in order.
+type Members = Vec<(f64, Vec<u8>)>;
+
 impl Keyspace {
     /// An empty key space.
     ///
@@ -101,6 +104,12 @@ impl Keyspace {
     /// Drops every key (a restart without persistence, `FLUSHALL`).
     pub fn clear(&mut self) {
         self.map.clear();
+    }
+
+    /// Puts `entry` at `key`, whatever was there (for tests that take a
+    /// server's key space over).
+    pub fn insert(&mut self, key: &[u8], entry: Entry) {
+        self.map.insert(key.to_vec(), entry);
     }
 
     /// Drops every expired key.
@@ -204,7 +213,7 @@ impl Keyspace {
         true
     }
 
-    fn zset_mut(&mut self, now: i64, key: &[u8]) -> Res<Option<&mut Vec<(f64, Vec<u8>)>>> {
+    fn zset_mut(&mut self, now: i64, key: &[u8]) -> Res<Option<&mut Members>> {
         match self.live_mut(now, key) {
             None => Ok(None),
             Some(Entry {
@@ -235,12 +244,13 @@ impl Keyspace {
             .and_then(|m| m.iter().find(|(_, x)| x == member).map(|(s, _)| *s)))
     }
 
-    /// `ZADD key score member` (a new set never expires).
+    /// `ZADD key score member` (a new set never expires): whether the
+    /// member is new.
     ///
     /// # Errors
     ///
     /// [`CallError::WrongType`] for a string.
-    pub fn zadd(&mut self, now: i64, key: &[u8], score: f64, member: &[u8]) -> Res<()> {
+    pub fn zadd(&mut self, now: i64, key: &[u8], score: f64, member: &[u8]) -> Res<bool> {
         let members = match self.zset_mut(now, key)? {
             Some(members) => members,
             None => {
@@ -254,17 +264,19 @@ impl Keyspace {
                         value: Value::Zset(members),
                         ..
                     }) => members,
-                    _ => return Ok(()),
+                    _ => return Ok(true),
                 }
             }
         };
+        let before = members.len();
         members.retain(|(_, m)| m != member);
+        let new = members.len() == before;
         let at = members
             .iter()
             .position(|(s, m)| order(*s, m, score, member).is_gt())
             .unwrap_or(members.len());
         members.insert(at, (score, member.to_vec()));
-        Ok(())
+        Ok(new)
     }
 
     /// `ZREMRANGEBYSCORE key -inf max`; an emptied set is deleted.

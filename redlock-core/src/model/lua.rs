@@ -78,11 +78,12 @@ pub(crate) fn arg_number(s: &[u8]) -> Option<f64> {
 /// Lua 5.1's `string.format('%d', x)`: `x` cast to a C `long`, which
 /// x86-64 makes `LONG_MIN` out of range.
 pub(crate) fn format_d(x: f64) -> String {
-    let n = if x.is_nan() || x >= 9.223_372_036_854_775_807e18 || x < -9.223_372_036_854_775_808e18
-    {
-        i64::MIN
-    } else {
+    // 2^63: the first double a `long` cannot hold.
+    let most = 9_223_372_036_854_775_808.0_f64;
+    let n = if (-most..most).contains(&x) {
         x as i64
+    } else {
+        i64::MIN
     };
     n.to_string()
 }

@@ -329,7 +329,7 @@ impl Node {
             }
             Command::ZAdd { key, score, member } => {
                 return match ks.zadd(now, key, score as f64, member) {
-                    Ok(()) => Reply::Int(1),
+                    Ok(new) => Reply::Int(i64::from(new)),
                     Err(e) => Reply::Error(ErrorReply::Call(e)),
                 }
             }

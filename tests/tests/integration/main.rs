@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod conformance;
+mod differential;
 mod direct;
 mod events;
 mod harness_selftest;

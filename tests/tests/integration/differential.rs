@@ -1,0 +1,861 @@
+//! The node model (`redlock_core::model`) against a real server: generated
+//! sequences of commands from several managers on a few resources run on
+//! the model and on a `redis-server` (whichever binary the harness runs:
+//! `scripts/test.sh` runs this module on every server kind), and every
+//! reply, every message published, and the whole key space after each
+//! step must be equal. The commands are written by the Redis backend's
+//! own writer (`redlock_redis::testing::command_words`), so what is proven
+//! equal to the model is what the backend sends.
+//!
+//! Each step goes in one transaction, `MULTI`, `TIME`, the command(s), a
+//! script that dumps the key space, `EXEC`, so the step and the dump see
+//! the same instant; the model runs the step at the server's `TIME`.
+//! Tolerances, stated: the model may run the step up to 2 ms before or
+//! 3 ms after that `TIME`, and dump its key space up to 3 ms after the
+//! step (each command of a transaction reads the clock anew, and a busy
+//! machine may stall in between), and a TTL (`PTTL`) or a reader's expiry
+//! (its score) may differ by 3 ms.
+//! Values, types, replies (errors by their code) and messages are exact.
+//!
+//! Names include other resources' helper keys (a lock on `a␟fence`), a
+//! 2,000-byte name and non-ASCII ones; tokens include the readers' marker
+//! and bytes that are not text; other clients write helper keys of every
+//! shape. Resource names are Rust strings in this library's API, so names
+//! that are not UTF-8 cannot reach a node and are not generated.
+//!
+//! The sequences that ever disagreed (`corpus`) run first. A failing run
+//! prints the shrunk sequence in the corpus's form.
+
+use std::io::{BufReader, Write as _};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use redis::Value as Wire;
+use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, READERS_MARKER};
+use redlock_redis::testing::command_words;
+use redlock_tests::harness::RedisServer;
+
+/// How much later than the command the dump may run, and how much TTLs
+/// and scores may differ, in ms (see the module docs).
+const AFTER: i64 = 3;
+const TTL_TOLERANCE: i64 = 3;
+
+/// The release channels' prefix the commands carry.
+const CHANNEL: &[u8] = b"diff";
+
+/// The resources: plain ones, one whose name is another resource's helper
+/// key of each kind, a long one, non-ASCII ones.
+fn names() -> Vec<String> {
+    vec![
+        "a".to_owned(),
+        "b".to_owned(),
+        format!("a{FENCE_SUFFIX}"),
+        format!("b{WAIT_SUFFIX}"),
+        format!("a{READERS_SUFFIX}"),
+        format!("b{WAIT_SUFFIX}:2"),
+        format!("{}ü", "L".repeat(2_000)),
+        "🔒 ключ\r\n:1".to_owned(),
+    ]
+}
+
+/// What follows a resource's name in a key another client writes.
+fn suffixes() -> Vec<String> {
+    vec![
+        String::new(),
+        FENCE_SUFFIX.to_owned(),
+        WAIT_SUFFIX.to_owned(),
+        READERS_SUFFIX.to_owned(),
+        format!("{WAIT_SUFFIX}:1"),
+        format!("{WAIT_SUFFIX}:2"),
+    ]
+}
+
+/// The tokens: four managers' 20-byte ones, one that is no text, and the
+/// readers' marker itself (a value no real token has).
+fn token(who: usize) -> Vec<u8> {
+    match who {
+        0..=3 => vec![b'A' + who as u8; 20],
+        4 => b"\r\n\0\xff tok\x1f\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec(),
+        _ => READERS_MARKER.to_vec(),
+    }
+}
+
+const MANAGERS: [u64; 4] = [1, 2, 3, u64::MAX];
+
+/// What another client writes.
+#[derive(Debug, Clone, PartialEq)]
+enum Write {
+    /// A string, with a TTL or none.
+    Str(&'static str, Option<u64>),
+    /// A sorted-set member with a score.
+    Zset(i64),
+    Del,
+}
+
+/// One step of a sequence.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// Real time passes (ms).
+    Wait(u64),
+    /// `SET NX PX GET` (or `SET NX PX` and `TYPE` before Redis 7.0).
+    SetNx {
+        key: usize,
+        who: usize,
+        ttl: u64,
+    },
+    Acquire {
+        keys: Vec<usize>,
+        who: usize,
+        ttl: u64,
+        fence: bool,
+    },
+    Queued {
+        keys: Vec<usize>,
+        who: usize,
+        ttl: u64,
+        fence: bool,
+        manager: usize,
+        mark_ttl: u64,
+        yields: bool,
+        ticket: u64,
+    },
+    Extend {
+        keys: Vec<usize>,
+        who: usize,
+        ttl: u64,
+    },
+    Release {
+        keys: Vec<usize>,
+        who: usize,
+        leave: Option<usize>,
+    },
+    Raise {
+        keys: Vec<usize>,
+        who: usize,
+        at_least: u64,
+    },
+    Read {
+        keys: Vec<usize>,
+        who: usize,
+        ttl: u64,
+        fence: bool,
+        manager: Option<usize>,
+        yields: bool,
+    },
+    ReadExtend {
+        keys: Vec<usize>,
+        who: usize,
+        ttl: u64,
+    },
+    ReadRelease {
+        keys: Vec<usize>,
+        who: usize,
+    },
+    ReadRaise {
+        keys: Vec<usize>,
+        who: usize,
+        at_least: u64,
+    },
+    /// Another client writes `names[name] + suffixes[suffix]`.
+    Other {
+        name: usize,
+        suffix: usize,
+        write: Write,
+    },
+}
+
+/// What a step's commands borrow.
+struct Owned {
+    keys: Vec<String>,
+    token: Vec<u8>,
+    key: Vec<u8>,
+}
+
+impl Owned {
+    fn of(step: &Step, names: &[String], suffixes: &[String]) -> Owned {
+        let pick = |keys: &[usize]| keys.iter().map(|&k| names[k].clone()).collect();
+        let (keys, who) = match step {
+            Step::Wait(_) => (Vec::new(), 0),
+            Step::SetNx { key, who, .. } => (vec![names[*key].clone()], *who),
+            Step::Acquire { keys, who, .. }
+            | Step::Queued { keys, who, .. }
+            | Step::Extend { keys, who, .. }
+            | Step::Release { keys, who, .. }
+            | Step::Raise { keys, who, .. }
+            | Step::Read { keys, who, .. }
+            | Step::ReadExtend { keys, who, .. }
+            | Step::ReadRelease { keys, who }
+            | Step::ReadRaise { keys, who, .. } => (pick(keys), *who),
+            Step::Other { .. } => (Vec::new(), 0),
+        };
+        let key = match step {
+            Step::Other { name, suffix, .. } => {
+                format!("{}{}", names[*name], suffixes[*suffix]).into_bytes()
+            }
+            _ => Vec::new(),
+        };
+        Owned {
+            keys,
+            token: token(who),
+            key,
+        }
+    }
+
+    /// The step's commands; `set_get`: the server takes `SET NX GET`.
+    fn commands(&self, step: &Step, set_get: bool) -> Vec<Command<'_>> {
+        let (keys, token) = (&self.keys[..], &self.token[..]);
+        let manager = |m: usize| MANAGERS[m];
+        vec![match *step {
+            Step::Wait(_) => return Vec::new(),
+            Step::SetNx { ttl, .. } => {
+                let key = self.keys[0].as_str();
+                if !set_get {
+                    return vec![
+                        Command::SetNx {
+                            key,
+                            token,
+                            ttl_ms: ttl,
+                        },
+                        Command::Type {
+                            key: key.as_bytes(),
+                        },
+                    ];
+                }
+                Command::SetNxGet {
+                    key,
+                    token,
+                    ttl_ms: ttl,
+                }
+            }
+            Step::Acquire { ttl, fence, .. } => Command::Acquire {
+                keys,
+                token,
+                ttl_ms: ttl,
+                fence,
+            },
+            Step::Queued {
+                ttl,
+                fence,
+                manager: m,
+                mark_ttl,
+                yields,
+                ticket,
+                ..
+            } => Command::QueuedAcquire {
+                keys,
+                token,
+                ttl_ms: ttl,
+                fence,
+                manager: manager(m),
+                mark_ttl_ms: mark_ttl,
+                yields,
+                ticket,
+            },
+            Step::Extend { ttl, .. } => Command::Extend {
+                keys,
+                token,
+                ttl_ms: ttl,
+            },
+            Step::Release { leave, .. } => Command::Release {
+                keys,
+                token,
+                channel: CHANNEL,
+                leave: leave.map(manager),
+            },
+            Step::Raise { at_least, .. } => Command::RaiseFence {
+                keys,
+                token,
+                at_least,
+            },
+            Step::Read {
+                ttl,
+                fence,
+                manager: m,
+                yields,
+                ..
+            } => Command::SharedAcquire {
+                keys,
+                token,
+                ttl_ms: ttl,
+                fence,
+                manager: m.map(manager),
+                yields,
+            },
+            Step::ReadExtend { ttl, .. } => Command::SharedExtend {
+                keys,
+                token,
+                ttl_ms: ttl,
+            },
+            Step::ReadRelease { .. } => Command::SharedRelease {
+                keys,
+                token,
+                channel: CHANNEL,
+            },
+            Step::ReadRaise { at_least, .. } => Command::SharedRaiseFence {
+                keys,
+                token,
+                at_least,
+            },
+            Step::Other { ref write, .. } => match *write {
+                Write::Str(value, px) => Command::Set {
+                    key: &self.key,
+                    value: value.as_bytes(),
+                    px,
+                },
+                Write::Zset(score) => Command::ZAdd {
+                    key: &self.key,
+                    score,
+                    member: b"m",
+                },
+                Write::Del => Command::Del { key: &self.key },
+            },
+        }]
+    }
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    let n = names().len();
+    let keys = proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3);
+    let who = 0..6usize;
+    let ttl = prop_oneof![
+        3 => proptest::sample::select(vec![1u64, 2, 3, 5, 10, 25]),
+        2 => proptest::sample::select(vec![80u64, 400]),
+        2 => Just(60_000u64),
+    ];
+    let ticket = prop_oneof![
+        0u64..40,
+        Just(1_764_150_000_000_000u64),
+        Just((1 << 53) - 1)
+    ];
+    let at_least = prop_oneof![
+        0u64..20,
+        Just(redlock_core::decide::FENCE_LIMIT - 1),
+        Just(redlock_core::decide::FENCE_LIMIT),
+        Just(redlock_core::decide::FENCE_LIMIT + 1),
+        Just(i64::MAX.unsigned_abs()),
+    ];
+    let manager = 0..MANAGERS.len();
+    let write = prop_oneof![
+        proptest::sample::select(vec![
+            "1",
+            "007",
+            "41",
+            "9007199254740990",
+            "9007199254740989",
+            "-3",
+            "",
+            "x",
+            "  ",
+            "5:1",
+            "3:2 9:1",
+            "1:a2:b",
+            "x1:y",
+            "7:3",
+            "1",
+        ])
+        .prop_flat_map(|v| prop_oneof![Just(Write::Str(v, None)), Just(Write::Str(v, Some(30)))]),
+        (0i64..5).prop_map(Write::Zset),
+        Just(Write::Del),
+    ];
+    prop_oneof![
+        2 => proptest::sample::select(vec![0u64, 1, 2, 5, 15, 40]).prop_map(Step::Wait),
+        2 => (0..n, who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
+        3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>())
+            .prop_map(|(keys, who, ttl, fence)| Step::Acquire { keys, who, ttl, fence }),
+        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), ttl.clone(), any::<bool>(), ticket)
+            .prop_map(|(keys, who, ttl, fence, manager, mark_ttl, yields, ticket)| Step::Queued {
+                keys, who, ttl, fence, manager, mark_ttl, yields, ticket,
+            }),
+        2 => (keys.clone(), who.clone(), ttl.clone())
+            .prop_map(|(keys, who, ttl)| Step::Extend { keys, who, ttl }),
+        4 => (keys.clone(), who.clone(), proptest::option::of(manager.clone()))
+            .prop_map(|(keys, who, leave)| Step::Release { keys, who, leave }),
+        2 => (keys.clone(), who.clone(), at_least.clone())
+            .prop_map(|(keys, who, at_least)| Step::Raise { keys, who, at_least }),
+        3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), proptest::option::of(manager), any::<bool>())
+            .prop_map(|(keys, who, ttl, fence, manager, yields)| Step::Read {
+                keys, who, ttl, fence, manager, yields,
+            }),
+        1 => (keys.clone(), who.clone(), ttl)
+            .prop_map(|(keys, who, ttl)| Step::ReadExtend { keys, who, ttl }),
+        2 => (keys.clone(), who.clone()).prop_map(|(keys, who)| Step::ReadRelease { keys, who }),
+        1 => (keys, who, at_least)
+            .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
+        2 => (0..n, 0..suffixes().len(), write)
+            .prop_map(|(name, suffix, write)| Step::Other { name, suffix, write }),
+    ]
+}
+
+/// Dumps the key space: `{key, type, pttl, value}` for each live key (a
+/// sorted set's value: members and scores).
+const DUMP: &str = r"
+local out = {}
+for _, k in ipairs(redis.call('KEYS', '*')) do
+  local t = redis.call('TYPE', k)['ok']
+  local e = {k, t, redis.call('PTTL', k), false}
+  if t == 'string' then
+    e[4] = redis.call('GET', k)
+  elseif t == 'zset' then
+    e[4] = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  end
+  out[#out + 1] = e
+end
+return out
+";
+
+/// One key as both sides report it: type, value, TTL (ms, relative).
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    key: Vec<u8>,
+    value: Value,
+    ttl: Option<i64>,
+}
+
+fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
+    let mut out: Vec<Seen> = node
+        .keys
+        .live(now)
+        .map(|(k, e)| Seen {
+            key: k.to_vec(),
+            value: e.value.clone(),
+            ttl: e.expires_at.map(|at| at - now),
+        })
+        .collect();
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    out
+}
+
+fn bytes(v: &Wire) -> Result<Vec<u8>, String> {
+    match v {
+        Wire::BulkString(b) => Ok(b.clone()),
+        Wire::SimpleString(s) => Ok(s.clone().into_bytes()),
+        Wire::Int(n) => Ok(n.to_string().into_bytes()),
+        other => Err(format!("not a string: {other:?}")),
+    }
+}
+
+fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
+    let Wire::Array(entries) = v else {
+        return Err(format!("dump: {v:?}"));
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let Wire::Array(f) = e else {
+            return Err(format!("dump entry: {e:?}"));
+        };
+        let [key, kind, pttl, value] = &f[..] else {
+            return Err(format!("dump entry: {f:?}"));
+        };
+        let ttl = match pttl {
+            Wire::Int(-1) => None,
+            Wire::Int(n) => Some(*n),
+            other => return Err(format!("pttl: {other:?}")),
+        };
+        let value = match (bytes(kind)?.as_slice(), value) {
+            (b"string", v) => Value::Str(bytes(v)?),
+            (b"zset", Wire::Array(flat)) => {
+                let mut members = Vec::new();
+                for pair in flat.chunks(2) {
+                    let [m, s] = pair else {
+                        return Err(format!("zset: {flat:?}"));
+                    };
+                    let score: f64 = String::from_utf8_lossy(&bytes(s)?)
+                        .parse()
+                        .map_err(|e| format!("score: {e}"))?;
+                    members.push((score, bytes(m)?));
+                }
+                Value::Zset(members)
+            }
+            (kind, _) => return Err(format!("a key of type {}", String::from_utf8_lossy(kind))),
+        };
+        out.push(Seen {
+            key: bytes(key)?,
+            value,
+            ttl,
+        });
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}
+
+/// Whether the model's key space is the server's, within the tolerance.
+fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
+    let near = |a: f64, b: f64| (a - b).abs() <= TTL_TOLERANCE as f64;
+    let show = |s: &[Seen]| {
+        s.iter()
+            .map(|e| {
+                format!(
+                    "{} = {} (ttl {:?})",
+                    esc(&e.key),
+                    show_value(&e.value),
+                    e.ttl
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let mismatch = || {
+        Err(format!(
+            "key spaces differ\n  model:  {}\n  server: {}",
+            show(model),
+            show(server)
+        ))
+    };
+    // A key within the tolerance of its expiry on one side may be gone on
+    // the other.
+    let expiring = |e: &Seen| e.ttl.is_some_and(|ttl| ttl <= TTL_TOLERANCE);
+    let (mut m, mut s) = (model.iter().peekable(), server.iter().peekable());
+    loop {
+        match (m.peek(), s.peek()) {
+            (None, None) => return Ok(()),
+            (Some(a), Some(b)) if a.key == b.key => {
+                let ttl = match (a.ttl, b.ttl) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) => near(x as f64, y as f64),
+                    _ => false,
+                };
+                let value = match (&a.value, &b.value) {
+                    (Value::Str(x), Value::Str(y)) => x == y,
+                    (Value::Zset(x), Value::Zset(y)) => {
+                        let (mut x, mut y) = (x.clone(), y.clone());
+                        x.sort_by(|p, q| p.1.cmp(&q.1));
+                        y.sort_by(|p, q| p.1.cmp(&q.1));
+                        x.len() == y.len()
+                            && x.iter().zip(&y).all(|(p, q)| p.1 == q.1 && near(p.0, q.0))
+                    }
+                    _ => false,
+                };
+                if !ttl || !value {
+                    return mismatch();
+                }
+                m.next();
+                s.next();
+            }
+            (Some(a), b) if b.is_none_or(|b| a.key < b.key) => {
+                if !expiring(a) {
+                    return mismatch();
+                }
+                m.next();
+            }
+            (_, Some(b)) => {
+                if !expiring(b) {
+                    return mismatch();
+                }
+                s.next();
+            }
+            (Some(_), None) => return mismatch(),
+        }
+    }
+}
+
+fn esc(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b);
+    let s: String = s.chars().take(40).collect();
+    format!("{s:?}")
+}
+
+fn show_value(v: &Value) -> String {
+    match v {
+        Value::Str(s) => esc(s),
+        Value::Zset(m) => format!(
+            "zset[{}]",
+            m.iter()
+                .map(|(s, m)| format!("{}@{s}", esc(m)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
+/// Whether the server's reply is the model's.
+fn same_reply(model: &Reply, server: &Wire) -> bool {
+    match (model, server) {
+        (Reply::Int(a), Wire::Int(b)) => a == b,
+        (Reply::Nil, Wire::Nil) => true,
+        (Reply::Ok, Wire::Okay) => true,
+        (Reply::Ok, Wire::SimpleString(s)) => s == "OK",
+        (Reply::Status(a), Wire::SimpleString(b)) => a == b,
+        (Reply::Bulk(a), Wire::BulkString(b)) => a == b,
+        (Reply::Error(e), Wire::ServerError(err)) => {
+            let text = format!("{} {}", err.code(), err.details().unwrap_or(""));
+            text.contains(e.code())
+        }
+        _ => false,
+    }
+}
+
+/// The subscriber that hears what the scripts publish, on a connection of
+/// its own read with `PING`s: every message published before a `PING`'s
+/// answer comes before it.
+struct Listener {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+    parser: redis::Parser,
+}
+
+impl Listener {
+    fn new(server: &RedisServer) -> anyhow::Result<Self> {
+        let stream = TcpStream::connect(server.addr())?;
+        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+        let mut listener = Listener {
+            reader: BufReader::new(stream.try_clone()?),
+            stream,
+            parser: redis::Parser::new(),
+        };
+        let pattern = format!("{}:*", String::from_utf8_lossy(CHANNEL));
+        let cmd = redis::cmd("PSUBSCRIBE").arg(pattern).get_packed_command();
+        listener.stream.write_all(&cmd)?;
+        listener.parser.parse_value(&mut listener.reader)?;
+        Ok(listener)
+    }
+
+    /// The messages published since the last call.
+    fn heard(&mut self) -> anyhow::Result<Vec<Published>> {
+        self.stream
+            .write_all(&redis::cmd("PING").get_packed_command())?;
+        let mut out = Vec::new();
+        loop {
+            let Wire::Array(parts) = self.parser.parse_value(&mut self.reader)? else {
+                anyhow::bail!("the listener got something else");
+            };
+            let kind = parts.first().map(bytes).transpose().ok().flatten();
+            match kind.as_deref() {
+                Some(b"pong") => return Ok(out),
+                Some(b"pmessage") if parts.len() == 4 => out.push(Published {
+                    channel: bytes(&parts[2]).map_err(anyhow::Error::msg)?,
+                    message: bytes(&parts[3]).map_err(anyhow::Error::msg)?,
+                }),
+                _ => anyhow::bail!("the listener got {parts:?}"),
+            }
+        }
+    }
+}
+
+/// A server and what runs sequences on it.
+struct Bench {
+    server: RedisServer,
+    con: redis::Connection,
+    listener: Listener,
+    set_get: bool,
+    names: Vec<String>,
+    suffixes: Vec<String>,
+}
+
+impl Bench {
+    fn start() -> anyhow::Result<Self> {
+        let server = RedisServer::start()?;
+        let mut con = server.client_with_timeout(Duration::from_secs(30))?;
+        let info: String = redis::cmd("INFO").arg("server").query(&mut con)?;
+        let version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("0")
+            .trim()
+            .to_owned();
+        let major: u32 = version
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        let listener = Listener::new(&server)?;
+        eprintln!(
+            "differential: {} (redis_version {version})",
+            info.lines()
+                .find(|l| l.starts_with("server_name:") || l.starts_with("valkey_version:"))
+                .unwrap_or("redis")
+        );
+        Ok(Bench {
+            server,
+            con,
+            listener,
+            set_get: major >= 7,
+            names: names(),
+            suffixes: suffixes(),
+        })
+    }
+
+    /// Runs `steps` on a flushed server and a fresh model; the first
+    /// disagreement.
+    fn run(&mut self, steps: &[Step]) -> Result<(), String> {
+        let fail = |e: &dyn std::fmt::Display| format!("server: {e}");
+        redis::cmd("FLUSHALL")
+            .query::<()>(&mut self.con)
+            .map_err(|e| fail(&e))?;
+        self.listener.heard().map_err(|e| fail(&e))?;
+        let mut model = Node::new();
+        let mut last = i64::MIN;
+        for (i, step) in steps.iter().enumerate() {
+            if let Step::Wait(ms) = *step {
+                std::thread::sleep(Duration::from_millis(ms));
+                continue;
+            }
+            let owned = Owned::of(step, &self.names, &self.suffixes);
+            let commands = owned.commands(step, self.set_get);
+            let mut pipe = redis::pipe();
+            pipe.atomic().ignore_errors();
+            pipe.cmd("TIME");
+            for command in &commands {
+                let words = command_words(command, true);
+                let mut cmd = redis::cmd(&String::from_utf8_lossy(&words[0]));
+                for w in &words[1..] {
+                    cmd.arg(&w[..]);
+                }
+                pipe.add_command(cmd);
+            }
+            pipe.cmd("EVAL").arg(DUMP).arg(0);
+            let replies: Vec<Wire> = pipe.query(&mut self.con).map_err(|e| fail(&e))?;
+            let heard = self.listener.heard().map_err(|e| fail(&e))?;
+            let (time, rest) = replies.split_first().ok_or("no replies")?;
+            let (dump, replies) = rest.split_last().ok_or("no dump")?;
+            let now = match time {
+                Wire::Array(t) if t.len() == 2 => {
+                    let secs: i64 = String::from_utf8_lossy(&bytes(&t[0])?).parse().unwrap_or(0);
+                    let micros: i64 = String::from_utf8_lossy(&bytes(&t[1])?).parse().unwrap_or(0);
+                    secs * 1000 + micros / 1000
+                }
+                other => return Err(format!("TIME: {other:?}")),
+            };
+            let server = server_dump(dump)?;
+            let mut first_diff = None;
+            let mut matched = false;
+            // The command runs at `at`, the dump (another script) at
+            // `seen`, a moment later: time moves between the commands of
+            // a transaction.
+            'candidates: for delta in [0, -1, 1, -2, 2, 3] {
+                let at = now + delta;
+                if at < last {
+                    continue;
+                }
+                let mut trial = model.clone();
+
+                let mut published = Vec::new();
+                let got: Vec<Reply> = commands
+                    .iter()
+                    .map(|c| trial.apply(at, c, &mut published))
+                    .collect();
+                if got.len() != replies.len()
+                    || !got.iter().zip(replies).all(|(m, s)| same_reply(m, s))
+                {
+                    first_diff.get_or_insert(format!(
+                        "replies differ\n  model:  {got:?}\n  server: {replies:?}"
+                    ));
+                    continue;
+                }
+                if published != heard {
+                    first_diff.get_or_insert(format!(
+                        "messages differ\n  model:  {published:?}\n  server: {heard:?}"
+                    ));
+                    continue;
+                }
+                for seen in at..=at + AFTER {
+                    match same_keys(&model_dump(&trial, seen), &server) {
+                        Ok(()) => {
+                            // Values agree; the model goes on with the
+                            // server's expiries and scores (within the
+                            // tolerance of it), so that a millisecond's
+                            // difference does not grow.
+                            model = Node::new();
+                            for e in &server {
+                                let entry = Entry {
+                                    value: e.value.clone(),
+                                    expires_at: e.ttl.map(|ttl| seen + ttl),
+                                };
+                                model.keys.insert(&e.key, entry);
+                            }
+                            last = seen;
+                            matched = true;
+                            break 'candidates;
+                        }
+                        Err(diff) => {
+                            first_diff.get_or_insert(diff);
+                        }
+                    }
+                }
+            }
+            if !matched {
+                return Err(format!(
+                    "step {i} of {}: {step:?}\n{}",
+                    steps.len(),
+                    first_diff.unwrap_or_default()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The sequences that ever disagreed, shrunk: they run first.
+fn corpus() -> Vec<Vec<Step>> {
+    vec![
+        // A line of spaces is a line with nobody in it.
+        vec![
+            Step::Other {
+                name: 0,
+                suffix: 2,
+                write: Write::Str("  ", None),
+            },
+            Step::Queued {
+                keys: vec![0],
+                who: 0,
+                ttl: 60_000,
+                fence: false,
+                manager: 0,
+                mark_ttl: 400,
+                yields: true,
+                ticket: 1,
+            },
+        ],
+    ]
+}
+
+fn cases() -> u32 {
+    std::env::var("REDLOCK_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
+#[test]
+fn the_model_and_the_server_agree_on_every_step() -> anyhow::Result<()> {
+    let bench = std::cell::RefCell::new(Bench::start()?);
+    for (i, steps) in corpus().iter().enumerate() {
+        if let Err(diff) = bench.borrow_mut().run(steps) {
+            anyhow::bail!("corpus sequence {i} disagrees:\n{diff}");
+        }
+    }
+    let config = Config {
+        cases: cases(),
+        failure_persistence: None,
+        max_shrink_time: 120_000,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let started = std::time::Instant::now();
+    let steps_run = std::cell::Cell::new(0usize);
+    let sequences = proptest::collection::vec(step_strategy(), 1..40);
+    let result = runner.run(&sequences, |steps| {
+        steps_run.set(steps_run.get() + steps.len());
+        bench.borrow_mut().run(&steps).map_err(TestCaseError::fail)
+    });
+    match result {
+        Ok(()) => {
+            eprintln!(
+                "differential: {} sequences, {} steps in {:?} on port {}",
+                cases(),
+                steps_run.get(),
+                started.elapsed(),
+                bench.borrow().server.port()
+            );
+            Ok(())
+        }
+        Err(TestError::Fail(why, steps)) => {
+            anyhow::bail!(
+                "the model and the server disagree (add this to the corpus):\n{steps:#?}\n{why}"
+            )
+        }
+        Err(e) => anyhow::bail!("{e}"),
+    }
+}
