@@ -1,7 +1,6 @@
 //! One in-memory lock node with faults on demand.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,10 +10,9 @@ use redlock_core::backend::{
     AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Request, Response, Started,
     Token, TOKEN_LEN,
 };
-use redlock_core::decide::FENCE_LIMIT;
+use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::model::{Command, ErrorReply, Node, Outcome, Published, Value, READERS_MARKER};
 use redlock_core::{Clock, NodeId, Ttl};
-
-use crate::marks::Marks;
 
 /// The error of a [`MockNode`].
 ///
@@ -49,6 +47,15 @@ pub enum MockError {
         /// The node.
         node: NodeId,
     },
+    /// The node answered with another error, as a Redis master would (a
+    /// helper key of another shape: `WRONGTYPE`), or with a reply the
+    /// request never gets.
+    Refused {
+        /// The node.
+        node: NodeId,
+        /// The error's code (`WRONGTYPE`, `ERR`, ...).
+        code: &'static str,
+    },
 }
 
 impl fmt::Display for MockError {
@@ -59,6 +66,9 @@ impl fmt::Display for MockError {
                 f,
                 "mock node {node}: a fencing counter is at its largest value and cannot rise"
             ),
+            MockError::Refused { node, code } => {
+                write!(f, "mock node {node} refused the request: {code}")
+            }
         }
     }
 }
@@ -90,21 +100,12 @@ pub struct MockStats {
     pub errors: u64,
 }
 
-#[derive(Debug)]
-struct Entry {
-    token: [u8; TOKEN_LEN],
-    expires_at: Instant,
-}
-
 #[derive(Debug, Default)]
 struct State {
-    keys: HashMap<String, Entry>,
-    /// Each key's live shared holders ([`Claim::shared`]), by token, with
-    /// their expiry: never empty.
-    readers: HashMap<String, HashMap<[u8; TOKEN_LEN], Instant>>,
-    fences: HashMap<String, u64>,
-    /// Waiting marks of queued acquires: key, manager id, expiry.
-    marks: Marks<String, Instant>,
+    /// The node's keys and what its commands do: the reference model of a
+    /// Redis master ([`redlock_core::model`]), the one every backend is
+    /// held to. Helper keys live among the lock keys, as on Redis.
+    node: Node,
     down: bool,
     frozen: bool,
     latency: Duration,
@@ -114,9 +115,23 @@ struct State {
     feeds: Vec<ReleaseSink>,
 }
 
+/// The release channels' prefix the node's commands carry (what the
+/// model publishes to; the node tells its feeds directly).
+const CHANNEL: &[u8] = b"redlock-mock";
+
+/// How many requests between two sweeps of expired keys (Redis expires
+/// keys in the background too): keys nobody touches again do not pile up.
+const SWEEP_EVERY: u64 = 1024;
+
+/// The node's clock in milliseconds at its creation (any value works;
+/// this one keeps every time positive).
+const START_MS: i64 = 1 << 40;
+
 struct Inner {
     id: NodeId,
     clock: Arc<dyn Clock>,
+    /// The clock's reading at [`START_MS`].
+    epoch: Instant,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -203,6 +218,7 @@ impl MockNode {
         MockNode {
             inner: Arc::new(Inner {
                 id: NodeId::new(name),
+                epoch: clock.now(),
                 clock,
                 state: Mutex::new(State::default()),
                 changed: Condvar::new(),
@@ -308,11 +324,7 @@ impl MockNode {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn restart(&self) {
-        let mut state = self.state();
-        state.keys.clear();
-        state.readers.clear();
-        state.fences.clear();
-        state.marks.clear();
+        self.state().node.keys.clear();
     }
 
     /// Moves this node's clock forward by `by` (cumulative): its keys expire
@@ -339,9 +351,7 @@ impl MockNode {
     /// ```
     #[must_use]
     pub fn is_locked(&self, key: &str) -> bool {
-        let state = self.state();
-        let now = self.now(&state);
-        state.keys.get(key).is_some_and(|e| e.expires_at > now)
+        self.holder(key).is_some()
     }
 
     /// The token stored under `key`, if the key is live.
@@ -355,11 +365,12 @@ impl MockNode {
     pub fn holder(&self, key: &str) -> Option<Token> {
         let state = self.state();
         let now = self.now(&state);
-        state
-            .keys
-            .get(key)
-            .filter(|e| e.expires_at > now)
-            .map(|e| Token::from_bytes(e.token))
+        match state.node.keys.entry(now, key.as_bytes()).map(|e| &e.value) {
+            Some(Value::Str(v)) => <[u8; TOKEN_LEN]>::try_from(v.as_slice())
+                .ok()
+                .map(Token::from_bytes),
+            _ => None,
+        }
     }
 
     /// The number of live lock keys: keys with an exclusive holder, and
@@ -374,12 +385,16 @@ impl MockNode {
     pub fn live_keys(&self) -> usize {
         let state = self.state();
         let now = self.now(&state);
-        let readers = state
-            .readers
-            .values()
-            .filter(|holders| holders.values().any(|e| *e > now))
-            .count();
-        state.keys.values().filter(|e| e.expires_at > now).count() + readers
+        let lock = |key: &[u8], value: &Value| match value {
+            Value::Str(v) => !is_helper(key) && (v.len() == TOKEN_LEN || v == READERS_MARKER),
+            Value::Zset(_) => false,
+        };
+        state
+            .node
+            .keys
+            .live(now)
+            .filter(|(key, entry)| lock(key, &entry.value))
+            .count()
     }
 
     /// How many live shared holders (readers of a read-write lock) `key`
@@ -394,10 +409,16 @@ impl MockNode {
     pub fn readers(&self, key: &str) -> usize {
         let state = self.state();
         let now = self.now(&state);
-        state
-            .readers
-            .get(key)
-            .map_or(0, |holders| holders.values().filter(|e| **e > now).count())
+        let readers = format!("{key}{READERS_SUFFIX}");
+        match state
+            .node
+            .keys
+            .entry(now, readers.as_bytes())
+            .map(|e| &e.value)
+        {
+            Some(Value::Zset(members)) => members.iter().filter(|(s, _)| *s > now as f64).count(),
+            _ => 0,
+        }
     }
 
     /// The manager first in `key`'s waiting line (see
@@ -411,10 +432,11 @@ impl MockNode {
     /// ```
     #[must_use]
     pub fn first_waiting(&self, key: &str) -> Option<u64> {
-        let mut state = self.state();
+        let state = self.state();
         let now = self.now(&state);
-        state.marks.purge(now);
-        state.marks.owner(&key.to_owned())
+        let line = format!("{key}{WAIT_SUFFIX}");
+        let first = state.node.first_in_line(now, line.as_bytes())?;
+        std::str::from_utf8(first).ok()?.parse().ok()
     }
 
     /// The fencing counter of `key` (0 if never incremented).
@@ -426,7 +448,21 @@ impl MockNode {
     /// ```
     #[must_use]
     pub fn fence(&self, key: &str) -> u64 {
-        self.state().fences.get(key).copied().unwrap_or(0)
+        let state = self.state();
+        let now = self.now(&state);
+        let counter = format!("{key}{FENCE_SUFFIX}");
+        match state
+            .node
+            .keys
+            .entry(now, counter.as_bytes())
+            .map(|e| &e.value)
+        {
+            Some(Value::Str(v)) => std::str::from_utf8(v)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            _ => 0,
+        }
     }
 
     /// Sets the fencing counter of `key`, as another writer of the node
@@ -441,7 +477,14 @@ impl MockNode {
     /// assert_eq!(node.fence("k"), 7);
     /// ```
     pub fn set_fence(&self, key: &str, value: u64) {
-        self.state().fences.insert(key.to_owned(), value);
+        let mut state = self.state();
+        let now = self.now(&state);
+        let counter = format!("{key}{FENCE_SUFFIX}");
+        let value = value.to_string();
+        state
+            .node
+            .keys
+            .set(now, counter.as_bytes(), value.as_bytes(), None);
     }
 
     /// What the node has executed so far.
@@ -488,15 +531,18 @@ impl MockNode {
         self.inner.state.lock()
     }
 
-    fn now(&self, state: &State) -> Instant {
+    /// The node's clock in milliseconds (the model's time).
+    fn now(&self, state: &State) -> i64 {
         let now = self.inner.clock.now();
-        now.checked_add(state.clock_ahead).unwrap_or(now)
+        let now = now.checked_add(state.clock_ahead).unwrap_or(now);
+        let since = now.saturating_duration_since(self.inner.epoch).as_millis();
+        START_MS.saturating_add(i64::try_from(since).unwrap_or(i64::MAX / 2))
     }
 
     /// Applies latency and freezing, then runs `op` on the state if the node
     /// is up. On a thread inside [`LockBackend::start`], a node with
     /// latency or frozen runs nothing and says so in `WOULD_WAIT`.
-    fn call<T>(&self, op: impl FnOnce(&mut State, Instant) -> T) -> Result<T, MockError> {
+    fn call<T>(&self, op: impl FnOnce(&mut State, i64) -> T) -> Result<T, MockError> {
         let mut state = self.state();
         if NO_WAIT.get() {
             if state.frozen || !state.latency.is_zero() {
@@ -524,11 +570,9 @@ impl MockNode {
             })
         } else {
             let now = self.now(&state);
-            state.keys.retain(|_, e| e.expires_at > now);
-            state.readers.retain(|_, holders| {
-                holders.retain(|_, expires_at| *expires_at > now);
-                !holders.is_empty()
-            });
+            if state.stats.ops % SWEEP_EVERY == 0 {
+                state.node.keys.purge(now);
+            }
             Ok(op(&mut state, now))
         };
         drop(state);
@@ -553,20 +597,84 @@ impl Started<MockError> for Ready {
     }
 }
 
-fn holds(state: &State, claim: &Claim) -> bool {
-    let token = claim.token().as_bytes();
-    if claim.is_shared() {
-        return claim.keys().iter().all(|k| {
-            state
-                .readers
-                .get(k)
-                .is_some_and(|holders| holders.contains_key(token))
-        });
+/// Whether `key` is a helper key (a counter, a waiting line or place, a
+/// reader set: [`redlock_core::keys`]) rather than a lock.
+fn is_helper(key: &[u8]) -> bool {
+    let ends = |suffix: &str| key.ends_with(suffix.as_bytes());
+    let place = [WAIT_SUFFIX.as_bytes(), b":"].concat();
+    ends(FENCE_SUFFIX)
+        || ends(WAIT_SUFFIX)
+        || ends(READERS_SUFFIX)
+        || key.windows(place.len()).any(|w| w == place.as_slice())
+}
+
+impl MockNode {
+    /// Runs `request` as the model of a Redis master runs the command the
+    /// Redis backend sends for it; tells the feeds what it published.
+    fn run(&self, request: Request<'_>) -> Result<Response, MockError> {
+        let id = &self.inner.id;
+        let refused = |code| MockError::Refused {
+            node: id.clone(),
+            code,
+        };
+        let Some(command) = Command::of(&request, CHANNEL) else {
+            return Err(refused("ERR"));
+        };
+        let (outcome, published, feeds) = self.call(|state, now| {
+            let mut published = Vec::new();
+            let reply = state.node.apply(now, &command, &mut published);
+            let outcome = command.outcome(reply);
+            let stats = &mut state.stats;
+            match outcome {
+                Ok(Outcome::Done(Response::Acquire(AcquireOutcome::Granted { .. }))) => {
+                    stats.granted += 1;
+                }
+                Ok(Outcome::Done(Response::Acquire(AcquireOutcome::HeldByOther))) => {
+                    stats.refused += 1;
+                }
+                Ok(Outcome::Done(Response::Held(true)))
+                    if matches!(request, Request::Extend { .. }) =>
+                {
+                    stats.extended += 1;
+                }
+                Ok(Outcome::Released { held: true, .. }) => stats.released += 1,
+                Ok(Outcome::Refused(_)) | Err(_) => stats.errors += 1,
+                Ok(_) => {}
+            }
+            let feeds = if published.is_empty() {
+                Vec::new()
+            } else {
+                state.feeds.retain(|sink| !sink.is_closed());
+                state.feeds.clone()
+            };
+            (outcome, published, feeds)
+        })?;
+        // Told after the node's lock is let go, as Redis publishes.
+        for sink in &feeds {
+            for Published { message, .. } in &published {
+                if let Some((manager, key)) = released(message) {
+                    sink.released(&key, Some(manager));
+                }
+            }
+        }
+        match outcome {
+            Ok(Outcome::Done(response)) => Ok(response),
+            Ok(Outcome::Released { held, .. }) => Ok(Response::Held(held)),
+            Ok(Outcome::Refused(ErrorReply::Script("FENCEMAX"))) => {
+                Err(MockError::FenceExhausted { node: id.clone() })
+            }
+            Ok(Outcome::Refused(e)) => Err(refused(e.code())),
+            Err(_) => Err(refused("ERR")),
+        }
     }
-    claim
-        .keys()
-        .iter()
-        .all(|k| state.keys.get(k).is_some_and(|e| &e.token == token))
+}
+
+/// A release message, `<manager> <key>`: who is told, about which key.
+fn released(message: &[u8]) -> Option<(u64, String)> {
+    let space = message.iter().position(|b| *b == b' ')?;
+    let manager = std::str::from_utf8(&message[..space]).ok()?.parse().ok()?;
+    let key = String::from_utf8_lossy(&message[space + 1..]).into_owned();
+    Some((manager, key))
 }
 
 impl LockBackend for MockNode {
@@ -585,155 +693,21 @@ impl LockBackend for MockNode {
     }
 
     fn acquire(&self, claim: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
-        let id = &self.inner.id;
-        self.call(|state, now| {
-            if fence
-                && claim
-                    .keys()
-                    .iter()
-                    .any(|k| state.fences.get(k).is_some_and(|&c| c >= FENCE_LIMIT - 1))
-            {
-                state.stats.errors += 1;
-                return Err(MockError::FenceExhausted { node: id.clone() });
-            }
-            state.marks.purge(now);
-            let queued = claim.queue();
-            let mark_expiry = queued.map_or(now, |q| later(now, q.mark_ttl().as_duration()));
-            let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
-            if claim.is_shared() {
-                // A read: gives way to other managers' marks and refuses
-                // while a writer holds a key, never marking.
-                if state.marks.yields_to_others(claim.keys(), queued)
-                    || claim.keys().iter().any(|k| state.keys.contains_key(k))
-                {
-                    state.stats.refused += 1;
-                    return Ok(AcquireOutcome::HeldByOther);
-                }
-                for key in claim.keys() {
-                    state
-                        .readers
-                        .entry(key.clone())
-                        .or_default()
-                        .insert(*claim.token().as_bytes(), expires_at);
-                }
-            } else {
-                if state.marks.gives_way(claim.keys(), queued, mark_expiry) {
-                    state.stats.refused += 1;
-                    return Ok(AcquireOutcome::HeldByOther);
-                }
-                if claim
-                    .keys()
-                    .iter()
-                    .any(|k| state.keys.contains_key(k) || state.readers.contains_key(k))
-                {
-                    state.marks.refused(claim.keys(), queued, mark_expiry);
-                    state.stats.refused += 1;
-                    return Ok(AcquireOutcome::HeldByOther);
-                }
-                for key in claim.keys() {
-                    state.keys.insert(
-                        key.clone(),
-                        Entry {
-                            token: *claim.token().as_bytes(),
-                            expires_at,
-                        },
-                    );
-                }
-            }
-            let mut top = None;
-            for key in claim.keys() {
-                if fence {
-                    let counter = state.fences.entry(key.clone()).or_default();
-                    *counter += 1;
-                    top = top.max(Some(*counter));
-                }
-            }
-            // Every key's counter ends at the largest, so that a later lock
-            // on any one of them gets a larger value.
-            if let Some(top) = top {
-                for key in claim.keys() {
-                    state.fences.insert(key.clone(), top);
-                }
-            }
-            state.stats.granted += 1;
-            Ok(AcquireOutcome::Granted { fence: top })
-        })
-        .and_then(|outcome| outcome)
+        match self.run(Request::Acquire { claim, ttl, fence })? {
+            Response::Acquire(outcome) => Ok(outcome),
+            Response::Held(_) => Err(MockError::Refused {
+                node: self.inner.id.clone(),
+                code: "ERR",
+            }),
+        }
     }
 
     fn extend(&self, claim: &Claim, ttl: Ttl) -> Result<bool, MockError> {
-        self.call(|state, now| {
-            if !holds(state, claim) {
-                return false;
-            }
-            let expires_at = now.checked_add(ttl.as_duration()).unwrap_or(now + Ttl::MAX);
-            let token = claim.token().as_bytes();
-            for key in claim.keys() {
-                if claim.is_shared() {
-                    if let Some(e) = state.readers.get_mut(key).and_then(|h| h.get_mut(token)) {
-                        *e = expires_at;
-                    }
-                } else if let Some(entry) = state.keys.get_mut(key) {
-                    entry.expires_at = expires_at;
-                }
-            }
-            state.stats.extended += 1;
-            true
-        })
+        self.held(Request::Extend { claim, ttl })
     }
 
     fn release(&self, claim: &Claim) -> Result<bool, MockError> {
-        let (held, waited, feeds) = self.call(|state, now| {
-            let held = holds(state, claim);
-            state.marks.purge(now);
-            if !claim.is_shared() {
-                // The lock's own release: its manager leaves the lines.
-                state
-                    .marks
-                    .left(claim.keys(), claim.queue().map(|q| q.manager()));
-            }
-            let mut waited = Vec::new();
-            let token = claim.token().as_bytes();
-            for key in claim.keys() {
-                let freed = if claim.is_shared() {
-                    // The last reader's release frees the key.
-                    let (removed, last) = state.readers.get_mut(key).map_or((false, false), |h| {
-                        (h.remove(token).is_some(), h.is_empty())
-                    });
-                    if last {
-                        state.readers.remove(key);
-                    }
-                    removed && last
-                } else if state.keys.get(key).is_some_and(|e| &e.token == token) {
-                    state.keys.remove(key);
-                    true
-                } else {
-                    false
-                };
-                if freed {
-                    if let Some(owner) = state.marks.owner(key) {
-                        waited.push((key.clone(), owner));
-                    }
-                }
-            }
-            if held {
-                state.stats.released += 1;
-            }
-            let feeds = if waited.is_empty() {
-                Vec::new()
-            } else {
-                state.feeds.retain(|sink| !sink.is_closed());
-                state.feeds.clone()
-            };
-            (held, waited, feeds)
-        })?;
-        // Told after the node's lock is let go, as Redis publishes.
-        for sink in &feeds {
-            for (key, owner) in &waited {
-                sink.released(key, Some(*owner));
-            }
-        }
-        Ok(held)
+        self.held(Request::Release { claim })
     }
 
     /// Runs the request at once on the calling thread, unless the node has
@@ -766,21 +740,20 @@ impl LockBackend for MockNode {
     }
 
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
-        if at_least > FENCE_LIMIT {
-            return Err(MockError::FenceExhausted {
+        self.held(Request::RaiseFence { claim, at_least })
+    }
+}
+
+impl MockNode {
+    /// Runs a request answered by whether the lock was held.
+    fn held(&self, request: Request<'_>) -> Result<bool, MockError> {
+        match self.run(request)? {
+            Response::Held(held) => Ok(held),
+            Response::Acquire(_) => Err(MockError::Refused {
                 node: self.inner.id.clone(),
-            });
+                code: "ERR",
+            }),
         }
-        self.call(|state, _| {
-            if !holds(state, claim) {
-                return false;
-            }
-            for key in claim.keys() {
-                let counter = state.fences.entry(key.clone()).or_default();
-                *counter = (*counter).max(at_least);
-            }
-            true
-        })
     }
 }
 
@@ -792,10 +765,6 @@ impl ReleaseFeed for Feed {
         self.0.state().feeds.push(sink.clone());
         sink.listening();
     }
-}
-
-fn later(now: Instant, after: Duration) -> Instant {
-    now.checked_add(after).unwrap_or(now + Ttl::MAX)
 }
 
 /// Opens a fresh in-memory node on the system clock named after the address;

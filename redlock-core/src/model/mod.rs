@@ -288,6 +288,44 @@ impl Node {
         Node::default()
     }
 
+    /// The first live manager in the waiting line at key `line` (a
+    /// resource's name and [`WAIT_SUFFIX`](crate::keys::WAIT_SUFFIX)): the
+    /// one a release would tell, as the release script finds it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::model::{Command, Node};
+    /// let mut node = Node::new();
+    /// let keys = ["r".to_owned()];
+    /// let queued = |token, manager| Command::QueuedAcquire {
+    ///     keys: &keys, token, ttl_ms: 100, fence: false,
+    ///     manager, mark_ttl_ms: 50, yields: true, ticket: manager,
+    /// };
+    /// node.apply(0, &queued(b"A", 1), &mut Vec::new());
+    /// node.apply(1, &queued(b"B", 2), &mut Vec::new());
+    /// assert_eq!(node.first_in_line(2, "r\u{1f}waiting".as_bytes()), Some(&b"2"[..]));
+    /// // Its place lives for the marks' TTL.
+    /// assert_eq!(node.first_in_line(52, "r\u{1f}waiting".as_bytes()), None);
+    /// ```
+    #[must_use]
+    pub fn first_in_line(&self, now: i64, line: &[u8]) -> Option<&[u8]> {
+        let Some(Entry {
+            value: Value::Str(v),
+            ..
+        }) = self.keys.entry(now, line)
+        else {
+            return None;
+        };
+        if !lua::is_line(v) {
+            return None;
+        }
+        lua::words(v)
+            .into_iter()
+            .map(|(_, id)| id)
+            .find(|id| self.keys.entry(now, &scripts::place(line, id)).is_some())
+    }
+
     /// Runs `command` at `now` (milliseconds on the node's clock), with
     /// what it publishes appended to `published`.
     ///

@@ -30,7 +30,7 @@ pub(crate) fn helper(key: &[u8], suffix: &str) -> Vec<u8> {
     k
 }
 
-fn place(mark: &[u8], id: &[u8]) -> Vec<u8> {
+pub(crate) fn place(mark: &[u8], id: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(mark.len() + 1 + id.len());
     k.extend_from_slice(mark);
     k.push(b':');
