@@ -34,7 +34,6 @@ mod cluster;
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
-mod marks;
 mod node;
 
 pub use clock::ManualClock;

@@ -163,10 +163,13 @@ impl Ctx<'_> {
     }
 
     /// How many of `view`'s nodes count lock `lock` (keys `mask`) as present
-    /// now.
+    /// now (its token on its keys).
     pub(crate) fn presence(&self, view: &[u8], lock: u32, mask: u8) -> usize {
+        let Some(token) = self.locks.get(lock).map(|rec| rec.token) else {
+            return 0;
+        };
         view.iter()
-            .filter(|&&n| self.nodes[n as usize].counts_for(mask, lock, self.now))
+            .filter(|&&n| self.nodes[n as usize].counts_for(mask, &token, self.now))
             .count()
     }
 

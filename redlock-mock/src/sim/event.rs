@@ -13,7 +13,7 @@ use std::fmt;
 pub(crate) enum Op {
     /// Set the lock's keys if free, for `ttl_ns`, bumping the fencing
     /// counters when the node keeps them; a `queued` one gives way to, or
-    /// waits in, waiting marks (`crate::marks`).
+    /// waits in, the keys' waiting lines (the queued acquire script).
     Acquire {
         ttl_ns: u64,
         fence: bool,
@@ -22,9 +22,9 @@ pub(crate) enum Op {
     /// Reset the keys' expiry to `ttl_ns` where they hold the token.
     Extend { ttl_ns: u64 },
     /// Delete the keys that hold the token; the lock's own release (not a
-    /// failed round's) also takes its manager out of the keys' lines
-    /// (`crate::marks`).
-    Release(Option<u64>),
+    /// failed round's) carries its claim's `Queued`, and takes its manager
+    /// out of the keys' lines.
+    Release(Option<redlock_core::backend::Queued>),
     /// Raise the fencing counters to at least this, if the keys still hold
     /// the lock's token.
     RaiseFence(u64),

@@ -1,6 +1,8 @@
 //! Every lock attempt of a run: its token and keys, shared by its messages,
 //! and what became of it (for the checker).
 
+use std::collections::HashMap;
+
 use redlock_core::backend::TOKEN_LEN;
 
 /// Where a lock attempt stands, as far as the leftover check goes.
@@ -39,18 +41,27 @@ pub(crate) struct LockRec {
     pub(crate) shared: bool,
 }
 
-/// The attempts of a run, numbered in the order their tokens were made.
+/// The attempts of a run, numbered in the order their tokens were made,
+/// and found by token: the nodes keep tokens, not lock numbers (with
+/// unique tokens, the scenarios' default, a token is one attempt's; with
+/// `unique_tokens` off, the latest attempt with it).
 #[derive(Debug, Default)]
-pub(crate) struct Locks(Vec<LockRec>);
+pub(crate) struct Locks(Vec<LockRec>, HashMap<[u8; TOKEN_LEN], u32>);
 
 impl Locks {
     pub(crate) fn new() -> Self {
-        Locks(Vec::with_capacity(64))
+        Locks(Vec::with_capacity(64), HashMap::with_capacity(64))
+    }
+
+    /// The attempt with `token` (the latest, if several share it).
+    pub(crate) fn by_token(&self, token: &[u8; TOKEN_LEN]) -> Option<u32> {
+        self.1.get(token).copied()
     }
 
     /// Records a new attempt; returns its number.
     pub(crate) fn add(&mut self, token: [u8; TOKEN_LEN], mask: u8, client: u8) -> u32 {
         let lock = u32::try_from(self.0.len()).unwrap_or(u32::MAX);
+        self.1.insert(token, lock);
         self.0.push(LockRec {
             token,
             mask,

@@ -45,7 +45,7 @@
 //! core's own [`Slots`](redlock_core::engine::Slots) and
 //! [`Acquire::read`](redlock_core::engine::Acquire::read) (the keys and the
 //! acquisitions `Semaphore::acquire`, `RwLock::read` and `RwLock::write`
-//! make; the simulated nodes keep shared claims as `MockNode` does), and
+//! make; the simulated nodes keep shared claims as Redis does), and
 //! the checker checks the primitive's promise:
 //! [`ViolationKind::TooManyHolders`] and [`ViolationKind::WriterShared`].
 //!
@@ -58,10 +58,18 @@
 //! ([`ViolationKind::StaleHolder`]), and a lock given up must leave no key
 //! behind ([`ViolationKind::LeftBehind`]).
 //!
-//! The nodes have the semantics of [`MockNode`](crate::MockNode) on their
-//! own clocks (expiry follows each node's clock, as Redis does), with
-//! crash/restart under three persistence modes, an asynchronous replica
-//! for failover, and key eviction. Random faults are configured by
+//! Each node is the reference model of a Redis master
+//! ([`redlock_core::model`], which [`MockNode`](crate::MockNode) runs too
+//! and the differential tests hold equal to the Redis scripts): a request
+//! becomes the command the Redis backend sends for it
+//! ([`Command::of`](redlock_core::model::Command::of) over the lock's
+//! claim), run at the node's own clock in milliseconds (expiry follows
+//! each node's clock, as Redis does). The simulator adds only persistence
+//! (crash/restart under three modes, of the model's whole key space), an
+//! asynchronous replica for failover (the master's commands replayed after
+//! a lag), and key eviction; two deliberately out-of-model node rules
+//! (holder sets, blind readers) serve the scenarios that show the checker
+//! catches a wrong design. Random faults are configured by
 //! [`Scenario`]'s fields; exact stories are scripted with [`Fault`] verbs
 //! (crash, failover, partition, clock step, flush, client crash, pause) in
 //! [`Scenario::script`]. The checker's findings are [`ViolationKind`]s. `docs/safety.md`

@@ -1,328 +1,342 @@
-//! A simulated lock node: the same semantics as [`MockNode`](crate::MockNode)
-//! (SET-if-absent with expiry, compare-and-expire, compare-and-delete,
-//! multi-key all-or-none, fencing counters that never expire), on its own
-//! clock, with persistence modes, crashes and an asynchronous replica.
+//! A simulated lock node: the reference model of a Redis master
+//! ([`redlock_core::model::Node`], the same one [`MockNode`](crate::MockNode)
+//! runs and the differential tests hold equal to the Redis scripts) on its
+//! own clock, with persistence modes, crashes and an asynchronous replica.
+//!
+//! Each request the world delivers becomes the very command the Redis
+//! backend sends for it ([`Command::of`] over the lock's [`Claim`]: its
+//! keys by name, its token, shared or queued), run at the node's local
+//! time in milliseconds. Helper keys (fencing counters, waiting lines,
+//! reader sets) are keys of the same key space, so a crash, a failover or
+//! persistence keeps or loses them with the locks, as on Redis. The node
+//! keeps nothing about locks beyond its key space: the checker finds a
+//! lock by its token ([`SimNode::counts_for`]).
+//!
+//! Two rules are deliberately **out of model**, for scenarios that show the
+//! checker catches a wrong design ([`Rules`]): holder sets (a semaphore
+//! whose permits are one set of holders) and blind readers (a read that
+//! ignores a writer).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
-use redlock_core::backend::TOKEN_LEN;
+use redlock_core::backend::{AcquireOutcome, Claim, Request, Response, Token, TOKEN_LEN};
+use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::model::{Command, Entry, Node, Outcome, Published, Value, READERS_MARKER};
+use redlock_core::{Resources, Ttl};
 
 use super::clock::NodeClock;
+use super::event::{Answer, Op};
 use super::rng::SimRng;
 use super::scenario::{Persistence, MAX_KEYS};
-use crate::marks::Marks;
 
-/// One live key: the token, the lock that set it (for the checker only),
-/// and its expiry on the node's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
-    pub(crate) token: [u8; TOKEN_LEN],
-    pub(crate) lock: u32,
-    pub(crate) expires: i64,
+/// The release channels' prefix of the simulated nodes' commands (they
+/// publish nothing anyone listens to: the simulated clients are not told).
+const CHANNEL: &[u8] = b"redlock-sim";
+
+/// The nodes' key names: key index `k` of a key mask is always the same
+/// resource, the one the simulated clients' claims name (`r0`.. for
+/// mutexes, the semaphore's permits, the read-write lock's key).
+#[derive(Debug)]
+pub(crate) struct Names {
+    /// Each key index's lock key and its reader set's key.
+    keys: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The resources of each key mask (`None` for 0).
+    by_mask: Vec<Option<Resources>>,
 }
 
-/// How many shared holders (readers of a read-write lock) one key of a
-/// simulated node keeps at most; a read that finds them all taken is
-/// refused. The scenarios have fewer clients than this, and a client has
-/// one attempt under way at a time (late grants of its earlier ones
-/// expire).
-pub(crate) const MAX_READERS: usize = 8;
+impl Names {
+    /// The resource of each key index `0..`, in order (one key each).
+    pub(crate) fn new(each: &[Resources]) -> Self {
+        let keys = each
+            .iter()
+            .map(|r| {
+                let name = r.keys().concat();
+                let readers = format!("{name}{READERS_SUFFIX}");
+                (name.into_bytes(), readers.into_bytes())
+            })
+            .collect();
+        let by_mask = (0..1usize << MAX_KEYS)
+            .map(|mask| {
+                let mut named = keys_of(mask as u8).filter_map(|k| each.get(k));
+                match (named.next(), named.next()) {
+                    (Some(one), None) => Some(one.clone()),
+                    (Some(first), Some(second)) => {
+                        let rest = named.flat_map(|r| r.keys().iter().cloned());
+                        let keys = [first, second]
+                            .into_iter()
+                            .flat_map(|r| r.keys().iter().cloned());
+                        Resources::new(keys.chain(rest)).ok()
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        Names { keys, by_mask }
+    }
 
-/// A node's data set: lock keys, their shared holders and fencing
-/// counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Store {
-    pub(crate) keys: [Option<Slot>; MAX_KEYS],
-    /// Each key's shared holders ([`Claim::shared`](redlock_core::backend::Claim::shared)),
-    /// as `MockNode` and the Redis reader sets keep them.
-    pub(crate) readers: [[Option<Slot>; MAX_READERS]; MAX_KEYS],
-    pub(crate) fences: [u64; MAX_KEYS],
+    /// The lock key of index `k`.
+    pub(crate) fn key(&self, k: usize) -> &[u8] {
+        self.keys.get(k).map_or(&[], |(key, _)| key)
+    }
+
+    fn readers(&self, k: usize) -> &[u8] {
+        self.keys.get(k).map_or(&[], |(_, r)| r)
+    }
+
+    fn resources(&self, mask: u8) -> Option<&Resources> {
+        self.by_mask.get(mask as usize)?.as_ref()
+    }
 }
 
 fn keys_of(mask: u8) -> impl Iterator<Item = usize> {
     (0..MAX_KEYS).filter(move |k| mask & (1 << k) != 0)
 }
 
-impl Store {
-    /// Drops the keys whose expiry the node's clock (`now`) has reached.
-    pub(crate) fn purge(&mut self, now: i64) {
-        for slot in self
-            .keys
-            .iter_mut()
-            .chain(self.readers.iter_mut().flatten())
-        {
-            if slot.is_some_and(|s| s.expires <= now) {
-                *slot = None;
-            }
-        }
-    }
+/// How a node runs requests besides the model: the scenario's fencing, and
+/// the out-of-model rules.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rules {
+    /// Every acquire bumps the fencing counters (the scenario's
+    /// `fencing`), whether or not the client asked.
+    pub(crate) fencing: bool,
+    /// Out of model: the keys of this mask are one set of holders whose
+    /// capacity is their number (a semaphore kept as holder sets): a
+    /// request for any of them joins, extends or leaves the set, which is
+    /// kept in the model's keys under the permits' names (each place holds
+    /// a member's token, with its expiry). 0: none.
+    pub(crate) holder_set: u8,
+    /// Out of model: a reader's command sees a writer's key as the
+    /// readers' marker (a read that ignores the writer); the writer's key
+    /// is put back as it was after the command.
+    pub(crate) blind: bool,
+}
 
-    /// Whether key `k` has a shared holder.
-    fn read(&self, k: usize) -> bool {
-        self.readers[k].iter().any(Option::is_some)
-    }
-
-    /// The place of the shared holder with `token` on key `k`.
-    fn reader(&self, k: usize, token: &[u8; TOKEN_LEN]) -> Option<usize> {
-        self.readers[k]
-            .iter()
-            .position(|s| s.is_some_and(|s| &s.token == token))
-    }
-
-    fn holds(&self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        keys_of(mask).all(|k| self.keys[k].is_some_and(|s| &s.token == token))
-    }
-
-    /// `SET key token NX PX ttl` on every key, all or none. `Some(fence)`
-    /// when granted (the largest counter after incrementing, 0 without
-    /// fencing), `None` when a key is held.
-    pub(crate) fn acquire(
-        &mut self,
-        mask: u8,
-        token: &[u8; TOKEN_LEN],
-        lock: u32,
-        expires: i64,
-        fence: bool,
-    ) -> Option<u64> {
-        if keys_of(mask).any(|k| self.keys[k].is_some() || self.read(k)) {
-            return None;
-        }
-        for k in keys_of(mask) {
-            self.keys[k] = Some(Slot {
-                token: *token,
-                lock,
-                expires,
-            });
-        }
-        Some(self.bump(mask, fence))
-    }
-
-    /// A shared acquire (a read) of every key, all or none: granted while
-    /// no key has an exclusive holder (`blind`, out of model: whatever the
-    /// keys hold). `Some(fence)` as [`Store::acquire`].
-    pub(crate) fn acquire_shared(
-        &mut self,
-        mask: u8,
-        token: &[u8; TOKEN_LEN],
-        lock: u32,
-        expires: i64,
-        fence: bool,
-        blind: bool,
-    ) -> Option<u64> {
-        if !blind && keys_of(mask).any(|k| self.keys[k].is_some()) {
-            return None;
-        }
-        let mut places = [0; MAX_KEYS];
-        for k in keys_of(mask) {
-            places[k] = self
-                .reader(k, token)
-                .or_else(|| self.readers[k].iter().position(Option::is_none))?;
-        }
-        for k in keys_of(mask) {
-            self.readers[k][places[k]] = Some(Slot {
-                token: *token,
-                lock,
-                expires,
-            });
-        }
-        Some(self.bump(mask, fence))
-    }
-
-    /// With `fence`, increments the counters of `mask` and makes each the
-    /// largest (as the backends do); returns it, 0 without.
-    fn bump(&mut self, mask: u8, fence: bool) -> u64 {
-        let mut top = 0;
-        for k in keys_of(mask) {
-            if fence {
-                self.fences[k] += 1;
-                top = top.max(self.fences[k]);
-            }
-        }
-        if fence {
-            // As the backends do: every key's counter ends at the largest.
-            for k in keys_of(mask) {
-                self.fences[k] = top;
-            }
-        }
-        top
-    }
-
-    /// Resets the expiry of every key, only if every key holds `token`.
-    pub(crate) fn extend(&mut self, mask: u8, token: &[u8; TOKEN_LEN], expires: i64) -> bool {
-        if !self.holds(mask, token) {
-            return false;
-        }
-        for k in keys_of(mask) {
-            if let Some(slot) = &mut self.keys[k] {
-                slot.expires = expires;
-            }
-        }
-        true
-    }
-
-    /// Deletes the keys that hold `token`; whether all of them did.
-    pub(crate) fn release(&mut self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        let held = self.holds(mask, token);
-        for k in keys_of(mask) {
-            if self.keys[k].is_some_and(|s| &s.token == token) {
-                self.keys[k] = None;
-            }
-        }
-        held
-    }
-
-    /// Raises the fencing counter of every key to at least `at_least`, only
-    /// if every key holds `token` (the backends' `raise_fence`).
-    pub(crate) fn raise_fence(&mut self, mask: u8, token: &[u8; TOKEN_LEN], at_least: u64) -> bool {
-        if !self.holds(mask, token) {
-            return false;
-        }
-        for k in keys_of(mask) {
-            self.fences[k] = self.fences[k].max(at_least);
-        }
-        true
-    }
-
-    /// Whether every key of `mask` has the shared holder with `token`.
-    fn holds_shared(&self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        keys_of(mask).all(|k| self.reader(k, token).is_some())
-    }
-
-    /// Resets the expiry of the shared holder with `token` on every key,
-    /// only if every key has it.
-    pub(crate) fn extend_shared(
-        &mut self,
-        mask: u8,
-        token: &[u8; TOKEN_LEN],
-        expires: i64,
-    ) -> bool {
-        if !self.holds_shared(mask, token) {
-            return false;
-        }
-        for k in keys_of(mask) {
-            for slot in self.readers[k].iter_mut().flatten() {
-                if &slot.token == token {
-                    slot.expires = expires;
-                }
-            }
-        }
-        true
-    }
-
-    /// Removes the shared holder with `token` from every key; whether
-    /// every key had it.
-    pub(crate) fn release_shared(&mut self, mask: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        let held = self.holds_shared(mask, token);
-        for k in keys_of(mask) {
-            if let Some(place) = self.reader(k, token) {
-                self.readers[k][place] = None;
-            }
-        }
-        held
-    }
-
-    /// [`Store::raise_fence`] for a shared holder.
-    pub(crate) fn raise_fence_shared(
-        &mut self,
-        mask: u8,
-        token: &[u8; TOKEN_LEN],
-        at_least: u64,
-    ) -> bool {
-        if !self.holds_shared(mask, token) {
-            return false;
-        }
-        for k in keys_of(mask) {
-            self.fences[k] = self.fences[k].max(at_least);
-        }
-        true
-    }
-
-    /// Whether every key of `mask` is live (at node time `now`) and was set
-    /// by lock `lock`, as its exclusive holder or one of its shared ones:
-    /// the checker's view, by lock identity, not token bytes.
-    pub(crate) fn has_lock(&self, mask: u8, lock: u32, now: i64) -> bool {
-        let live = |s: &Option<Slot>| s.is_some_and(|s| s.lock == lock && s.expires > now);
-        keys_of(mask).all(|k| live(&self.keys[k]) || self.readers[k].iter().any(live))
-    }
-
-    // A set of holders (out of model, [`SimNode::holder_set`]): the keys of
-    // `set` are the set's places, so a holder is in the set whichever key
-    // it asked for, and the set is full when every place is taken.
-
-    /// The place of the holder with `token` in `set`.
-    fn member(&self, set: u8, token: &[u8; TOKEN_LEN]) -> Option<usize> {
-        keys_of(set).find(|&k| self.keys[k].is_some_and(|s| &s.token == token))
-    }
-
-    /// Adds the holder to `set` if it is not full (`SADD` under a size
-    /// check); whether it is in the set now.
-    pub(crate) fn join_set(
-        &mut self,
-        set: u8,
-        token: &[u8; TOKEN_LEN],
-        lock: u32,
-        expires: i64,
-    ) -> bool {
-        if self.member(set, token).is_some() {
-            return true;
-        }
-        let Some(free) = keys_of(set).find(|&k| self.keys[k].is_none()) else {
-            return false;
-        };
-        self.keys[free] = Some(Slot {
-            token: *token,
-            lock,
-            expires,
-        });
-        true
-    }
-
-    /// Resets the expiry of the holder with `token` in `set`, if it is in.
-    pub(crate) fn extend_in_set(&mut self, set: u8, token: &[u8; TOKEN_LEN], expires: i64) -> bool {
-        let Some(place) = self.member(set, token) else {
-            return false;
-        };
-        if let Some(slot) = &mut self.keys[place] {
-            slot.expires = expires;
-        }
-        true
-    }
-
-    /// Removes the holder with `token` from `set`; whether it was in.
-    pub(crate) fn leave_set(&mut self, set: u8, token: &[u8; TOKEN_LEN]) -> bool {
-        let Some(place) = self.member(set, token) else {
-            return false;
-        };
-        self.keys[place] = None;
-        true
-    }
-
-    /// Whether lock `lock` is live in `set` at node time `now`.
-    pub(crate) fn in_set(&self, set: u8, lock: u32, now: i64) -> bool {
-        keys_of(set).any(|k| self.keys[k].is_some_and(|s| s.lock == lock && s.expires > now))
+impl Rules {
+    /// The holder set a request on `mask` is about, if any.
+    fn set_of(self, mask: u8) -> Option<u8> {
+        let set = self.holder_set;
+        (set != 0 && mask != 0 && mask & !set == 0).then_some(set)
     }
 }
 
-/// The asynchronous replica of a node: the replication stream arrives
-/// after a lag, in order.
+/// What the world delivers to a node: the lock's claim (keys, token,
+/// shared, queued when the request is) and the request.
+#[derive(Debug, Clone)]
+struct Delivery {
+    claim: Claim,
+    /// The claim's keys as a key mask.
+    mask: u8,
+    op: Op,
+}
+
+/// A node's time in milliseconds (the model's), from nanoseconds.
+fn ms(local_ns: i64) -> i64 {
+    local_ns.div_euclid(1_000_000)
+}
+
+fn ttl_of(ttl_ns: u64) -> Option<Ttl> {
+    Ttl::new(Duration::from_nanos(ttl_ns)).ok()
+}
+
+/// Runs `d` on `node` at `now` (ms): the model's command for it, or an
+/// out-of-model rule.
+fn execute(
+    node: &mut Node,
+    now: i64,
+    names: &Names,
+    rules: Rules,
+    d: &Delivery,
+    published: &mut Vec<Published>,
+) -> Answer {
+    let token = &d.claim.token().as_bytes()[..];
+    let mask = d.mask;
+    if let Some(set) = rules.set_of(mask) {
+        if let Some(answer) = holder_set(node, now, names, set, token, d.op) {
+            return answer;
+        }
+    }
+    let claim = &d.claim;
+    let request = match d.op {
+        Op::Acquire { ttl_ns, fence, .. } => {
+            let Some(ttl) = ttl_of(ttl_ns) else {
+                return Answer::Failed;
+            };
+            let fence = fence || rules.fencing;
+            Request::Acquire { claim, ttl, fence }
+        }
+        Op::Extend { ttl_ns } => {
+            let Some(ttl) = ttl_of(ttl_ns) else {
+                return Answer::Failed;
+            };
+            Request::Extend { claim, ttl }
+        }
+        Op::Release(_) => Request::Release { claim },
+        Op::RaiseFence(at_least) => Request::RaiseFence { claim, at_least },
+    };
+    let Some(command) = Command::of(&request, CHANNEL) else {
+        return Answer::Failed;
+    };
+    // Out of model: a blind reader sees a writer's key as the marker.
+    let mut hidden: [Option<Entry>; MAX_KEYS] = Default::default();
+    if rules.blind && claim.is_shared() {
+        for k in keys_of(mask) {
+            let key = names.key(k);
+            let writer = node.keys.entry(now, key).filter(|e| match &e.value {
+                Value::Str(v) => v != READERS_MARKER,
+                Value::Zset(_) => false,
+            });
+            if let Some(entry) = writer.cloned() {
+                let marker = Entry {
+                    value: Value::Str(READERS_MARKER.to_vec()),
+                    expires_at: entry.expires_at,
+                };
+                node.keys.insert(key, marker);
+                hidden[k] = Some(entry);
+            }
+        }
+    }
+    let reply = node.apply(now, &command, published);
+    published.clear();
+    for (k, entry) in hidden.into_iter().enumerate() {
+        if let Some(entry) = entry {
+            node.keys.insert(names.key(k), entry);
+        }
+    }
+    match command.outcome(reply) {
+        Ok(Outcome::Done(Response::Acquire(AcquireOutcome::Granted { fence }))) => {
+            Answer::Granted(fence.unwrap_or(0))
+        }
+        Ok(Outcome::Done(Response::Acquire(_))) => Answer::Refused,
+        Ok(Outcome::Done(Response::Held(held)) | Outcome::Released { held, .. }) => {
+            if held {
+                Answer::Granted(0)
+            } else {
+                Answer::Refused
+            }
+        }
+        // An error reply (a counter at its limit, a helper key of another
+        // shape): the request failed.
+        _ => Answer::Failed,
+    }
+}
+
+/// Out of model: the holder-set rule ([`Rules::holder_set`]) for
+/// acquire, extend and release (`None`: anything else, which the model
+/// runs).
+fn holder_set(
+    node: &mut Node,
+    now: i64,
+    names: &Names,
+    set: u8,
+    token: &[u8],
+    op: Op,
+) -> Option<Answer> {
+    let ks = &mut node.keys;
+    let holds = |ks: &redlock_core::model::Keyspace, k: usize| matches!(ks.entry(now, names.key(k)), Some(Entry { value: Value::Str(v), .. }) if v == token);
+    let member = keys_of(set).find(|&k| holds(ks, k));
+    let answer = |yes: bool| {
+        if yes {
+            Answer::Granted(0)
+        } else {
+            Answer::Refused
+        }
+    };
+    Some(match op {
+        Op::Acquire { ttl_ns, .. } => {
+            if member.is_some() {
+                return Some(Answer::Granted(0));
+            }
+            let free = keys_of(set).find(|&k| ks.entry(now, names.key(k)).is_none());
+            let ttl = ttl_of(ttl_ns).map_or(0, Ttl::as_millis);
+            if let Some(k) = free {
+                ks.set(now, names.key(k), token, Some(ttl as i64));
+            }
+            answer(free.is_some())
+        }
+        Op::Extend { ttl_ns } => {
+            if let Some(k) = member {
+                let ttl = ttl_of(ttl_ns).map_or(0, Ttl::as_millis);
+                ks.pexpire(now, names.key(k), ttl as i64);
+            }
+            answer(member.is_some())
+        }
+        Op::Release(_) => {
+            if let Some(k) = member {
+                ks.del(now, names.key(k));
+            }
+            answer(member.is_some())
+        }
+        Op::RaiseFence(_) => return None,
+    })
+}
+
+/// One thing the replication stream carries: a request the master ran, at
+/// its local time, or an eviction of every lock key.
+#[derive(Debug, Clone)]
+enum Shipped {
+    Ran(Delivery),
+    Flush,
+}
+
+/// The asynchronous replica of a node: the master's commands arrive after
+/// a lag, in order, and run on the replica's copy of the model at the
+/// master's time.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Replica {
-    applied: Store,
-    stream: VecDeque<(u64, Store)>,
+    applied: Node,
+    /// (arrival, the master's time in ms, what it did).
+    stream: VecDeque<(u64, i64, Shipped)>,
     last_arrival: u64,
 }
 
 impl Replica {
-    /// The replica's data set at real time `t`.
-    fn catch_up(&mut self, t: u64) -> Store {
-        while let Some(&(arrival, store)) = self.stream.front() {
+    /// Runs what has arrived by real time `t`.
+    fn catch_up(&mut self, t: u64, names: &Names, rules: Rules) {
+        let mut published = Vec::new();
+        while let Some(&(arrival, now, _)) = self.stream.front() {
             if arrival > t {
                 break;
             }
-            self.applied = store;
-            self.stream.pop_front();
+            if let Some((_, _, shipped)) = self.stream.pop_front() {
+                match shipped {
+                    Shipped::Ran(d) => {
+                        execute(&mut self.applied, now, names, rules, &d, &mut published);
+                    }
+                    Shipped::Flush => evict_lock_keys(&mut self.applied, now),
+                }
+            }
         }
-        self.applied
+    }
+
+    fn ship(&mut self, now: u64, lag: u64, at_ms: i64, what: Shipped) {
+        let arrival = (now + lag).max(self.last_arrival);
+        self.last_arrival = arrival;
+        self.stream.push_back((arrival, at_ms, what));
+    }
+}
+
+/// Whether `key` is a fencing counter or a waiting line or place: what an
+/// eviction of the lock keys leaves.
+fn is_kept_helper(key: &[u8]) -> bool {
+    let place = [WAIT_SUFFIX.as_bytes(), b":"].concat();
+    key.ends_with(FENCE_SUFFIX.as_bytes())
+        || key.ends_with(WAIT_SUFFIX.as_bytes())
+        || key.windows(place.len()).any(|w| w == place.as_slice())
+}
+
+/// Deletes every lock key and reader set (fencing counters and waiting
+/// lines stay).
+fn evict_lock_keys(node: &mut Node, now: i64) {
+    let doomed: Vec<Vec<u8>> = node
+        .keys
+        .live(now)
+        .filter(|(key, _)| !is_kept_helper(key))
+        .map(|(key, _)| key.to_vec())
+        .collect();
+    for key in doomed {
+        node.keys.del(now, &key);
     }
 }
 
@@ -330,10 +344,11 @@ impl Replica {
 #[derive(Debug, Clone)]
 pub(crate) struct SimNode {
     pub(crate) clock: NodeClock,
-    pub(crate) store: Store,
+    /// Its key space and what its commands do: the model of a Redis master.
+    pub(crate) model: Node,
     pub(crate) persistence: Persistence,
     /// The last fsync (every-second persistence).
-    pub(crate) disk: Store,
+    pub(crate) disk: Node,
     pub(crate) up: bool,
     /// Bumped on each crash or failover; a restart event carries the epoch
     /// it belongs to.
@@ -342,19 +357,13 @@ pub(crate) struct SimNode {
     pub(crate) reset_at: u64,
     /// What the node held when it went down (the checker counts a down
     /// node with these keys).
-    pub(crate) at_crash: Store,
+    pub(crate) at_crash: Node,
     pub(crate) replica: Option<Replica>,
     pub(crate) forward_jumped: bool,
     pub(crate) rng: SimRng,
-    /// The waiting marks of queued acquires, by key index, on the node's
-    /// clock (as [`MockNode`](crate::MockNode) and the Redis scripts keep
-    /// them: `crate::marks`). Fairness hints only: lost in a crash or a
-    /// failover.
-    pub(crate) marks: Marks<u8, i64>,
-    /// Out of model: the keys of this mask are one set of holders, whose
-    /// capacity is their number (a semaphore kept as holder sets); a
-    /// request for any of them joins, extends or leaves the set. 0: none.
-    pub(crate) holder_set: u8,
+    pub(crate) rules: Rules,
+    names: Arc<Names>,
+    published: Vec<Published>,
 }
 
 impl SimNode {
@@ -363,30 +372,81 @@ impl SimNode {
         persistence: Persistence,
         replica: bool,
         rng: SimRng,
+        names: Arc<Names>,
+        rules: Rules,
     ) -> Self {
         SimNode {
             clock,
-            store: Store::default(),
+            model: Node::new(),
             persistence,
-            disk: Store::default(),
+            disk: Node::new(),
             up: true,
             epoch: 0,
             reset_at: 0,
-            at_crash: Store::default(),
+            at_crash: Node::new(),
             replica: replica.then(Replica::default),
             forward_jumped: false,
             rng,
-            marks: Marks::new(),
-            holder_set: 0,
+            rules,
+            names,
+            published: Vec::new(),
         }
     }
 
-    /// Ships the current data set to the replica after a lag of `lag`.
-    pub(crate) fn replicate(&mut self, now: u64, lag: u64) {
+    /// The node's local time in milliseconds at real time `t`.
+    fn now_ms(&self, t: u64) -> i64 {
+        ms(self.clock.local(t))
+    }
+
+    /// Runs request `op` of the lock with `token`, keys `mask` (`shared`:
+    /// a read) at real time `now`; with a replica, ships it there to arrive
+    /// `lag` later.
+    pub(crate) fn deliver(
+        &mut self,
+        now: u64,
+        token: &[u8; TOKEN_LEN],
+        mask: u8,
+        shared: bool,
+        op: Op,
+        lag: u64,
+    ) -> Answer {
+        let Some(resources) = self.names.resources(mask) else {
+            return Answer::Failed;
+        };
+        let mut claim = Claim::new(resources.clone(), Token::from_bytes(*token));
+        if shared {
+            claim = claim.shared();
+        }
+        let queued = match op {
+            Op::Acquire { queued, .. } | Op::Release(queued) => queued,
+            Op::Extend { .. } | Op::RaiseFence(_) => None,
+        };
+        if let Some(q) = queued {
+            claim = claim.queued(q);
+        }
+        let d = Delivery { claim, mask, op };
+        let at = self.now_ms(now);
+        let answer = execute(
+            &mut self.model,
+            at,
+            &self.names,
+            self.rules,
+            &d,
+            &mut self.published,
+        );
         if let Some(replica) = &mut self.replica {
-            let arrival = (now + lag).max(replica.last_arrival);
-            replica.last_arrival = arrival;
-            replica.stream.push_back((arrival, self.store));
+            replica.ship(now, lag, at, Shipped::Ran(d));
+        }
+        answer
+    }
+
+    /// Evicts every lock key at real time `now` (fencing counters and
+    /// waiting lines stay); the replica follows.
+    pub(crate) fn flush(&mut self, now: u64) {
+        let at = self.now_ms(now);
+        evict_lock_keys(&mut self.model, at);
+        if let Some(replica) = &mut self.replica {
+            replica.ship(now, 0, at, Shipped::Flush);
         }
     }
 
@@ -394,14 +454,13 @@ impl SimNode {
     /// persistence kept.
     pub(crate) fn crash(&mut self) {
         self.up = false;
-        self.marks.clear();
         self.epoch += 1;
-        self.at_crash = self.store;
-        self.store = match self.persistence {
-            Persistence::Always => self.store,
-            Persistence::EverySecond => self.disk,
-            Persistence::None => Store::default(),
-        };
+        self.at_crash = self.model.clone();
+        match self.persistence {
+            Persistence::Always => {}
+            Persistence::EverySecond => self.model = self.disk.clone(),
+            Persistence::None => self.model = Node::new(),
+        }
         if let Some(replica) = &mut self.replica {
             // The replica resyncs in full from the restarted master.
             replica.stream.clear();
@@ -413,11 +472,11 @@ impl SimNode {
     /// unavailability handled by the caller). A fresh replica follows.
     pub(crate) fn failover(&mut self, now: u64) {
         self.up = false;
-        self.marks.clear();
         self.epoch += 1;
-        self.at_crash = self.store;
+        self.at_crash = self.model.clone();
         if let Some(replica) = &mut self.replica {
-            self.store = replica.catch_up(now);
+            replica.catch_up(now, &self.names, self.rules);
+            self.model = std::mem::take(&mut replica.applied);
             *replica = Replica::default();
         }
     }
@@ -427,74 +486,279 @@ impl SimNode {
         self.up = true;
         self.reset_at = now;
         if let Some(replica) = &mut self.replica {
-            replica.applied = self.store;
+            replica.applied = self.model.clone();
             replica.last_arrival = now;
         }
     }
 
-    /// Whether lock `lock` counts as present here at real time `t`: its keys
-    /// are live, or the node is down and held them when it went down.
-    pub(crate) fn counts_for(&self, mask: u8, lock: u32, t: u64) -> bool {
-        let now = self.clock.local(t);
-        let store = if self.up { &self.store } else { &self.at_crash };
-        match self.set_of(mask) {
-            Some(set) => store.in_set(set, lock, now),
-            None => store.has_lock(mask, lock, now),
+    /// Whether the lock with `token` on keys `mask` counts as present here
+    /// at real time `t`: every key holds the token, as its exclusive
+    /// holder's value or a live member of its reader set (in a holder set:
+    /// one place holds it), or the node is down and held them when it went
+    /// down.
+    pub(crate) fn counts_for(&self, mask: u8, token: &[u8; TOKEN_LEN], t: u64) -> bool {
+        let now = self.now_ms(t);
+        let node = if self.up { &self.model } else { &self.at_crash };
+        let names = &self.names;
+        let holds = |k: usize| matches!(node.keys.entry(now, names.key(k)), Some(Entry { value: Value::Str(v), .. }) if v == token);
+        if let Some(set) = self.rules.set_of(mask) {
+            return keys_of(set).any(holds);
         }
+        let reads = |k: usize| match node.keys.entry(now, names.readers(k)) {
+            Some(Entry {
+                value: Value::Zset(members),
+                ..
+            }) => members
+                .iter()
+                .any(|(score, m)| m == token && *score > now as f64),
+            _ => false,
+        };
+        keys_of(mask).all(|k| holds(k) || reads(k))
     }
 
-    /// The holder set a request on `mask` is about, if any.
-    pub(crate) fn set_of(&self, mask: u8) -> Option<u8> {
-        let set = self.holder_set;
-        (set != 0 && mask != 0 && mask & !set == 0).then_some(set)
+    /// The tokens the node holds at real time `t` (up or not), with the key
+    /// that holds each: lock keys' values and live readers.
+    pub(crate) fn held_tokens(&self, t: u64) -> Vec<(String, [u8; TOKEN_LEN])> {
+        let now = self.now_ms(t);
+        let mut held = Vec::new();
+        for (key, entry) in self.model.keys.live(now) {
+            let name = || String::from_utf8_lossy(key).into_owned();
+            match &entry.value {
+                Value::Str(v) => {
+                    if let Ok(token) = <[u8; TOKEN_LEN]>::try_from(v.as_slice()) {
+                        held.push((name(), token));
+                    }
+                }
+                Value::Zset(members) => {
+                    for (score, m) in members {
+                        if let (true, Ok(token)) = (
+                            *score > now as f64,
+                            <[u8; TOKEN_LEN]>::try_from(m.as_slice()),
+                        ) {
+                            held.push((name(), token));
+                        }
+                    }
+                }
+            }
+        }
+        held.sort();
+        held
+    }
+
+    /// Copies the data set to disk (an every-second fsync).
+    pub(crate) fn fsync(&mut self) {
+        self.disk = self.model.clone();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redlock_core::backend::Queued;
+
+    fn node(rules: Rules) -> SimNode {
+        let names = Arc::new(Names::new(&names(&["r0", "r1"])));
+        let clock = NodeClock::new(0, 0);
+        SimNode::new(
+            clock,
+            Persistence::Always,
+            false,
+            SimRng::stream(0, 0),
+            names,
+            rules,
+        )
+    }
+
+    const MS: u64 = 1_000_000;
+
+    fn names(keys: &[&str]) -> Vec<Resources> {
+        keys.iter()
+            .filter_map(|k| Resources::one(*k).ok())
+            .collect()
+    }
+
+    fn acquire(ttl_ms: u64) -> Op {
+        Op::Acquire {
+            ttl_ns: ttl_ms * MS,
+            fence: true,
+            queued: None,
+        }
+    }
 
     #[test]
-    fn store_semantics_match_the_mock() {
+    fn requests_run_as_the_model_runs_the_backend_commands() {
         let (a, b) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN]);
-        let mut s = Store::default();
-        assert_eq!(s.acquire(0b01, &a, 0, 100, true), Some(1));
+        let mut n = node(Rules::default());
+        assert_eq!(
+            n.deliver(0, &a, 0b01, false, acquire(100), 0),
+            Answer::Granted(1)
+        );
         // All or none: key 0 is held, so key 1 is not set either.
-        assert_eq!(s.acquire(0b11, &b, 1, 100, true), None);
-        assert!(s.keys[1].is_none());
-        // Extend only where our token is, never creating a key.
-        assert!(!s.extend(0b11, &a, 200));
-        assert!(s.keys[1].is_none());
-        assert!(s.extend(0b01, &a, 200));
-        assert!(!s.release(0b01, &b));
-        assert!(s.release(0b01, &a));
+        assert_eq!(
+            n.deliver(0, &b, 0b11, false, acquire(100), 0),
+            Answer::Refused
+        );
+        assert!(!n.counts_for(0b10, &b, 0));
+        let extend = Op::Extend { ttl_ns: 200 * MS };
+        assert_eq!(n.deliver(0, &a, 0b11, false, extend, 0), Answer::Refused);
+        assert_eq!(n.deliver(0, &a, 0b01, false, extend, 0), Answer::Granted(0));
+        // Redis keeps a key through its last millisecond.
+        assert!(n.counts_for(0b01, &a, 200 * MS));
+        assert!(!n.counts_for(0b01, &a, 201 * MS));
+        let release = Op::Release(None);
+        assert_eq!(n.deliver(0, &b, 0b01, false, release, 0), Answer::Refused);
+        assert_eq!(
+            n.deliver(0, &a, 0b01, false, release, 0),
+            Answer::Granted(0)
+        );
         // Fencing counters survive the key.
-        assert_eq!(s.acquire(0b01, &b, 1, 100, true), Some(2));
-        s.purge(100);
-        assert!(s.keys[0].is_none());
-        assert_eq!(s.fences[0], 2);
-        // Raise only where every key holds the token; never lowers.
-        assert!(!s.raise_fence(0b01, &a, 9));
-        assert!(s.acquire(0b01, &a, 2, 300, true).is_some());
-        assert!(!s.raise_fence(0b11, &a, 9));
-        assert!(s.raise_fence(0b01, &a, 9));
-        assert!(s.raise_fence(0b01, &a, 5));
-        assert_eq!(s.fences, [9, 0, 0, 0]);
+        assert_eq!(
+            n.deliver(0, &b, 0b01, false, acquire(100), 0),
+            Answer::Granted(2)
+        );
+        // A reader holds with others, never with a writer.
+        let (r1, r2) = ([3u8; TOKEN_LEN], [4u8; TOKEN_LEN]);
+        assert_eq!(
+            n.deliver(0, &r1, 0b10, true, acquire(100), 0),
+            Answer::Granted(1)
+        );
+        assert_eq!(
+            n.deliver(0, &r2, 0b10, true, acquire(100), 0),
+            Answer::Granted(2)
+        );
+        assert_eq!(
+            n.deliver(0, &a, 0b10, false, acquire(100), 0),
+            Answer::Refused
+        );
+        assert!(n.counts_for(0b10, &r1, 0) && n.counts_for(0b10, &r2, 0));
+        assert_eq!(
+            n.deliver(0, &r1, 0b01, true, acquire(100), 0),
+            Answer::Refused
+        );
+        let tokens: Vec<_> = n
+            .held_tokens(0)
+            .into_iter()
+            .map(|(k, t)| (k, t[0]))
+            .collect();
+        let readers = format!("r1{READERS_SUFFIX}");
+        assert_eq!(
+            tokens,
+            [("r0".into(), 2), (readers.clone(), 3), (readers, 4)]
+        );
+    }
+
+    #[test]
+    fn a_queued_release_leaves_the_line() -> Result<(), redlock_core::ConfigError> {
+        let (a, b) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN]);
+        let mut n = node(Rules::default());
+        let ttl = Ttl::new(Duration::from_millis(50))?;
+        let q = |m| Some(Queued::new(m, ttl, true).with_ticket(m));
+        let queued = |m| Op::Acquire {
+            ttl_ns: 100 * MS,
+            fence: false,
+            queued: q(m),
+        };
+        let c = [3u8; TOKEN_LEN];
+        assert_eq!(
+            n.deliver(0, &c, 1, false, acquire(100), 0),
+            Answer::Granted(1)
+        );
+        assert_eq!(n.deliver(0, &a, 1, false, queued(1), 0), Answer::Refused);
+        assert_eq!(n.deliver(0, &b, 1, false, queued(2), 0), Answer::Refused);
+        let line = format!("r0{WAIT_SUFFIX}");
+        assert_eq!(n.model.first_in_line(0, line.as_bytes()), Some(&b"1"[..]));
+        // The lock's own release leaves the line, held or not.
+        assert_eq!(
+            n.deliver(0, &a, 1, false, Op::Release(q(1)), 0),
+            Answer::Refused
+        );
+        assert_eq!(n.model.first_in_line(0, line.as_bytes()), Some(&b"2"[..]));
+        Ok(())
     }
 
     #[test]
     fn a_holder_set_admits_any_key_until_full() {
         let (a, b, c) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN], [3u8; TOKEN_LEN]);
-        let mut s = Store::default();
+        let mut n = node(Rules {
+            holder_set: 0b11,
+            ..Rules::default()
+        });
         // Both ask for the first place: both are in, a set of two is full.
-        assert!(s.join_set(0b11, &a, 0, 100));
-        assert!(s.join_set(0b11, &b, 1, 100));
-        assert!(!s.join_set(0b11, &c, 2, 100));
-        assert!(s.in_set(0b11, 1, 0) && !s.in_set(0b11, 2, 0));
-        assert!(s.extend_in_set(0b11, &b, 200));
-        assert!(s.leave_set(0b11, &a) && !s.leave_set(0b11, &a));
-        assert!(s.join_set(0b11, &c, 2, 100));
-        s.purge(100);
-        assert!(s.in_set(0b11, 1, 150) && !s.in_set(0b11, 2, 50));
+        assert_eq!(
+            n.deliver(0, &a, 0b01, false, acquire(100), 0),
+            Answer::Granted(0)
+        );
+        assert_eq!(
+            n.deliver(0, &b, 0b01, false, acquire(100), 0),
+            Answer::Granted(0)
+        );
+        assert_eq!(
+            n.deliver(0, &c, 0b10, false, acquire(100), 0),
+            Answer::Refused
+        );
+        assert!(n.counts_for(0b01, &b, 0) && !n.counts_for(0b01, &c, 0));
+        let extend = Op::Extend { ttl_ns: 200 * MS };
+        assert_eq!(n.deliver(0, &b, 0b01, false, extend, 0), Answer::Granted(0));
+        let release = Op::Release(None);
+        assert_eq!(
+            n.deliver(0, &a, 0b10, false, release, 0),
+            Answer::Granted(0)
+        );
+        assert_eq!(n.deliver(0, &a, 0b10, false, release, 0), Answer::Refused);
+        assert_eq!(
+            n.deliver(0, &c, 0b01, false, acquire(100), 0),
+            Answer::Granted(0)
+        );
+        assert!(n.counts_for(0b01, &b, 150 * MS) && !n.counts_for(0b01, &c, 150 * MS));
+    }
+
+    #[test]
+    fn a_blind_reader_ignores_the_writer_and_leaves_its_key() {
+        let (w, r) = ([1u8; TOKEN_LEN], [2u8; TOKEN_LEN]);
+        let mut n = node(Rules {
+            blind: true,
+            ..Rules::default()
+        });
+        assert_eq!(
+            n.deliver(0, &w, 1, false, acquire(100), 0),
+            Answer::Granted(1)
+        );
+        assert_eq!(
+            n.deliver(0, &r, 1, true, acquire(100), 0),
+            Answer::Granted(2)
+        );
+        assert!(n.counts_for(1, &w, 0) && n.counts_for(1, &r, 0));
+        let extend = Op::Extend { ttl_ns: 100 * MS };
+        assert_eq!(n.deliver(0, &r, 1, true, extend, 0), Answer::Granted(0));
+        assert_eq!(
+            n.deliver(0, &r, 1, true, Op::Release(None), 0),
+            Answer::Granted(0)
+        );
+        assert!(n.counts_for(1, &w, 0) && !n.counts_for(1, &r, 0));
+        assert_eq!(
+            n.deliver(0, &w, 1, false, Op::Release(None), 0),
+            Answer::Granted(0)
+        );
+    }
+
+    #[test]
+    fn the_replica_runs_the_masters_commands_after_the_lag() {
+        let a = [1u8; TOKEN_LEN];
+        let names = Arc::new(Names::new(&names(&["r0"])));
+        let clock = NodeClock::new(0, 0);
+        let rng = SimRng::stream(0, 0);
+        let mut n = SimNode::new(clock, Persistence::None, true, rng, names, Rules::default());
+        assert_eq!(
+            n.deliver(0, &a, 1, false, acquire(100), 10 * MS),
+            Answer::Granted(1)
+        );
+        let mut early = n.clone();
+        early.failover(5 * MS);
+        assert!(!early.up);
+        early.restart(5 * MS);
+        assert!(!early.counts_for(1, &a, 5 * MS), "not arrived yet");
+        n.failover(10 * MS);
+        n.restart(10 * MS);
+        assert!(n.counts_for(1, &a, 10 * MS));
     }
 }

@@ -34,7 +34,7 @@ fn op(t: &Transmit) -> Option<Op> {
         Message::Extend(ttl) => Op::Extend {
             ttl_ns: duration_ns(ttl.as_duration()),
         },
-        Message::Release(_) => Op::Release(t.claim().queue().map(|q| q.manager())),
+        Message::Release(_) => Op::Release(t.claim().queue()),
         Message::RaiseFence(at_least) => Op::RaiseFence(at_least),
         _ => return None,
     })

@@ -49,6 +49,7 @@ use super::outcome::ViolationKind;
 use super::rng::SimRng;
 use super::scenario::{FenceScheme, Scenario, MAX_KEYS, MAX_NODES};
 use super::trace::fmt_time;
+pub(crate) use primitive::key_names;
 
 /// A transmit that was sent: which machine and round its replies belong to.
 #[derive(Debug, Clone, Copy)]

@@ -41,6 +41,19 @@ pub(super) fn primitive(sc: &Scenario) -> Option<Prim> {
     }
 }
 
+/// The resource each key index of a mask names, as the clients' claims
+/// name them: `r0`.. (a mutex's keys, `line::resources_of`), the
+/// semaphore's permits in slot order, the read-write lock's key (index 0).
+pub(crate) fn key_names(sc: &Scenario) -> Vec<Resources> {
+    match primitive(sc) {
+        None => (0..MAX_KEYS)
+            .filter_map(|k| super::line::resources_of(1 << k).ok())
+            .collect(),
+        Some(Prim::Semaphore(slots)) => slots.slots().to_vec(),
+        Some(Prim::RwLock(key)) => vec![key],
+    }
+}
+
 impl Client {
     /// A new cycle on the primitive: a permit, a read or a write, with
     /// retries until the acquire timeout, as the core's `Semaphore::acquire`,

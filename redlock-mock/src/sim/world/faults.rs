@@ -180,7 +180,7 @@ impl World<'_, '_> {
             Ev::Fsync(n) => {
                 let node = &mut self.nodes[n as usize];
                 if node.up {
-                    node.disk = node.store;
+                    node.fsync();
                 }
                 self.push(now + 1_000_000_000, Ev::Fsync(n));
             }
@@ -260,12 +260,13 @@ impl World<'_, '_> {
         self.trace.line(now, || format!("n{n} clock steps {by}ns"));
     }
 
-    /// Evicts every lock key on node `n` (fencing counters stay).
+    /// Evicts every lock key and reader set on node `n` (fencing counters
+    /// and waiting lines stay).
     fn flush(&mut self, n: u8) {
+        let now = self.now;
         let node = &mut self.nodes[n as usize];
         if node.up {
-            node.store.keys = Default::default();
-            node.store.readers = Default::default();
+            node.flush(now);
             self.stats.flushes += 1;
             self.trace
                 .line(self.now, || format!("n{n} evicts every lock key"));

@@ -1,23 +1,25 @@
 //! The simulated system: one virtual real-time clock, the event queue,
 //! nodes, links, clients, faults (`faults.rs`) and the checker. The world
-//! runs the nodes itself (`deliver`) and lends itself to one client per
+//! carries requests to the nodes (`deliver`: the node model runs them,
+//! `SimNode::deliver`) and lends itself to one client per
 //! client event ([`Ctx`]); what a client's event means for the others comes
 //! back as [`Note`]s.
 
 mod faults;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redlock_core::{RetryDelay, Ttl};
 
 use super::checker::{Checker, Grant, GrantObserver, Rule};
-use super::client::Client;
+use super::client::{key_names, Client};
 use super::clock::{duration_ns as ns, ClientClock, NodeClock, Timebase};
 use super::ctx::{Ctx, Granted, Note};
 use super::event::{Answer, Ev, Op, Queue};
 use super::locks::{Fate as LockFate, Locks};
 use super::net::{Fate, Net};
-use super::node::SimNode;
+use super::node::{Names, Rules, SimNode};
 use super::outcome::{Outcome, Stats, ViolationKind};
 use super::process::Process;
 use super::rng::SimRng;
@@ -65,6 +67,22 @@ impl<'s, 'o> World<'s, 'o> {
                 .script
                 .iter()
                 .any(|(_, f)| matches!(f, super::scenario::Fault::Failover { .. }));
+        let names = Arc::new(Names::new(&key_names(sc)));
+        let rules = Rules {
+            fencing: sc.fencing,
+            // Out of model (see `Rules`).
+            holder_set: match sc.primitive {
+                Primitive::Semaphore { holder_sets: true } => every_key(sc.keys),
+                _ => 0,
+            },
+            blind: matches!(
+                sc.primitive,
+                Primitive::RwLock {
+                    blind_readers: true,
+                    ..
+                }
+            ),
+        };
         let nodes = (0..n)
             .map(|i| {
                 let mut rng = SimRng::stream(seed, 1 + i as u64);
@@ -72,11 +90,8 @@ impl<'s, 'o> World<'s, 'o> {
                 let offset = rng.range(0, 7_200_000_000_000) as i64 - 3_600_000_000_000;
                 let modes = &sc.node_faults.persistence;
                 let mode = modes[rng.below(modes.len() as u64) as usize];
-                let mut node = SimNode::new(NodeClock::new(offset, ppm), mode, replicas, rng);
-                if sc.primitive == (Primitive::Semaphore { holder_sets: true }) {
-                    node.holder_set = every_key(sc.keys);
-                }
-                node
+                let clock = NodeClock::new(offset, ppm);
+                SimNode::new(clock, mode, replicas, rng, Arc::clone(&names), rules)
             })
             .collect();
         let per = sc.callers_per_process;
@@ -327,7 +342,7 @@ impl<'s, 'o> World<'s, 'o> {
         self.fairness(g.client);
         // Nodes that keep holder sets grant a key to several holders by
         // design: the checker counts them instead.
-        if self.nodes.iter().any(|node| node.holder_set != 0) {
+        if self.nodes.iter().any(|node| node.rules.holder_set != 0) {
             return;
         }
         // Readers (shared claims) hold together by design.
@@ -421,25 +436,23 @@ impl<'s, 'o> World<'s, 'o> {
             }
         }
         let now = self.now;
-        for (n, node) in self.nodes.iter_mut().enumerate() {
+        for (n, node) in self.nodes.iter().enumerate() {
             if !node.up {
                 continue;
             }
-            node.store.purge(node.clock.local(now));
-            let readers = node.store.readers.iter().enumerate();
-            let shared = readers.flat_map(|(key, set)| set.iter().map(move |slot| (key, slot)));
-            for (key, slot) in node.store.keys.iter().enumerate().chain(shared) {
-                let Some(slot) = slot else {
+            // Sorted by key: the same order in every run.
+            for (key, token) in node.held_tokens(now) {
+                let Some(lock) = self.locks.by_token(&token) else {
                     continue;
                 };
-                let Some(rec) = self.locks.get(slot.lock) else {
+                let Some(rec) = self.locks.get(lock) else {
                     continue;
                 };
                 if rec.fate == LockFate::GivenUp {
-                    let (lock, client) = (slot.lock, rec.client);
+                    let client = rec.client;
                     self.checker
                         .violation(ViolationKind::LeftBehind, now, || {
-                            format!("n{n} still holds r{key} for L{lock} of c{client} (given up) once every message has landed")
+                            format!("n{n} still holds {key:?} for L{lock} of c{client} (given up) once every message has landed")
                         });
                 }
             }
@@ -580,129 +593,17 @@ impl<'s, 'o> World<'s, 'o> {
                 return;
             }
         } else {
-            let local = node.clock.local(now);
-            node.store.purge(local);
-            let expiry = |ttl_ns: u64| local + i64::try_from(ttl_ns).unwrap_or(i64::MAX / 4);
-            let answer = match op {
-                Op::Acquire {
-                    ttl_ns,
-                    fence,
-                    queued,
-                } if rec.shared => {
-                    // A read: gives way to other managers' marks, never
-                    // marks, refused while a writer holds a key.
-                    let keys = node_keys(rec.mask);
-                    node.marks.purge(local);
-                    let blind = matches!(
-                        sc.primitive,
-                        Primitive::RwLock {
-                            blind_readers: true,
-                            ..
-                        }
-                    );
-                    if node.marks.yields_to_others(&keys, queued) {
-                        Answer::Refused
-                    } else {
-                        let counters = fence || sc.fencing;
-                        match node.store.acquire_shared(
-                            rec.mask,
-                            &rec.token,
-                            lock,
-                            expiry(ttl_ns),
-                            counters,
-                            blind,
-                        ) {
-                            Some(fence) => Answer::Granted(fence),
-                            None => Answer::Refused,
-                        }
-                    }
+            // The request runs on the node's model, as the command the
+            // Redis backend sends for it (`SimNode::deliver`).
+            let lag = match node.replica {
+                Some(_) => {
+                    let nf = &sc.node_faults;
+                    node.rng
+                        .range(ns(nf.replica_lag_min), ns(nf.replica_lag_max))
                 }
-                Op::Acquire {
-                    ttl_ns,
-                    fence,
-                    queued,
-                } => {
-                    let counters = fence || sc.fencing;
-                    let keys = node_keys(rec.mask);
-                    node.marks.purge(local);
-                    let mark_ns = queued.map_or(0, |q| ns(q.mark_ttl().as_duration()));
-                    if node.marks.gives_way(&keys, queued, expiry(mark_ns)) {
-                        Answer::Refused
-                    } else if let Some(set) = node.set_of(rec.mask) {
-                        match node.store.join_set(set, &rec.token, lock, expiry(ttl_ns)) {
-                            true => Answer::Granted(0),
-                            false => Answer::Refused,
-                        }
-                    } else {
-                        match node.store.acquire(
-                            rec.mask,
-                            &rec.token,
-                            lock,
-                            expiry(ttl_ns),
-                            counters,
-                        ) {
-                            // A granted caller keeps its place in line
-                            // (`crate::marks`).
-                            Some(fence) => Answer::Granted(fence),
-                            None => {
-                                node.marks.refused(&keys, queued, expiry(mark_ns));
-                                Answer::Refused
-                            }
-                        }
-                    }
-                }
-                Op::Extend { ttl_ns } => {
-                    let extended = match node.set_of(rec.mask) {
-                        _ if rec.shared => {
-                            node.store
-                                .extend_shared(rec.mask, &rec.token, expiry(ttl_ns))
-                        }
-                        Some(set) => node.store.extend_in_set(set, &rec.token, expiry(ttl_ns)),
-                        None => node.store.extend(rec.mask, &rec.token, expiry(ttl_ns)),
-                    };
-                    match extended {
-                        true => Answer::Granted(0),
-                        false => Answer::Refused,
-                    }
-                }
-                Op::Release(leaves) => {
-                    if !rec.shared {
-                        node.marks.left(&node_keys(rec.mask), leaves);
-                    }
-                    let released = match node.set_of(rec.mask) {
-                        _ if rec.shared => node.store.release_shared(rec.mask, &rec.token),
-                        Some(set) => node.store.leave_set(set, &rec.token),
-                        None => node.store.release(rec.mask, &rec.token),
-                    };
-                    match released {
-                        true => Answer::Granted(0),
-                        false => Answer::Refused,
-                    }
-                }
-                Op::RaiseFence(at_least) if rec.shared => {
-                    match node
-                        .store
-                        .raise_fence_shared(rec.mask, &rec.token, at_least)
-                    {
-                        true => Answer::Granted(0),
-                        false => Answer::Refused,
-                    }
-                }
-                Op::RaiseFence(at_least) => {
-                    match node.store.raise_fence(rec.mask, &rec.token, at_least) {
-                        true => Answer::Granted(0),
-                        false => Answer::Refused,
-                    }
-                }
+                None => 0,
             };
-            if node.replica.is_some() {
-                let nf = &sc.node_faults;
-                let lag = node
-                    .rng
-                    .range(ns(nf.replica_lag_min), ns(nf.replica_lag_max));
-                node.replicate(now, lag);
-            }
-            answer
+            node.deliver(now, &rec.token, rec.mask, rec.shared, op, lag)
         };
         self.trace.line(now, || {
             format!("n{n} {op:?} L{lock} from c{client} -> {answer:?}")
@@ -814,11 +715,4 @@ fn rule(sc: &Scenario) -> Rule {
         },
         Primitive::RwLock { .. } => Rule::RwLock { group },
     }
-}
-
-/// The key indices of a key mask.
-fn node_keys(mask: u8) -> Vec<u8> {
-    (0..super::scenario::MAX_KEYS as u8)
-        .filter(|k| mask & (1 << k) != 0)
-        .collect()
 }
