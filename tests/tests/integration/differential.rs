@@ -318,8 +318,18 @@ impl Owned {
 
 fn step_strategy() -> impl Strategy<Value = Step> {
     let n = names().len();
-    let keys = proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3);
-    let who = 0..6usize;
+    // Half the picks come from a hot few (two resources and one named as
+    // the other's waiting line) and the first two tokens and managers, so
+    // that a lock, its line, its holder and its waiters meet again within
+    // a sequence (a wait then a grant; a hold of `b` and of `b␟waiting`
+    // then a release of `b`).
+    let hot = vec![0usize, 1, 3];
+    let keys = prop_oneof![
+        1 => proptest::sample::subsequence(hot.clone(), 1..=2),
+        1 => proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3),
+    ];
+    let key = prop_oneof![1 => proptest::sample::select(hot), 1 => 0..n];
+    let who = prop_oneof![1 => 0..2usize, 1 => 0..6usize];
     let ttl = prop_oneof![
         3 => proptest::sample::select(vec![1u64, 2, 3, 5, 10, 25]),
         2 => proptest::sample::select(vec![80u64, 400]),
@@ -337,7 +347,8 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         Just(redlock_core::decide::FENCE_LIMIT + 1),
         Just(i64::MAX.unsigned_abs()),
     ];
-    let manager = 0..MANAGERS.len();
+    let manager = prop_oneof![1 => 0..2usize, 1 => 0..MANAGERS.len()];
+    let mark_ttl = prop_oneof![1 => ttl.clone(), 1 => Just(60_000u64)];
     let write = prop_oneof![
         proptest::sample::select(vec![
             "1",
@@ -362,10 +373,10 @@ fn step_strategy() -> impl Strategy<Value = Step> {
     ];
     prop_oneof![
         2 => proptest::sample::select(vec![0u64, 1, 2, 5, 15, 40]).prop_map(Step::Wait),
-        2 => (0..n, who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
+        2 => (key.clone(), who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
         3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>())
             .prop_map(|(keys, who, ttl, fence)| Step::Acquire { keys, who, ttl, fence }),
-        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), ttl.clone(), any::<bool>(), ticket)
+        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), mark_ttl, any::<bool>(), ticket)
             .prop_map(|(keys, who, ttl, fence, manager, mark_ttl, yields, ticket)| Step::Queued {
                 keys, who, ttl, fence, manager, mark_ttl, yields, ticket,
             }),
@@ -384,7 +395,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         2 => (keys.clone(), who.clone()).prop_map(|(keys, who)| Step::ReadRelease { keys, who }),
         1 => (keys, who, at_least)
             .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
-        2 => (0..n, 0..suffixes().len(), write)
+        2 => (key, 0..suffixes().len(), write)
             .prop_map(|(name, suffix, write)| Step::Other { name, suffix, write }),
     ]
 }
@@ -551,10 +562,16 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
     }
 }
 
+/// A key or value for a message: a long one by its start, end and length.
 fn esc(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
-    let s: String = s.chars().take(40).collect();
-    format!("{s:?}")
+    let n = s.chars().count();
+    if n <= 60 {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(20).collect();
+    let tail: String = s.chars().skip(n - 30).collect();
+    format!("{head:?}..({n} chars)..{tail:?}")
 }
 
 fn show_value(v: &Value) -> String {
@@ -787,10 +804,29 @@ impl Bench {
     }
 }
 
-/// The sequences that ever disagreed, shrunk: they run first.
+/// A queued acquire of `keys` by token `who` for `manager`.
+fn queued(keys: Vec<usize>, who: usize, ttl: u64, manager: usize, mark_ttl: u64) -> Step {
+    Step::Queued {
+        keys,
+        who,
+        ttl,
+        fence: false,
+        manager,
+        mark_ttl,
+        yields: false,
+        ticket: 0,
+    }
+}
+
+/// The sequences that ever disagreed, shrunk: they run first. Each caught
+/// a breakage of the scripts or of the model (applied on purpose, one at a
+/// time, and not committed: see the closing note of the node-model issue).
+/// Names: 0 `a`, 1 `b`, 2 `a␟fence`, 3 `b␟waiting`, 4 `a␟readers`;
+/// token 5 is the readers' marker.
 fn corpus() -> Vec<Vec<Step>> {
     vec![
-        // A line of spaces is a line with nobody in it.
+        // A line of spaces is a line with nobody in it: a grant that
+        // rewrote the line (and dropped its own place) deleted it.
         vec![
             Step::Other {
                 name: 0,
@@ -808,6 +844,99 @@ fn corpus() -> Vec<Vec<Step>> {
                 ticket: 1,
             },
         ],
+        // The release deleted without comparing the token.
+        vec![Step::Release {
+            keys: vec![2],
+            who: 0,
+            leave: None,
+        }],
+        vec![
+            queued(vec![3], 0, 80, 0, 1),
+            Step::Release {
+                keys: vec![3, 7],
+                who: 1,
+                leave: None,
+            },
+        ],
+        // The extend renewed a key held by another token.
+        vec![
+            queued(vec![1], 0, 1, 0, 1),
+            Step::Extend {
+                keys: vec![1, 5],
+                who: 0,
+                ttl: 5,
+            },
+        ],
+        // The model kept fencing counters outside its key space.
+        vec![Step::Queued {
+            keys: vec![6],
+            who: 0,
+            ttl: 1,
+            fence: true,
+            manager: 0,
+            mark_ttl: 1,
+            yields: false,
+            ticket: 0,
+        }],
+        // A grant took the caller's place out of the line (the split-round
+        // bug).
+        vec![
+            queued(vec![3], 0, 1, 0, 1),
+            queued(vec![3, 4], 0, 1, 2, 80),
+            queued(vec![3], 0, 1, 0, 1),
+            Step::Queued {
+                keys: vec![3],
+                who: 0,
+                ttl: 400,
+                fence: false,
+                manager: 2,
+                mark_ttl: 2,
+                yields: false,
+                ticket: 9_007_199_254_740_991,
+            },
+        ],
+        // The queued acquire overwrote a line of another shape (the
+        // review issue's key-namespace fix undone).
+        vec![
+            Step::Queued {
+                keys: vec![3],
+                who: 0,
+                ttl: 3,
+                fence: false,
+                manager: 3,
+                mark_ttl: 1,
+                yields: false,
+                ticket: 1_764_150_000_000_000,
+            },
+            Step::Queued {
+                keys: vec![1, 6],
+                who: 2,
+                ttl: 1,
+                fence: true,
+                manager: 2,
+                mark_ttl: 60_000,
+                yields: false,
+                ticket: 1_764_150_000_000_000,
+            },
+        ],
+        // A release deleted a lock named as the released key's line.
+        vec![
+            queued(vec![0], 0, 1, 0, 1),
+            Step::Queued {
+                keys: vec![1, 3],
+                who: 5,
+                ttl: 10,
+                fence: false,
+                manager: 0,
+                mark_ttl: 400,
+                yields: true,
+                ticket: 9_007_199_254_740_991,
+            },
+            Step::ReadRelease {
+                keys: vec![1, 4, 5],
+                who: 1,
+            },
+        ],
     ]
 }
 
@@ -815,7 +944,7 @@ fn cases() -> u32 {
     std::env::var("REDLOCK_DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(96)
 }
 
 #[test]
@@ -829,13 +958,25 @@ fn the_model_and_the_server_agree_on_every_step() -> anyhow::Result<()> {
     let config = Config {
         cases: cases(),
         failure_persistence: None,
+        max_shrink_iters: 100_000,
         max_shrink_time: 120_000,
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
     let started = std::time::Instant::now();
     let steps_run = std::cell::Cell::new(0usize);
-    let sequences = proptest::collection::vec(step_strategy(), 1..40);
+    // Half the queued acquires are tried again, as a manager's retry
+    // loop does, after one other step (a wait, a release, ...): a wait in
+    // line, then a grant that keeps the place.
+    let group =
+        (step_strategy(), step_strategy(), any::<bool>()).prop_map(|(step, between, again)| {
+            match step {
+                Step::Queued { .. } if again => vec![step.clone(), between, step],
+                step => vec![step],
+            }
+        });
+    let sequences = proptest::collection::vec(group, 1..36)
+        .prop_map(|groups| groups.into_iter().flatten().collect::<Vec<_>>());
     let result = runner.run(&sequences, |steps| {
         steps_run.set(steps_run.get() + steps.len());
         bench.borrow_mut().run(&steps).map_err(TestCaseError::fail)
