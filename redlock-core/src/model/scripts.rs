@@ -48,7 +48,9 @@ fn check_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<()>
     let limit = refused_from();
     for c in counters {
         if let Some(v) = call(ks.get(now, c))? {
-            let Some(digits) = counter_digits(v) else {
+            // Digits with a leading zero are no counter `INCR` takes.
+            let Some(digits) = counter_digits(v).filter(|_| !v.starts_with(b"0") || v.len() == 1)
+            else {
                 return Err(refuse("WRONGTYPE"));
             };
             if !digits_below(digits, limit.as_bytes()) {
@@ -284,23 +286,8 @@ pub(crate) fn release(
     out: &mut Vec<Published>,
 ) -> Step<Reply> {
     let mark = |k: &String| helper(k.as_bytes(), WAIT_SUFFIX);
-    if let Some(me) = leave {
-        for k in keys {
-            let p = place(&mark(k), me);
-            if matches!(ks.get(now, &p), Ok(Some(b"1"))) {
-                ks.del(now, &p);
-            }
-        }
-    }
-    // One key: the script's own path, no table.
-    if let [key] = keys {
-        if call(ks.get(now, key.as_bytes()))? != Some(token) {
-            return Ok(Reply::Int(0));
-        }
-        ks.del(now, key.as_bytes());
-        let told = tell_first_waiter(ks, now, &mark(key), key.as_bytes(), channel, out);
-        return Ok(Reply::Int(if told { 3 } else { 1 }));
-    }
+    // Every lock key is read before anything is written: an error leaves
+    // the node as it was.
     let mut held = 1;
     let mut mine = Vec::with_capacity(keys.len());
     for k in keys {
@@ -308,6 +295,14 @@ pub(crate) fn release(
             mine.push(k);
         } else {
             held = 0;
+        }
+    }
+    if let Some(me) = leave {
+        for k in keys {
+            let p = place(&mark(k), me);
+            if matches!(ks.get(now, &p), Ok(Some(b"1"))) {
+                ks.del(now, &p);
+            }
         }
     }
     let mut waited = 0;

@@ -8,14 +8,17 @@
 //! equal to the model is what the backend sends.
 //!
 //! Each step goes in one transaction, `MULTI`, `TIME`, the command(s), a
-//! script that dumps the key space, `EXEC`, so the step and the dump see
-//! the same instant; the model runs the step at the server's `TIME`.
-//! Tolerances, stated: the model may run the step up to 2 ms before or
-//! 3 ms after that `TIME`, and dump its key space up to 3 ms after the
-//! step (each command of a transaction reads the clock anew, and a busy
-//! machine may stall in between), and a TTL (`PTTL`) or a reader's expiry
-//! (its score) may differ by 3 ms.
-//! Values, types, replies (errors by their code) and messages are exact.
+//! script that dumps the key space, `TIME`, `EXEC`: the step and the dump
+//! ran between the two `TIME`s (usually the same millisecond), and the
+//! model runs the step, then dumps, at instants in that range, give or
+//! take 2 ms before and 1 ms after (a transaction or a script takes its
+//! time when it starts; `TIME` reads the clock when it runs). After an
+//! agreeing step the model goes on with the server's expiries. Tolerance,
+//! stated: a TTL (`PTTL`) or a reader's expiry (its score) may differ by
+//! 3 ms (a script reads `TIME` a moment after its start).
+//! Values, types, replies (errors by their code) and messages are exact,
+//! and a command the library could send (names without U+001F) answered
+//! with an error must leave the key space as it was.
 //!
 //! Names include other resources' helper keys (a lock on `a␟fence`), a
 //! 2,000-byte name and non-ASCII ones; tokens include the readers' marker
@@ -33,15 +36,26 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use redis::Value as Wire;
-use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
 use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, READERS_MARKER};
 use redlock_redis::testing::command_words;
 use redlock_tests::harness::RedisServer;
 
-/// How much later than the command the dump may run, and how much TTLs
-/// and scores may differ, in ms (see the module docs).
-const AFTER: i64 = 3;
+/// How much TTLs and readers' scores may differ, in ms (see the module
+/// docs).
 const TTL_TOLERANCE: i64 = 3;
+
+/// A `TIME` reply in milliseconds.
+fn millis(time: &Wire) -> Result<i64, String> {
+    match time {
+        Wire::Array(t) if t.len() == 2 => {
+            let secs: i64 = String::from_utf8_lossy(&bytes(&t[0])?).parse().unwrap_or(0);
+            let micros: i64 = String::from_utf8_lossy(&bytes(&t[1])?).parse().unwrap_or(0);
+            Ok(secs * 1000 + micros / 1000)
+        }
+        other => Err(format!("TIME: {other:?}")),
+    }
+}
 
 /// The release channels' prefix the commands carry.
 const CHANNEL: &[u8] = b"diff";
@@ -703,7 +717,6 @@ impl Bench {
             .map_err(|e| fail(&e))?;
         self.listener.heard().map_err(|e| fail(&e))?;
         let mut model = Node::new();
-        let mut last = i64::MIN;
         for (i, step) in steps.iter().enumerate() {
             if let Step::Wait(ms) = *step {
                 std::thread::sleep(Duration::from_millis(ms));
@@ -723,29 +736,26 @@ impl Bench {
                 pipe.add_command(cmd);
             }
             pipe.cmd("EVAL").arg(DUMP).arg(0);
+            pipe.cmd("TIME");
             let replies: Vec<Wire> = pipe.query(&mut self.con).map_err(|e| fail(&e))?;
             let heard = self.listener.heard().map_err(|e| fail(&e))?;
-            let (time, rest) = replies.split_first().ok_or("no replies")?;
+            let (before, rest) = replies.split_first().ok_or("no replies")?;
+            let (after, rest) = rest.split_last().ok_or("no second TIME")?;
             let (dump, replies) = rest.split_last().ok_or("no dump")?;
-            let now = match time {
-                Wire::Array(t) if t.len() == 2 => {
-                    let secs: i64 = String::from_utf8_lossy(&bytes(&t[0])?).parse().unwrap_or(0);
-                    let micros: i64 = String::from_utf8_lossy(&bytes(&t[1])?).parse().unwrap_or(0);
-                    secs * 1000 + micros / 1000
-                }
-                other => return Err(format!("TIME: {other:?}")),
-            };
+            // The step and the dump ran between these two instants (ms).
+            let (first, last_ms) = (millis(before)?, millis(after)?);
             let server = server_dump(dump)?;
             let mut first_diff = None;
             let mut matched = false;
             // The command runs at `at`, the dump (another script) at
             // `seen`, a moment later: time moves between the commands of
             // a transaction.
-            'candidates: for delta in [0, -1, 1, -2, 2, 3] {
-                let at = now + delta;
-                if at < last {
-                    continue;
-                }
+            // A command's clock may read a little before the first `TIME`
+            // (a transaction's or a script's time is taken when it starts;
+            // `TIME` reads the clock when it runs).
+            let span = (last_ms - first).clamp(0, 1_000);
+            let order = (0..=span + 1).flat_map(|d| [first + d, first - d - 1]);
+            'candidates: for at in order.filter(|at| *at >= first - 2) {
                 let mut trial = model.clone();
 
                 let mut published = Vec::new();
@@ -761,13 +771,27 @@ impl Bench {
                     ));
                     continue;
                 }
+                // An error reply leaves the node as it was (each script
+                // reads, and so type-checks, every key before it writes),
+                // for every command the library sends: names without the
+                // separator, so that no lock key is another's helper key
+                // in the same command.
+                let library = owned.keys.iter().all(|k| !k.contains(SEPARATOR));
+                if library
+                    && got.iter().any(|r| matches!(r, Reply::Error(_)))
+                    && model_dump(&trial, at) != model_dump(&model, at)
+                {
+                    return Err(format!(
+                        "step {i}: {step:?}\nan error reply ({got:?}) changed the key space"
+                    ));
+                }
                 if published != heard {
                     first_diff.get_or_insert(format!(
                         "messages differ\n  model:  {published:?}\n  server: {heard:?}"
                     ));
                     continue;
                 }
-                for seen in at..=at + AFTER {
+                for seen in at..=(last_ms + 1).max(at) {
                     match same_keys(&model_dump(&trial, seen), &server) {
                         Ok(()) => {
                             // Values agree; the model goes on with the
@@ -782,7 +806,6 @@ impl Bench {
                                 };
                                 model.keys.insert(&e.key, entry);
                             }
-                            last = seen;
                             matched = true;
                             break 'candidates;
                         }
