@@ -7,15 +7,18 @@
 //! own writer (`redlock_redis::testing::command_words`), so what is proven
 //! equal to the model is what the backend sends.
 //!
-//! Each step goes in one transaction, `MULTI`, `TIME`, the command(s), a
-//! script that dumps the key space, `TIME`, `EXEC`: the step and the dump
-//! ran between the two `TIME`s (usually the same millisecond), and the
-//! model runs the step, then dumps, at instants in that range, give or
-//! take 2 ms before and 1 ms after (a transaction or a script takes its
-//! time when it starts; `TIME` reads the clock when it runs). After an
-//! agreeing step the model goes on with the server's expiries. Tolerance,
-//! stated: a TTL (`PTTL`) or a reader's expiry (its score) may differ by
-//! 3 ms (a script reads `TIME` a moment after its start).
+//! Each step goes in one transaction, `MULTI`, `TIME`, a probe key's
+//! `SET ... PX`, the command(s), a script that dumps the key space, `TIME`,
+//! `EXEC`. On Redis 7.0 and later the transaction's commands take as now
+//! the instant it started (a busy machine may leave that well before the
+//! first `TIME`), which the probe's expiry (`PEXPIRETIME`) tells; before
+//! 7.0 each command reads the clock anew, between the two `TIME`s. The
+//! model runs the step, then dumps, at instants from there on, give or
+//! take 2 ms, and after an agreeing step goes on with the server's
+//! expiries and scores. Tolerance, stated: an expiry (`PEXPIRETIME`, or
+//! `PTTL` before 7.0) may differ by 3 ms, and a reader's score, which the
+//! shared scripts take from `TIME` when they run, by the time between the
+//! transaction's start and the second `TIME`, plus 3 ms.
 //! Values, types, replies (errors by their code) and messages are exact,
 //! and a command the library could send (names without U+001F) answered
 //! with an error must leave the key space as it was.
@@ -420,7 +423,11 @@ const DUMP: &str = r"
 local out = {}
 for _, k in ipairs(redis.call('KEYS', '*')) do
   local t = redis.call('TYPE', k)['ok']
-  local e = {k, t, redis.call('PTTL', k), false}
+  local at = redis.pcall('PEXPIRETIME', k)
+  if type(at) ~= 'number' then
+    at = false
+  end
+  local e = {k, t, redis.call('PTTL', k), false, at}
   if t == 'string' then
     e[4] = redis.call('GET', k)
   elseif t == 'zset' then
@@ -431,13 +438,22 @@ end
 return out
 ";
 
-/// One key as both sides report it: type, value, TTL (ms, relative).
+/// One key as both sides report it: type, value, TTL (ms, relative) and,
+/// where the server tells it (`PEXPIRETIME`, Redis 7.0 and later), the
+/// expiry itself.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen {
     key: Vec<u8>,
     value: Value,
     ttl: Option<i64>,
+    expires_at: Option<i64>,
 }
+
+/// The key each step's transaction sets first, with a long TTL: its expiry
+/// tells the instant the transaction's commands take as now (a name no
+/// generated key has; left out of the comparison).
+const PROBE: &[u8] = b"\x01probe";
+const PROBE_TTL: i64 = 100_000_000;
 
 fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
     let mut out: Vec<Seen> = node
@@ -447,6 +463,7 @@ fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
             key: k.to_vec(),
             value: e.value.clone(),
             ttl: e.expires_at.map(|at| at - now),
+            expires_at: e.expires_at,
         })
         .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -471,7 +488,7 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
         let Wire::Array(f) = e else {
             return Err(format!("dump entry: {e:?}"));
         };
-        let [key, kind, pttl, value] = &f[..] else {
+        let [key, kind, pttl, value, absolute] = &f[..] else {
             return Err(format!("dump entry: {f:?}"));
         };
         let ttl = match pttl {
@@ -500,6 +517,10 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
             key: bytes(key)?,
             value,
             ttl,
+            expires_at: match absolute {
+                Wire::Int(at) if *at >= 0 => Some(*at),
+                _ => None,
+            },
         });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -507,7 +528,14 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
 }
 
 /// Whether the model's key space is the server's, within the tolerance.
-fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
+/// `shift`: how much later than the model's instant the server's scripts
+/// may have read `TIME` (readers' scores are `TIME` + TTL, while expiry
+/// takes the transaction's instant).
+fn same_keys(model: &[Seen], server: &[Seen], shift: (i64, i64)) -> Result<(), String> {
+    let score = |m: f64, s: f64| {
+        let d = s - m;
+        d >= (shift.0 - TTL_TOLERANCE) as f64 && d <= (shift.1 + TTL_TOLERANCE) as f64
+    };
     let near = |a: f64, b: f64| (a - b).abs() <= TTL_TOLERANCE as f64;
     let show = |s: &[Seen]| {
         s.iter()
@@ -537,9 +565,10 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
         match (m.peek(), s.peek()) {
             (None, None) => return Ok(()),
             (Some(a), Some(b)) if a.key == b.key => {
-                let ttl = match (a.ttl, b.ttl) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => near(x as f64, y as f64),
+                let ttl = match (a.ttl, b.ttl, a.expires_at, b.expires_at) {
+                    (None, None, ..) => true,
+                    (_, _, Some(x), Some(y)) => near(x as f64, y as f64),
+                    (Some(x), Some(y), ..) => near(x as f64, y as f64),
                     _ => false,
                 };
                 let value = match (&a.value, &b.value) {
@@ -549,7 +578,7 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
                         x.sort_by(|p, q| p.1.cmp(&q.1));
                         y.sort_by(|p, q| p.1.cmp(&q.1));
                         x.len() == y.len()
-                            && x.iter().zip(&y).all(|(p, q)| p.1 == q.1 && near(p.0, q.0))
+                            && x.iter().zip(&y).all(|(p, q)| p.1 == q.1 && score(p.0, q.0))
                     }
                     _ => false,
                 };
@@ -727,6 +756,7 @@ impl Bench {
             let mut pipe = redis::pipe();
             pipe.atomic().ignore_errors();
             pipe.cmd("TIME");
+            pipe.cmd("SET").arg(PROBE).arg("1").arg("PX").arg(PROBE_TTL);
             for command in &commands {
                 let words = command_words(command, true);
                 let mut cmd = redis::cmd(&String::from_utf8_lossy(&words[0]));
@@ -742,9 +772,20 @@ impl Bench {
             let (before, rest) = replies.split_first().ok_or("no replies")?;
             let (after, rest) = rest.split_last().ok_or("no second TIME")?;
             let (dump, replies) = rest.split_last().ok_or("no dump")?;
+            let (_, replies) = replies.split_first().ok_or("no probe")?;
             // The step and the dump ran between these two instants (ms).
             let (first, last_ms) = (millis(before)?, millis(after)?);
-            let server = server_dump(dump)?;
+            let mut server = server_dump(dump)?;
+            // The instant the commands took as now, where the server tells
+            // expiries (Redis 7.0 and later: a transaction's commands take
+            // the time it started, which a busy machine may leave well
+            // before the first `TIME`).
+            let taken = server
+                .iter()
+                .find(|e| e.key == PROBE)
+                .and_then(|e| e.expires_at)
+                .map(|at| at - PROBE_TTL);
+            server.retain(|e| e.key != PROBE);
             let mut first_diff = None;
             let mut matched = false;
             // The command runs at `at`, the dump (another script) at
@@ -753,9 +794,10 @@ impl Bench {
             // A command's clock may read a little before the first `TIME`
             // (a transaction's or a script's time is taken when it starts;
             // `TIME` reads the clock when it runs).
-            let span = (last_ms - first).clamp(0, 1_000);
-            let order = (0..=span + 1).flat_map(|d| [first + d, first - d - 1]);
-            'candidates: for at in order.filter(|at| *at >= first - 2) {
+            let from = taken.unwrap_or(first);
+            let span = (last_ms - from).clamp(0, 1_000);
+            let order = (0..=span + 1).flat_map(|d| [from + d, from - d - 1]);
+            'candidates: for at in order.filter(|at| *at >= from - 2) {
                 let mut trial = model.clone();
 
                 let mut published = Vec::new();
@@ -792,20 +834,35 @@ impl Bench {
                     continue;
                 }
                 for seen in at..=(last_ms + 1).max(at) {
-                    match same_keys(&model_dump(&trial, seen), &server) {
+                    match same_keys(
+                        &model_dump(&trial, seen),
+                        &server,
+                        (first - at, last_ms - at),
+                    ) {
                         Ok(()) => {
-                            // Values agree; the model goes on with the
-                            // server's expiries and scores (within the
-                            // tolerance of it), so that a millisecond's
-                            // difference does not grow.
-                            model = Node::new();
+                            // Values agree. The model goes on with the
+                            // server's scores and, where the server tells
+                            // them exactly (`PEXPIRETIME`), its expiries, so
+                            // that a millisecond's difference does not
+                            // grow; else with its own expiries (a server
+                            // `PTTL` read a moment later would drift them).
+                            for e in model_dump(&trial, seen) {
+                                if !server.iter().any(|s| s.key == e.key) {
+                                    trial.keys.del(seen, &e.key);
+                                }
+                            }
                             for e in &server {
+                                let own = trial.keys.entry(seen, &e.key).and_then(|c| c.expires_at);
+                                let expires_at = e
+                                    .ttl
+                                    .and(e.expires_at.or(own).or(e.ttl.map(|ttl| seen + ttl)));
                                 let entry = Entry {
                                     value: e.value.clone(),
-                                    expires_at: e.ttl.map(|ttl| seen + ttl),
+                                    expires_at,
                                 };
-                                model.keys.insert(&e.key, entry);
+                                trial.keys.insert(&e.key, entry);
                             }
+                            model = trial;
                             matched = true;
                             break 'candidates;
                         }
