@@ -26,6 +26,7 @@ mod redis_lifetime;
 mod redis_regressions;
 mod redis_rwlock;
 mod redis_semaphore;
+mod redis_versions;
 mod redis_wake;
 mod regressions;
 mod rwlock;
