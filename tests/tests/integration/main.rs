@@ -19,6 +19,7 @@ mod redis_errors;
 mod redis_events;
 mod redis_exit;
 mod redis_faults;
+mod redis_fleet;
 mod redis_ghost;
 mod redis_hostile;
 mod redis_interop;
