@@ -155,6 +155,24 @@ fn every_kind_the_tests_run_passes_the_check() {
     }
 }
 
+#[test]
+fn the_deployment_check_reports_each_kinds_own_version() {
+    for kind in ServerKind::all() {
+        let server = ServerOptions::new()
+            .kind(kind)
+            .start()
+            .unwrap_or_else(|e| panic!("{kind}: {e:#}"));
+        let check = redlock_redis::check_deployment([server.url()], Duration::from_secs(2))
+            .expect("a valid URL");
+        let info = check.servers()[0]
+            .info()
+            .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        // Valkey's redis_version is 7.2.4 whatever its own version is.
+        assert_eq!(info.server, kind.server(), "{kind}");
+        assert!(info.version.starts_with(kind.version()), "{kind}: {info:?}");
+    }
+}
+
 /// The rows of the table under "## Server versions": (server, version).
 fn documented_versions() -> Vec<(String, String)> {
     let section = OPERATIONS
