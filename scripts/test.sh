@@ -58,7 +58,7 @@ kind_filters=(
   redis_rwlock:: redis_semaphore:: redis_versions:: redis_wake::
   real_server::
 )
-# Neither wheel's build serves TLS.
+# Neither wheel's build serves TLS (redis_versions::only_the_kinds_said_to_serve_tls_do).
 no_tls=(--skip redis_errors::tls_masters_serve_locks_over_rediss)
 for kind in "${REDLOCK_SERVER_KINDS[@]}"; do
   IFS='|' read -r name var _ <<<"$kind"

@@ -173,6 +173,21 @@ fn the_deployment_check_reports_each_kinds_own_version() {
     }
 }
 
+/// scripts/test.sh skips the TLS test on the kinds whose build has no TLS:
+/// this keeps that list true (a build that gains TLS fails here).
+#[test]
+fn only_the_kinds_said_to_serve_tls_do() {
+    for kind in ServerKind::all() {
+        let started = ServerOptions::new().kind(kind).tls().start();
+        assert_eq!(
+            started.is_ok(),
+            kind.serves_tls(),
+            "{kind}: {:?}",
+            started.err()
+        );
+    }
+}
+
 /// The rows of the table under "## Server versions": (server, version).
 fn documented_versions() -> Vec<(String, String)> {
     let section = OPERATIONS
