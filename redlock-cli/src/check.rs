@@ -18,8 +18,9 @@ pub(crate) fn check(args: &ServerArgs) -> Result<u8, Exit> {
     for server in report.servers() {
         let summary = match server.info() {
             Ok(info) => format!(
-                "reachable, {:.1} ms, redis {}, role {}, maxmemory-policy {}, aof {}, appendfsync {}",
+                "reachable, {:.1} ms, {} {}, role {}, maxmemory-policy {}, aof {}, appendfsync {}",
                 info.latency.as_secs_f64() * 1000.0,
+                info.server,
                 info.version,
                 info.role,
                 info.maxmemory_policy.as_deref().unwrap_or("unknown"),

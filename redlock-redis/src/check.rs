@@ -99,7 +99,7 @@ impl fmt::Display for Finding {
 /// # fn show(check: &redlock_redis::DeploymentCheck) {
 /// for server in check.servers() {
 ///     if let Ok(info) = server.info() {
-///         println!("{}: Redis {} {} in {:?}", server.node(), info.version, info.role, info.latency);
+///         println!("{}: {} {} {} in {:?}", server.node(), info.server, info.version, info.role, info.latency);
 ///     }
 /// }
 /// # }
@@ -107,7 +107,12 @@ impl fmt::Display for Finding {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerInfo {
-    /// `redis_version`.
+    /// What the server is: `server_name` (`valkey`), or `redis` where it
+    /// does not say (Redis does not).
+    pub server: String,
+    /// The server's own version: `valkey_version` on Valkey (whose
+    /// `redis_version` is the Redis version it is compatible with, 7.2.4
+    /// for Valkey 9), else `redis_version`.
     pub version: String,
     /// `role`: `master` or `slave`.
     pub role: String,
@@ -531,8 +536,13 @@ fn ask(target: &Target, full: bool) -> Result<ServerInfo, RedisNodeError> {
     } else {
         (None, None)
     };
+    let server = field("server_name").unwrap_or_else(|| "redis".to_owned());
+    let version = field(&format!("{server}_version"))
+        .or_else(|| field("redis_version"))
+        .unwrap_or_default();
     Ok(ServerInfo {
-        version: field("redis_version").unwrap_or_default(),
+        server,
+        version,
         role: field("role").unwrap_or_else(|| "master".to_owned()),
         mode: field("redis_mode").unwrap_or_else(|| "standalone".to_owned()),
         run_id: field("run_id").unwrap_or_default(),
@@ -762,6 +772,7 @@ mod tests {
 
     fn healthy() -> ServerInfo {
         ServerInfo {
+            server: "redis".to_owned(),
             version: "7.0.0".to_owned(),
             role: "master".to_owned(),
             mode: "standalone".to_owned(),

@@ -72,6 +72,13 @@ pub enum RedisErrorKind {
     /// master (a Sentinel port, a proxy), or scripting commands (`SCRIPT`,
     /// `EVAL`) are renamed away.
     UnknownCommand,
+    /// The server is older than the oldest the backend supports
+    /// ([`MIN_REDIS_VERSION`](crate::MIN_REDIS_VERSION): Redis 6.2.0, any
+    /// Valkey), as it said in the connection's handshake (`HELLO`), or it
+    /// does not know `HELLO` without arguments (Redis before 6.2). Every
+    /// connection to it is refused; the message names the version it
+    /// reported.
+    UnsupportedServer,
     /// The TLS handshake failed (untrusted certificate, wrong host name, ...).
     Tls,
     /// Another I/O failure: the connection was reset or closed, ...
@@ -85,7 +92,7 @@ pub enum RedisErrorKind {
 impl RedisErrorKind {
     /// Whether the error points at a configuration mistake (the address,
     /// credentials, ACL, a replica listed as a master, colliding key names,
-    /// TLS setup) rather than at a node that is down, frozen or busy.
+    /// TLS setup, a server too old) rather than at a node that is down, frozen or busy.
     ///
     /// # Examples
     ///
@@ -106,6 +113,7 @@ impl RedisErrorKind {
                 | RedisErrorKind::WrongType
                 | RedisErrorKind::FenceExhausted
                 | RedisErrorKind::UnknownCommand
+                | RedisErrorKind::UnsupportedServer
                 | RedisErrorKind::Tls
         )
     }
@@ -130,6 +138,7 @@ impl RedisErrorKind {
             RedisErrorKind::UnknownCommand => {
                 "unknown command: not a Redis master (a Sentinel port?)"
             }
+            RedisErrorKind::UnsupportedServer => "unsupported server version",
             RedisErrorKind::Tls => "TLS failure",
             RedisErrorKind::Io => "I/O error",
             RedisErrorKind::Server => "server error",
@@ -221,7 +230,11 @@ impl RedisNodeError {
         err: RedisError,
         secret: Option<&Secret>,
     ) -> Self {
-        let kind = classify(&err);
+        let kind = if crate::version::is_unsupported(&err) {
+            RedisErrorKind::UnsupportedServer
+        } else {
+            classify(&err)
+        };
         let code = err.code().map(str::to_owned);
         // A plain error reply reads best as the server wrote it.
         let text = match (&code, err.clone().into_server_errors()) {
@@ -385,6 +398,26 @@ mod tests {
     }
 
     #[test]
+    fn an_unsupported_server_is_named_with_what_it_reported() {
+        let reply = redis::Value::Array(
+            ["server", "redis", "version", "6.0.9"]
+                .map(|s| redis::Value::BulkString(s.as_bytes().to_vec()))
+                .to_vec(),
+        );
+        let refused = crate::version::judge_hello(reply).expect_err("too old");
+        let err =
+            RedisNodeError::from_redis(NodeId::new("a:6379/0"), Stage::Connect, refused, None);
+        assert_eq!(err.kind(), RedisErrorKind::UnsupportedServer);
+        assert!(err.is_misconfiguration());
+        assert_eq!(err.server_code(), None);
+        assert_eq!(
+            err.to_string(),
+            "redis node a:6379/0: unsupported server version while connecting: \
+             it reports Redis 6.0.9; the oldest supported is Redis 6.2.0 (any Valkey)"
+        );
+    }
+
+    #[test]
     fn echoed_arguments_are_cut() {
         let err = RedisNodeError::from_redis(
             NodeId::new("a:26379/0"),
@@ -428,6 +461,7 @@ mod tests {
             RedisErrorKind::ReadOnly,
             RedisErrorKind::WrongType,
             RedisErrorKind::UnknownCommand,
+            RedisErrorKind::UnsupportedServer,
             RedisErrorKind::InvalidUrl,
         ] {
             assert!(kind.is_misconfiguration(), "{kind}");

@@ -170,6 +170,7 @@ mod real_server;
 mod redis_backend;
 mod scripts;
 mod session;
+mod version;
 mod wire;
 
 pub use builder::{RedisBackendBuilder, DEFAULT_NODE_TIMEOUT, DEFAULT_POOL_SIZE};
@@ -180,6 +181,7 @@ pub use check::{
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use feed::RELEASE_CHANNEL;
 pub use redis_backend::{RedisBackend, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+pub use version::MIN_REDIS_VERSION;
 // What applications use, by name (the manager, guard, builder and error
 // types are the aliases below, over `RedisBackend`); backend authors find
 // the trait in `backend`, the pure decisions in `decide`.

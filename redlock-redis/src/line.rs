@@ -47,7 +47,7 @@ use redlock_core::backend::{Claim, Response, Token};
 use crate::plan::{receive, replies_to, send, write, write_release, Cut, Form, Planned, Read};
 use crate::pool::{NodePool, Pooled};
 use crate::scripts::Via;
-use crate::session::Failure;
+use crate::session::{Conn, Failure};
 use crate::RedisNodeError;
 
 /// The most releases written behind unanswered requests, and still unanswered
@@ -195,7 +195,7 @@ impl Line {
             Ok(conn) => conn,
             Err(err) => return planned.iter().map(|_| Err(err.clone())).collect(),
         };
-        let form = form(old_set);
+        let form = form(old_set, &conn);
         let sent = write(&mut pool.session(&mut conn, deadline), planned, form);
         let exchanged = exchange(
             pool,
@@ -224,7 +224,7 @@ impl Line {
             return None;
         }
         let mut conn = pool.idle()?;
-        let form = form(old_set);
+        let form = form(old_set, &conn);
         let sent = write(&mut pool.session(&mut conn, deadline), &[planned], form);
         if matches!(sent, Err(Failure::Deadline)) {
             // Nothing was written.
@@ -334,8 +334,14 @@ impl Line {
 }
 
 /// The first write's form: scripts by hash, a single-key acquire by
-/// `SET ... GET` unless the server is known to be too old.
-fn form(old_set: &AtomicBool) -> Form {
+/// `SET ... GET` unless the server is known to be too old: it refused one
+/// before, or said in `conn`'s handshake that it is older than Redis 7.0
+/// (then no batch ever has its acquires redone after the requests behind
+/// them).
+fn form(old_set: &AtomicBool, conn: &Conn) -> Form {
+    if conn.refuses_set_nx_get() {
+        old_set.store(true, Ordering::Relaxed);
+    }
     Form {
         via: Via::Hash,
         set_get: !old_set.load(Ordering::Relaxed),
@@ -604,7 +610,7 @@ mod tests {
                     while let Some(words) = read_words(&mut reader) {
                         let verb = words[0].to_uppercase();
                         let out: &[u8] = match verb.as_str() {
-                            "CLIENT" | "SCRIPT" | "SELECT" | "AUTH" => b"+OK\r\n",
+                            "CLIENT" | "SCRIPT" | "SELECT" | "AUTH" | "HELLO" => b"+OK\r\n",
                             _ => {
                                 answered = true;
                                 &reply

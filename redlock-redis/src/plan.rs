@@ -6,7 +6,7 @@ use redis::Value;
 use redlock_core::backend::{AcquireOutcome, Claim, Request, Response};
 use redlock_core::Ttl;
 
-use redlock_core::model::Command;
+use redlock_core::model::{Command, Outcome, Reply};
 
 use crate::command;
 use crate::scripts::{is_noscript, Via};
@@ -218,32 +218,33 @@ impl<'a> Planned<'a> {
         if let Value::ServerError(err) = reply {
             return Ok(Read::Error(err.into()));
         }
-        let script = match *self {
-            Planned::Acquire { fence, .. } | Planned::SharedAcquire { fence, .. } => {
-                return Ok(Read::Done(Response::Acquire(match reply {
-                    Value::Int(-1) => AcquireOutcome::HeldByOther,
-                    Value::Int(top) if top >= 0 => AcquireOutcome::Granted {
-                        fence: fence.then(|| u64::try_from(top).unwrap_or(0)),
-                    },
-                    other => return Err(Failure::unexpected("the acquire script", &other)),
-                })))
-            }
+        // The node model's reading of the reply, which the in-memory node
+        // uses too: one decoding per command.
+        let unexpected = || Failure::unexpected(self.script(), &reply);
+        let command =
+            Command::of(&self.request(), RELEASE_CHANNEL.as_bytes()).ok_or_else(unexpected)?;
+        let model = match &reply {
+            Value::Int(n) => Reply::Int(*n),
+            _ => return Err(unexpected()),
+        };
+        match command.outcome(model) {
+            Ok(Outcome::Done(response)) => Ok(Read::Done(response)),
+            Ok(Outcome::Released { held, waited }) => Ok(Read::Released { held, waited }),
+            Ok(Outcome::Refused(_)) | Err(_) => Err(unexpected()),
+        }
+    }
+
+    /// What the reply answers, for errors.
+    fn script(&self) -> &'static str {
+        match self {
+            Planned::SetNx { .. } => "SET NX PX",
+            Planned::Acquire { .. } | Planned::SharedAcquire { .. } => "the acquire script",
             Planned::Extend { .. } => "the extend script",
             Planned::SharedExtend { .. } => "the shared extend script",
-            Planned::Release { .. } | Planned::SharedRelease { .. } => {
-                return match reply {
-                    Value::Int(v @ 0..=3) => Ok(Read::Released {
-                        held: v & 1 == 1,
-                        waited: v & 2 == 2,
-                    }),
-                    other => Err(Failure::unexpected("the release script", &other)),
-                }
-            }
+            Planned::Release { .. } | Planned::SharedRelease { .. } => "the release script",
             Planned::RaiseFence { .. } => "the fencing script",
             Planned::SharedRaiseFence { .. } => "the shared fencing script",
-            Planned::SetNx { .. } => return Err(Failure::unexpected("SET NX PX", &reply)),
-        };
-        Ok(Read::Done(Response::Held(held(reply, script)?)))
+        }
     }
 }
 
@@ -322,15 +323,6 @@ fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Rea
         },
         other => return Err(Failure::unexpected("SET NX PX", &other)),
     })
-}
-
-/// A script's 1 / 0 answer.
-fn held(reply: Value, script: &str) -> Result<bool, Failure> {
-    match reply {
-        Value::Int(1) => Ok(true),
-        Value::Int(0) => Ok(false),
-        other => Err(Failure::unexpected(script, &other)),
-    }
 }
 
 /// A request's replies, read.

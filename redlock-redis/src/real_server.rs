@@ -14,10 +14,14 @@ use crate::{RedisBackend, RedisErrorKind, FENCE_SUFFIX, WAIT_SUFFIX};
 
 mod shared;
 
-/// A `redis-server` without persistence, killed and reaped on drop.
+/// A `redis-server` without persistence, killed and reaped on drop, in a
+/// directory of its own (a full resync for a replica writes an RDB file
+/// there on servers without diskless replication by default, Redis 6.2;
+/// in a shared one, the next server would load it).
 struct Server {
     child: Child,
     port: u16,
+    dir: std::path::PathBuf,
 }
 
 impl Server {
@@ -26,14 +30,18 @@ impl Server {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let dir =
+            std::env::temp_dir().join(format!("redlock-real-server-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a dir for the server");
         let child = Command::new(std::env::var_os("REDIS_SERVER").unwrap_or("redis-server".into()))
+            .current_dir(&dir)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed for these tests");
-        let server = Server { child, port };
+        let server = Server { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(10);
         while server.command(&["PING"]).as_deref() != Some("+PONG") {
             assert!(Instant::now() < deadline, "redis-server did not start");
@@ -81,6 +89,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

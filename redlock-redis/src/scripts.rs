@@ -3,7 +3,10 @@
 //! and [`Resp`], which writes the commands that carry them.
 //!
 //! Every script reads (and so type-checks) all its keys before it writes
-//! any, so an error reply leaves the node unchanged.
+//! any, so an error reply leaves the node unchanged (for the keys the
+//! backend sends: a name never contains `keys::SEPARATOR`, so no lock key
+//! is another's helper key in one command; checked by the differential
+//! tests, `tests/tests/integration/differential.rs`).
 
 use std::sync::LazyLock;
 
@@ -49,7 +52,7 @@ macro_rules! check_counters {
 for i = first, last do
   local v = redis.call('GET', KEYS[i])
   if v then
-    if not string.match(v, '^%d+$') then
+    if not string.match(v, '^%d+$') or string.match(v, '^0%d') then
       return redis.error_reply('WRONGTYPE a fencing counter holds something else')
     end
     v = string.gsub(v, '^0+(%d)', '%1')
@@ -121,6 +124,10 @@ pub(crate) use shared::{SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARE
 /// fencing counters. `ARGV`: token, TTL in ms, `n`.
 /// Returns -1 when a lock key exists, else the largest counter after the
 /// increment (0 without fencing).
+///
+/// The node model's [`Command::Acquire`](redlock_core::model::Command::Acquire) must equal it
+/// (its twin: `fn acquire` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const ACQUIRE_LUA: &str = concat!(
     r"
 local n = tonumber(ARGV[3])
@@ -164,6 +171,10 @@ end
 /// (0 without fencing), keeping its place in the keys' lines: when the
 /// round failed on other nodes, the lines still agree across nodes for
 /// the next one. The lock's release leaves them ([`RELEASE_LUA`]).
+///
+/// The node model's [`Command::QueuedAcquire`](redlock_core::model::Command::QueuedAcquire) must equal it
+/// (its twin: `fn queued_acquire` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const QUEUED_ACQUIRE_LUA: &str = concat!(
     is_line!(),
     r"
@@ -278,23 +289,28 @@ local first, last = n + 1, n + c
 /// The notification is best effort: marks are read and `PUBLISH` sent by
 /// `redis.pcall`, so neither a mark of another type nor a user the ACL does
 /// not let publish keeps the release from happening (its waiters poll).
-/// A release of one key, the common case, takes a path of its own that
-/// builds no table and runs no loop over the keys: the same replies for
-/// less server time per release (measured in docs/benchmarks.md).
+/// Every lock key is read before anything is written, so an error reply
+/// (a lock key of another type) leaves the node as it was. A release of
+/// one key, the common case, takes a path of its own that builds no table
+/// and runs no loop over the keys: the same replies for less server time
+/// per release (measured in docs/benchmarks.md).
+///
+/// The node model's [`Command::Release`](redlock_core::model::Command::Release) must equal it
+/// (its twin: `fn release` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
 local n = #KEYS / 2
-if ARGV[3] then
-  for i = n + 1, #KEYS do
-    local place = KEYS[i] .. ':' .. ARGV[3]
+if n == 1 then
+  local v = redis.call('GET', KEYS[1])
+  if ARGV[3] then
+    local place = KEYS[2] .. ':' .. ARGV[3]
     if redis.pcall('GET', place) == '1' then
       redis.pcall('DEL', place)
     end
   end
-end
-if n == 1 then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if v ~= ARGV[1] then
     return 0
   end
   redis.call('DEL', KEYS[1])
@@ -308,7 +324,6 @@ if n == 1 then
   return 1
 end
 local held = 1
-local waited = 0
 local mine = {}
 for i = 1, n do
   if redis.call('GET', KEYS[i]) == ARGV[1] then
@@ -317,6 +332,15 @@ for i = 1, n do
     held = 0
   end
 end
+if ARGV[3] then
+  for i = n + 1, #KEYS do
+    local place = KEYS[i] .. ':' .. ARGV[3]
+    if redis.pcall('GET', place) == '1' then
+      redis.pcall('DEL', place)
+    end
+  end
+end
+local waited = 0
 for _, i in ipairs(mine) do
   redis.call('DEL', KEYS[i])
   local mark, key = KEYS[n + i], KEYS[i]
@@ -333,6 +357,10 @@ return held + waited
 
 /// Resets the TTL of every lock key, only if all hold our token.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
+///
+/// The node model's [`Command::Extend`](redlock_core::model::Command::Extend) must equal it
+/// (its twin: `fn extend` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const EXTEND_LUA: &str = r"
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then
@@ -349,6 +377,10 @@ return 1
 /// holds our token. `KEYS[1..n]`: lock keys, `KEYS[n+1..2n]`: counters.
 /// `ARGV`: token, the value as a canonical decimal (compared exactly, as
 /// text, not as a Lua double). Returns 1 if the keys were held, else 0.
+///
+/// The node model's [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) must equal it
+/// (its twin: `fn raise_fence` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const RAISE_FENCE_LUA: &str = r"
 local n = #KEYS / 2
 for i = 1, n do

@@ -35,6 +35,14 @@ impl Conn {
     pub(crate) fn is_broken(&self) -> bool {
         self.broken
     }
+
+    /// Whether the server said in the handshake that it is a Redis older
+    /// than 7.0, which refuses `SET` with both `NX` and `GET`.
+    pub(crate) fn refuses_set_nx_get(&self) -> bool {
+        self.wire
+            .server()
+            .is_some_and(crate::version::ServerFacts::refuses_set_nx_get)
+    }
 }
 
 /// A connection's [`Conn::packed`] is shrunk back to this after a call that

@@ -35,6 +35,7 @@ use parking_lot::{Condvar, Mutex};
 use redis::{ErrorKind, Parser, RedisError, ServerErrorKind, Value};
 
 use crate::scripts::Resp;
+use crate::version::{judge_hello, ServerFacts};
 
 /// The most bytes one reply may take, with the push data (RESP3 `>`) the
 /// server sent before it: 1 MiB. A declared length beyond it is a protocol
@@ -466,6 +467,8 @@ pub(crate) struct Wire {
     write_timeout: Duration,
     /// See [`timeout_slack`].
     slack: Duration,
+    /// What the server said it is in the handshake, where it said so.
+    server: Option<ServerFacts>,
 }
 
 impl Wire {
@@ -494,16 +497,25 @@ impl Wire {
             read_timeout: timeout,
             write_timeout: timeout,
             slack: timeout_slack(timeout),
+            server: None,
         };
         wire.hello(endpoint, scripts, deadline_in(timeout))?;
         Ok(wire)
     }
 
-    /// The handshake: `AUTH`, `SELECT`, `CLIENT SETINFO` and `SCRIPT LOAD`
-    /// in one write, all answered by `deadline`. An `AUTH` refusal is an
-    /// authentication error; errors to `CLIENT SETINFO` (older than Redis
-    /// 7.2) are ignored; `NOPERM` for `SCRIPT LOAD` is tolerated (calls then
-    /// fall back to `EVAL`).
+    /// What the server said it is in the handshake (`None` where it could
+    /// not be asked, see [`crate::MIN_REDIS_VERSION`]).
+    pub(crate) fn server(&self) -> Option<&ServerFacts> {
+        self.server.as_ref()
+    }
+
+    /// The handshake: `AUTH`, `SELECT`, `CLIENT SETINFO`, `HELLO` and
+    /// `SCRIPT LOAD` in one write, all answered by `deadline`. An `AUTH`
+    /// refusal is an authentication error; errors to `CLIENT SETINFO`
+    /// (older than Redis 7.2) are ignored; `HELLO` (no arguments: it only
+    /// reports, the protocol stays RESP2) refuses a server older than
+    /// [`crate::MIN_REDIS_VERSION`] (see [`judge_hello`]); `NOPERM` for
+    /// `SCRIPT LOAD` is tolerated (calls then fall back to `EVAL`).
     fn hello(
         &mut self,
         endpoint: &Endpoint,
@@ -539,7 +551,9 @@ impl Wire {
             .bulk(b"CLIENT")
             .bulk(b"SETINFO")
             .bulk(b"LIB-VER")
-            .bulk(version.as_bytes());
+            .bulk(version.as_bytes())
+            .command(1)
+            .bulk(b"HELLO");
         for script in scripts {
             resp.command(3)
                 .bulk(b"SCRIPT")
@@ -565,14 +579,32 @@ impl Wire {
         for _ in 0..2 {
             self.read(deadline)?;
         }
+        let server = judge_hello(self.read(deadline)?);
+        let mut script_error = None;
         for _ in scripts {
             if let Value::ServerError(err) = self.read(deadline)? {
-                if err.kind() != Some(ServerErrorKind::NoPerm) {
-                    return Err(err.into());
+                if err.kind() != Some(ServerErrorKind::NoPerm) && script_error.is_none() {
+                    script_error = Some(RedisError::from(err));
                 }
             }
         }
-        Ok(())
+        match (server, script_error) {
+            // No SCRIPT: not a Redis master at all (a Sentinel, a proxy),
+            // whatever its HELLO said.
+            (Err(_), Some(script))
+                if script
+                    .detail()
+                    .is_some_and(|d| d.starts_with("unknown command")) =>
+            {
+                Err(script)
+            }
+            (Err(err), _) => Err(err),
+            (Ok(_), Some(script)) => Err(script),
+            (Ok(server), None) => {
+                self.server = server;
+                Ok(())
+            }
+        }
     }
 
     /// The socket's read timeout.

@@ -76,7 +76,8 @@ impl CallError {
     }
 }
 
-/// The key space. Expired keys are dropped when touched, and never seen.
+/// The key space. Expired keys are never seen; they leave the map when
+/// overwritten, deleted or [purged](Keyspace::purge).
 #[derive(Debug, Clone, Default)]
 pub struct Keyspace {
     map: HashMap<Vec<u8>, Entry>,
@@ -131,11 +132,10 @@ impl Keyspace {
         self.map.get(key).filter(|e| !expired(e, now))
     }
 
+    /// The live entry at `key`, in one lookup: an expired one stays in the
+    /// map (unseen) until it is overwritten, deleted or purged.
     fn live_mut(&mut self, now: i64, key: &[u8]) -> Option<&mut Entry> {
-        if self.map.get(key).is_some_and(|e| expired(e, now)) {
-            self.map.remove(key);
-        }
-        self.map.get_mut(key)
+        self.map.get_mut(key).filter(|e| !expired(e, now))
     }
 
     /// `GET`: the string at `key`.
@@ -171,7 +171,7 @@ impl Keyspace {
 
     /// `DEL`: whether a live key was there.
     pub fn del(&mut self, now: i64, key: &[u8]) -> bool {
-        self.live_mut(now, key).is_some() && self.map.remove(key).is_some()
+        self.map.remove(key).is_some_and(|e| !expired(&e, now))
     }
 
     /// `INCR`: the string at `key` as a canonical integer plus one (a

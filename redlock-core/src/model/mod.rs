@@ -377,7 +377,7 @@ impl Node {
                 token,
                 ttl_ms,
                 fence,
-            } => scripts::acquire(ks, now, &bytes(keys), token, ttl(ttl_ms), fence),
+            } => scripts::acquire(ks, now, keys, token, ttl(ttl_ms), fence),
             Command::QueuedAcquire {
                 keys,
                 token,
@@ -396,13 +396,13 @@ impl Node {
                     yields,
                     ticket: scripts::ticket_arg(ticket.as_bytes()),
                 };
-                scripts::queued_acquire(ks, now, &bytes(keys), token, ttl(ttl_ms), fence, line)
+                scripts::queued_acquire(ks, now, keys, token, ttl(ttl_ms), fence, line)
             }
             Command::Extend {
                 keys,
                 token,
                 ttl_ms,
-            } => scripts::extend(ks, now, &bytes(keys), token, ttl(ttl_ms)),
+            } => scripts::extend(ks, now, keys, token, ttl(ttl_ms)),
             Command::Release {
                 keys,
                 token,
@@ -411,19 +411,13 @@ impl Node {
             } => {
                 let me = leave.map(|m| m.to_string());
                 let leave = me.as_deref().map(str::as_bytes);
-                scripts::release(ks, now, &bytes(keys), token, channel, leave, published)
+                scripts::release(ks, now, keys, token, channel, leave, published)
             }
             Command::RaiseFence {
                 keys,
                 token,
                 at_least,
-            } => scripts::raise_fence(
-                ks,
-                now,
-                &bytes(keys),
-                token,
-                at_least.to_string().as_bytes(),
-            ),
+            } => scripts::raise_fence(ks, now, keys, token, at_least.to_string().as_bytes()),
             Command::SharedAcquire {
                 keys,
                 token,
@@ -436,7 +430,7 @@ impl Node {
                 scripts::shared_acquire(
                     ks,
                     now,
-                    &bytes(keys),
+                    keys,
                     token,
                     ttl(ttl_ms),
                     fence,
@@ -448,30 +442,20 @@ impl Node {
                 keys,
                 token,
                 ttl_ms,
-            } => scripts::shared_extend(ks, now, &bytes(keys), token, ttl(ttl_ms)),
+            } => scripts::shared_extend(ks, now, keys, token, ttl(ttl_ms)),
             Command::SharedRelease {
                 keys,
                 token,
                 channel,
-            } => scripts::shared_release(ks, now, &bytes(keys), token, channel, published),
+            } => scripts::shared_release(ks, now, keys, token, channel, published),
             Command::SharedRaiseFence {
                 keys,
                 token,
                 at_least,
-            } => scripts::shared_raise_fence(
-                ks,
-                now,
-                &bytes(keys),
-                token,
-                at_least.to_string().as_bytes(),
-            ),
+            } => scripts::shared_raise_fence(ks, now, keys, token, at_least.to_string().as_bytes()),
         };
         result.unwrap_or_else(|reply| reply)
     }
-}
-
-fn bytes(keys: &[String]) -> Vec<&[u8]> {
-    keys.iter().map(String::as_bytes).collect()
 }
 
 /// What a [`Command`]'s reply means to the manager.

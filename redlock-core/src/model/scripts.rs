@@ -48,7 +48,9 @@ fn check_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<()>
     let limit = refused_from();
     for c in counters {
         if let Some(v) = call(ks.get(now, c))? {
-            let Some(digits) = counter_digits(v) else {
+            // Digits with a leading zero are no counter `INCR` takes.
+            let Some(digits) = counter_digits(v).filter(|_| !v.starts_with(b"0") || v.len() == 1)
+            else {
                 return Err(refuse("WRONGTYPE"));
             };
             if !digits_below(digits, limit.as_bytes()) {
@@ -108,21 +110,21 @@ fn read_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<Vec<
     Ok(current)
 }
 
-fn helpers(keys: &[&[u8]], suffix: &str) -> Vec<Vec<u8>> {
-    keys.iter().map(|k| helper(k, suffix)).collect()
+fn helpers(keys: &[String], suffix: &str) -> Vec<Vec<u8>> {
+    keys.iter().map(|k| helper(k.as_bytes(), suffix)).collect()
 }
 
 /// `ACQUIRE_LUA`.
 pub(crate) fn acquire(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     ttl: i64,
     fence: bool,
 ) -> Step<Reply> {
     for k in keys {
-        if call(ks.get(now, k))?.is_some() {
+        if call(ks.get(now, k.as_bytes()))?.is_some() {
             return Ok(Reply::Int(-1));
         }
     }
@@ -133,7 +135,7 @@ pub(crate) fn acquire(
     };
     check_counters(ks, now, &counters)?;
     for k in keys {
-        ks.set(now, k, token, Some(ttl));
+        ks.set(now, k.as_bytes(), token, Some(ttl));
     }
     Ok(Reply::Int(bump_counters(ks, now, &counters)?))
 }
@@ -151,7 +153,7 @@ pub(crate) struct Line<'a> {
 pub(crate) fn queued_acquire(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     ttl: i64,
     fence: bool,
@@ -189,7 +191,7 @@ pub(crate) fn queued_acquire(
     }
     let mut held = false;
     for k in keys {
-        if call(ks.get(now, k))?.is_some() {
+        if call(ks.get(now, k.as_bytes()))?.is_some() {
             held = true;
         }
     }
@@ -233,7 +235,7 @@ pub(crate) fn queued_acquire(
         return Ok(wait(ks, &mut lines));
     }
     for k in keys {
-        ks.set(now, k, token, Some(ttl));
+        ks.set(now, k.as_bytes(), token, Some(ttl));
     }
     Ok(Reply::Int(bump_counters(ks, now, &counters)?))
 }
@@ -277,37 +279,36 @@ fn tell_first_waiter(
 pub(crate) fn release(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     channel: &[u8],
     leave: Option<&[u8]>,
     out: &mut Vec<Published>,
 ) -> Step<Reply> {
-    let marks = helpers(keys, WAIT_SUFFIX);
+    let mark = |k: &String| helper(k.as_bytes(), WAIT_SUFFIX);
+    // Every lock key is read before anything is written: an error leaves
+    // the node as it was.
+    let mut held = 1;
+    let mut mine = Vec::with_capacity(keys.len());
+    for k in keys {
+        if call(ks.get(now, k.as_bytes()))? == Some(token) {
+            mine.push(k);
+        } else {
+            held = 0;
+        }
+    }
     if let Some(me) = leave {
-        for mark in &marks {
-            let p = place(mark, me);
+        for k in keys {
+            let p = place(&mark(k), me);
             if matches!(ks.get(now, &p), Ok(Some(b"1"))) {
                 ks.del(now, &p);
             }
         }
     }
-    let mut held = 1;
-    let mut mine = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        if call(ks.get(now, k))? == Some(token) {
-            mine.push(i);
-        } else {
-            held = 0;
-            if keys.len() == 1 {
-                return Ok(Reply::Int(0));
-            }
-        }
-    }
     let mut waited = 0;
-    for i in mine {
-        ks.del(now, keys[i]);
-        if tell_first_waiter(ks, now, &marks[i], keys[i], channel, out) {
+    for k in mine {
+        ks.del(now, k.as_bytes());
+        if tell_first_waiter(ks, now, &mark(k), k.as_bytes(), channel, out) {
             waited = 2;
         }
     }
@@ -318,17 +319,17 @@ pub(crate) fn release(
 pub(crate) fn extend(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     ttl: i64,
 ) -> Step<Reply> {
     for k in keys {
-        if call(ks.get(now, k))? != Some(token) {
+        if call(ks.get(now, k.as_bytes()))? != Some(token) {
             return Ok(Reply::Int(0));
         }
     }
     for k in keys {
-        ks.pexpire(now, k, ttl);
+        ks.pexpire(now, k.as_bytes(), ttl);
     }
     Ok(Reply::Int(1))
 }
@@ -337,12 +338,12 @@ pub(crate) fn extend(
 pub(crate) fn raise_fence(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     want: &[u8],
 ) -> Step<Reply> {
     for k in keys {
-        if call(ks.get(now, k))? != Some(token) {
+        if call(ks.get(now, k.as_bytes()))? != Some(token) {
             return Ok(Reply::Int(0));
         }
     }
@@ -360,13 +361,13 @@ pub(crate) fn raise_fence(
 fn shared_held(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     readers: &[Vec<u8>],
     token: &[u8],
 ) -> Step<bool> {
     let mut held = true;
     for (k, r) in keys.iter().zip(readers) {
-        let marked = call(ks.get(now, k))? == Some(READERS_MARKER);
+        let marked = call(ks.get(now, k.as_bytes()))? == Some(READERS_MARKER);
         let score = call(ks.zscore(now, r, token))?;
         if !marked || score.is_none_or(|s| s <= now as f64) {
             held = false;
@@ -395,7 +396,7 @@ fn add_reader(
 pub(crate) fn shared_acquire(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     ttl: i64,
     fence: bool,
@@ -405,7 +406,7 @@ pub(crate) fn shared_acquire(
     let readers = helpers(keys, READERS_SUFFIX);
     let mut held = false;
     for (k, r) in keys.iter().zip(&readers) {
-        if call(ks.get(now, k))?.is_some_and(|v| v != READERS_MARKER) {
+        if call(ks.get(now, k.as_bytes()))?.is_some_and(|v| v != READERS_MARKER) {
             held = true;
         }
         call(ks.zcard(now, r))?;
@@ -418,7 +419,7 @@ pub(crate) fn shared_acquire(
     check_counters(ks, now, &counters)?;
     let mut gives_way = false;
     for k in keys {
-        let mark = helper(k, WAIT_SUFFIX);
+        let mark = helper(k.as_bytes(), WAIT_SUFFIX);
         let Some(v) = call(ks.get(now, &mark))?.map(<[u8]>::to_vec) else {
             continue;
         };
@@ -436,7 +437,7 @@ pub(crate) fn shared_acquire(
     let until_ms = now as f64 + ttl as f64;
     for (k, r) in keys.iter().zip(&readers) {
         let left = add_reader(ks, now, r, token, until_ms)?;
-        ks.set(now, k, READERS_MARKER, Some(left));
+        ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
         ks.pexpire(now, r, left);
     }
     Ok(Reply::Int(bump_counters(ks, now, &counters)?))
@@ -446,7 +447,7 @@ pub(crate) fn shared_acquire(
 pub(crate) fn shared_extend(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     ttl: i64,
 ) -> Step<Reply> {
@@ -457,7 +458,7 @@ pub(crate) fn shared_extend(
     let until_ms = now as f64 + ttl as f64;
     for (k, r) in keys.iter().zip(&readers) {
         let left = add_reader(ks, now, r, token, until_ms)?;
-        ks.pexpire(now, k, left);
+        ks.pexpire(now, k.as_bytes(), left);
         ks.pexpire(now, r, left);
     }
     Ok(Reply::Int(1))
@@ -467,7 +468,7 @@ pub(crate) fn shared_extend(
 pub(crate) fn shared_release(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     channel: &[u8],
     out: &mut Vec<Published>,
@@ -476,16 +477,16 @@ pub(crate) fn shared_release(
     let held = shared_held(ks, now, keys, &readers, token)?;
     let mut waited = 0;
     for (k, r) in keys.iter().zip(&readers) {
-        let value = call(ks.get(now, k))?.map(<[u8]>::to_vec);
+        let value = call(ks.get(now, k.as_bytes()))?.map(<[u8]>::to_vec);
         call(ks.zrem_upto(now, r, now as f64))?;
         call(ks.zrem(now, r, token))?;
         match call(ks.zlast_score(now, r))? {
             None => {
                 ks.del(now, r);
                 if value.as_deref() == Some(READERS_MARKER) {
-                    ks.del(now, k);
-                    let mark = helper(k, WAIT_SUFFIX);
-                    if tell_first_waiter(ks, now, &mark, k, channel, out) {
+                    ks.del(now, k.as_bytes());
+                    let mark = helper(k.as_bytes(), WAIT_SUFFIX);
+                    if tell_first_waiter(ks, now, &mark, k.as_bytes(), channel, out) {
                         waited = 2;
                     }
                 }
@@ -493,7 +494,7 @@ pub(crate) fn shared_release(
             Some(last) => {
                 let left: i64 = format_d(last - now as f64).parse().unwrap_or(0);
                 if value.is_none() || value.as_deref() == Some(READERS_MARKER) {
-                    ks.set(now, k, READERS_MARKER, Some(left));
+                    ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
                 }
                 ks.pexpire(now, r, left);
             }
@@ -506,7 +507,7 @@ pub(crate) fn shared_release(
 pub(crate) fn shared_raise_fence(
     ks: &mut Keyspace,
     now: i64,
-    keys: &[&[u8]],
+    keys: &[String],
     token: &[u8],
     want: &[u8],
 ) -> Step<Reply> {

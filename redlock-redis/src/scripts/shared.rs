@@ -80,6 +80,10 @@ pub(crate) const READERS_MARKER: &str = "redlock:readers";
 /// both keys' expiry to the latest reader's, and with fencing increments
 /// the counters as [`ACQUIRE_LUA`](super::ACQUIRE_LUA) does; returns the
 /// largest counter (0 without fencing). It never writes a mark.
+///
+/// The node model's [`Command::SharedAcquire`](redlock_core::model::Command::SharedAcquire) must equal it
+/// (its twin: `fn shared_acquire` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const SHARED_ACQUIRE_LUA: &str = concat!(
     r"
 local n = tonumber(ARGV[3])
@@ -140,6 +144,10 @@ local first, last = 2 * n + 1, 2 * n + c
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
+///
+/// The node model's [`Command::SharedExtend`](redlock_core::model::Command::SharedExtend) must equal it
+/// (its twin: `fn shared_extend` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const SHARED_EXTEND_LUA: &str = concat!(
     r"
 local n = #KEYS / 2
@@ -173,6 +181,10 @@ return 1
 /// Returns as [`RELEASE_LUA`](super::RELEASE_LUA): 1 when every key had
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
+///
+/// The node model's [`Command::SharedRelease`](redlock_core::model::Command::SharedRelease) must equal it
+/// (its twin: `fn shared_release` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const SHARED_RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
@@ -218,6 +230,10 @@ return (held and 1 or 0) + waited
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
 /// `KEYS[2n+1..3n]`: their counters. `ARGV`: token, the value as a
 /// canonical decimal. Returns 1 if the keys were held, else 0.
+///
+/// The node model's [`Command::SharedRaiseFence`](redlock_core::model::Command::SharedRaiseFence) must equal it
+/// (its twin: `fn shared_raise_fence` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
 const SHARED_RAISE_FENCE_LUA: &str = concat!(
     r"
 local n = #KEYS / 3

@@ -2,7 +2,7 @@
 
 use anyhow::Context as _;
 
-use super::{RedisServer, ServerOptions};
+use super::{RedisServer, ServerKind, ServerOptions};
 
 /// `n` independent `redis-server` processes (not a Redis Cluster: no
 /// replication, no slots), each on its own port and directory. Dropping it
@@ -29,9 +29,45 @@ impl RedisCluster {
     ///
     /// Fails if any server fails to start (the others are stopped again).
     pub fn start(n: usize, options: &ServerOptions) -> anyhow::Result<Self> {
+        Self::start_each(vec![options.clone(); n])
+    }
+
+    /// Starts one server of each kind in `kinds`, in that order (a kind
+    /// may come several times), all with `options` otherwise, in parallel:
+    /// a fleet of mixed servers.
+    ///
+    /// # Errors
+    ///
+    /// Fails if any server fails to start, among others when a kind's
+    /// binary is missing (see [`ServerKind::binary`]); the others are
+    /// stopped again.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redlock_tests::harness::{RedisCluster, ServerKind, ServerOptions};
+    /// let fleet = RedisCluster::start_kinds(
+    ///     &[ServerKind::Redis70, ServerKind::Valkey91, ServerKind::Redis62],
+    ///     &ServerOptions::new(),
+    /// )
+    /// .unwrap();
+    /// assert_eq!(fleet.len(), 3);
+    /// ```
+    pub fn start_kinds(kinds: &[ServerKind], options: &ServerOptions) -> anyhow::Result<Self> {
+        Self::start_each(
+            kinds
+                .iter()
+                .map(|&kind| options.clone().kind(kind))
+                .collect(),
+        )
+    }
+
+    fn start_each(each: Vec<ServerOptions>) -> anyhow::Result<Self> {
+        let n = each.len();
         let nodes = std::thread::scope(|scope| {
-            let starting: Vec<_> = (0..n)
-                .map(|_| scope.spawn(|| RedisServer::start_with(options.clone())))
+            let starting: Vec<_> = each
+                .into_iter()
+                .map(|options| scope.spawn(move || RedisServer::start_with(options)))
                 .collect();
             starting
                 .into_iter()

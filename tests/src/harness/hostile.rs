@@ -42,11 +42,95 @@ pub enum Misbehaviour {
     },
 }
 
+/// What a [`HostileServer`] answers to `HELLO` (no arguments), which
+/// says what server it is. Defaults to a Redis 7.0.0.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_tests::harness::Hello;
+/// let old = Hello::reports("redis", "6.0.9");
+/// assert_eq!(Hello::default(), Hello::reports("redis", "7.0.0"));
+/// # let _ = old;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hello {
+    /// A reply as Redis 6.2 and later give it (RESP2: a flat array), with
+    /// this `server` (`redis`, `valkey`) and `version`; `INFO`'s
+    /// `redis_version` says the same version.
+    Reports {
+        /// `server`.
+        server: String,
+        /// `version`.
+        version: String,
+    },
+    /// `-ERR unknown command 'HELLO'`, as a Redis before 6.0 answers.
+    Unknown,
+    /// `-ERR wrong number of arguments for 'hello' command`, as Redis 6.0
+    /// answers `HELLO` without arguments.
+    NeedsArguments,
+}
+
+impl Hello {
+    /// [`Hello::Reports`] with this server name and version.
+    pub fn reports(server: impl Into<String>, version: impl Into<String>) -> Self {
+        Hello::Reports {
+            server: server.into(),
+            version: version.into(),
+        }
+    }
+
+    fn reply(&self) -> Vec<u8> {
+        match self {
+            Hello::Reports { server, version } => {
+                let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+                format!(
+                    "*14\r\n{}{}{}{}{}:2\r\n{}:1\r\n{}{}{}{}{}*0\r\n",
+                    bulk("server"),
+                    bulk(server),
+                    bulk("version"),
+                    bulk(version),
+                    bulk("proto"),
+                    bulk("id"),
+                    bulk("mode"),
+                    bulk("standalone"),
+                    bulk("role"),
+                    bulk("master"),
+                    bulk("modules"),
+                )
+                .into_bytes()
+            }
+            Hello::Unknown => {
+                b"-ERR unknown command 'HELLO', with args beginning with: \r\n".to_vec()
+            }
+            Hello::NeedsArguments => {
+                b"-ERR wrong number of arguments for 'hello' command\r\n".to_vec()
+            }
+        }
+    }
+
+    /// The version `INFO` reports.
+    fn info_version(&self) -> &str {
+        match self {
+            Hello::Reports { version, .. } => version,
+            Hello::Unknown => "5.0.14",
+            Hello::NeedsArguments => "6.0.9",
+        }
+    }
+}
+
+impl Default for Hello {
+    fn default() -> Self {
+        Hello::reports("redis", "7.0.0")
+    }
+}
+
 /// A fake master on a free loopback port; its threads end when it is
 /// dropped.
 ///
-/// The handshake (`AUTH`, `SELECT`, `CLIENT`, `SCRIPT LOAD`), `PING`,
-/// `INFO` and `SUBSCRIBE` are answered as a Redis 7 would; every other
+/// The handshake (`AUTH`, `SELECT`, `CLIENT`, `HELLO`, `SCRIPT LOAD`),
+/// `PING`, `INFO` and `SUBSCRIBE` are answered as a Redis 7.0 would (or as
+/// the server [`HostileServer::start_as`] was told to be); every other
 /// command gets the [`Misbehaviour`] until the client closes the
 /// connection, which [`HostileServer::dropped`] counts.
 ///
@@ -74,6 +158,7 @@ pub struct HostileServer {
 #[derive(Debug)]
 struct Shared {
     misbehaviour: Misbehaviour,
+    hello: Hello,
     stop: AtomicBool,
     handshakes: AtomicUsize,
     misbehaving: AtomicUsize,
@@ -88,11 +173,36 @@ impl HostileServer {
     ///
     /// Fails when no port can be bound or no thread started.
     pub fn start(misbehaviour: Misbehaviour) -> anyhow::Result<Self> {
+        Self::start_as(misbehaviour, Hello::default())
+    }
+
+    /// Starts the server on a free loopback port, answering `HELLO` with
+    /// `hello`: a server of another version, e.g. one too old for the
+    /// library.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostileServer::start`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_tests::harness::{Hello, HostileServer, Misbehaviour};
+    /// let redis_6_0 = HostileServer::start_as(
+    ///     Misbehaviour::Trickle { pause: Duration::from_millis(5) },
+    ///     Hello::reports("redis", "6.0.9"),
+    /// )
+    /// .unwrap();
+    /// # let _ = redis_6_0;
+    /// ```
+    pub fn start_as(misbehaviour: Misbehaviour, hello: Hello) -> anyhow::Result<Self> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             misbehaviour,
+            hello,
             stop: AtomicBool::new(false),
             handshakes: AtomicUsize::new(0),
             misbehaving: AtomicUsize::new(0),
@@ -200,7 +310,8 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
                 "AUTH" | "SELECT" | "CLIENT" => b"+OK\r\n".to_vec(),
                 "SCRIPT" => format!("${}\r\n{}\r\n", 40, "0".repeat(40)).into_bytes(),
                 "PING" => b"+PONG\r\n".to_vec(),
-                "INFO" => info(),
+                "HELLO" => shared.hello.reply(),
+                "INFO" => info(shared.hello.info_version()),
                 "SUBSCRIBE" => subscribed(words.get(1).map_or(&[][..], Vec::as_slice)),
                 _ => {
                     shared.misbehaving.fetch_add(1, Ordering::SeqCst);
@@ -325,9 +436,11 @@ fn header(input: &[u8], at: usize, kind: u8) -> Option<(usize, usize)> {
     Some((number, at + end + 2))
 }
 
-fn info() -> Vec<u8> {
-    let text = "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n\
-                run_id:0000000000000000000000000000000000hostile\r\nrole:master\r\n";
+fn info(version: &str) -> Vec<u8> {
+    let text = format!(
+        "# Server\r\nredis_version:{version}\r\nredis_mode:standalone\r\n\
+         run_id:0000000000000000000000000000000000hostile\r\nrole:master\r\n"
+    );
     format!("${}\r\n{text}\r\n", text.len()).into_bytes()
 }
 

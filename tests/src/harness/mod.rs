@@ -11,14 +11,19 @@
 //!   user, extra `redis.conf` lines). Controls: [`RedisServer::kill`],
 //!   [`RedisServer::pause`] / [`RedisServer::resume`],
 //!   [`RedisServer::restart`], [`RedisServer::client`].
-//! - [`RedisCluster`]: `n` independent servers of one variant.
+//! - [`RedisCluster`]: `n` independent servers of one variant, or one of
+//!   each [`ServerKind`] asked for ([`RedisCluster::start_kinds`]).
+//! - [`ServerKind`]: which server a test runs on (Redis 7.0 from Debian,
+//!   Redis 6.2, Valkey 9.1), and where its binary is.
 //! - [`Proxy`]: a TCP proxy in front of one server that passes traffic
 //!   through, delays it, blackholes it or cuts connections, switchable at
 //!   run time.
 //!
 //! `redis-server` must be installed (or named by the `REDIS_SERVER`
 //! environment variable); without it starting a server fails with a message
-//! saying so. It is never a silent skip.
+//! saying so. A server of another [`ServerKind`] needs its binary installed
+//! by `scripts/install-servers.sh` (which scripts/test.sh runs). It is never
+//! a silent skip.
 //!
 //! # Examples
 //!
@@ -49,6 +54,7 @@
 mod client;
 mod cluster;
 mod hostile;
+mod kind;
 mod options;
 mod ports;
 mod process;
@@ -60,7 +66,8 @@ use std::time::{Duration, Instant};
 
 pub use client::{connect, open_client, DEFAULT_CLIENT_TIMEOUT};
 pub use cluster::RedisCluster;
-pub use hostile::{HostileServer, Misbehaviour};
+pub use hostile::{Hello, HostileServer, Misbehaviour};
+pub use kind::ServerKind;
 pub use options::{AclUser, Persistence, ServerOptions};
 pub use ports::free_port;
 pub use process::process_exists;

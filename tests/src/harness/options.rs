@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
 
-use super::RedisServer;
+use super::{RedisServer, ServerKind};
 
 /// What a server keeps across a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -142,6 +142,7 @@ pub struct ServerOptions {
     pub(crate) acl_user: Option<AclUser>,
     pub(crate) extra: Vec<(String, String)>,
     pub(crate) binary: Option<OsString>,
+    pub(crate) kind: Option<ServerKind>,
     pub(crate) first_port: Option<u16>,
     pub(crate) ready_timeout: Option<Duration>,
     pub(crate) own_session: bool,
@@ -195,10 +196,54 @@ impl ServerOptions {
     }
 
     /// Runs this binary instead of `$REDIS_SERVER` or `redis-server` from
-    /// `PATH`.
+    /// `PATH` (or the [`kind`](Self::kind)'s binary).
     pub fn binary(mut self, path: impl Into<OsString>) -> Self {
         self.binary = Some(path.into());
         self
+    }
+
+    /// Runs this kind's binary ([`ServerKind::binary`]) instead of
+    /// `$REDIS_SERVER` or `redis-server` from `PATH`; starting fails, saying
+    /// how to install it, when it is missing. A [`binary`](Self::binary)
+    /// given as well wins.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redlock_tests::harness::{ServerKind, ServerOptions};
+    /// let valkey = ServerOptions::new().kind(ServerKind::Valkey91).start().unwrap();
+    /// # let _ = valkey;
+    /// ```
+    pub fn kind(mut self, kind: ServerKind) -> Self {
+        self.kind = Some(kind);
+        self
+    }
+
+    /// The binary a server with these options runs: [`binary`](Self::binary),
+    /// else the [`kind`](Self::kind)'s, else `$REDIS_SERVER`, else
+    /// `redis-server`.
+    ///
+    /// # Errors
+    ///
+    /// When a kind is asked for whose binary is missing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_tests::harness::ServerOptions;
+    /// let options = ServerOptions::new().binary("/opt/redis/bin/redis-server");
+    /// assert_eq!(options.resolve_binary().unwrap(), "/opt/redis/bin/redis-server");
+    /// ```
+    pub fn resolve_binary(&self) -> anyhow::Result<OsString> {
+        if let Some(binary) = &self.binary {
+            return Ok(binary.clone());
+        }
+        if let Some(kind) = self.kind {
+            return kind.binary();
+        }
+        Ok(std::env::var_os("REDIS_SERVER")
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "redis-server".into()))
     }
 
     /// Tries this port first and falls back to free ports when it is taken.
@@ -295,6 +340,7 @@ impl fmt::Debug for ServerOptions {
             .field("extra", &self.extra)
             .field("own_session", &self.own_session)
             .field("binary", &self.binary)
+            .field("kind", &self.kind)
             .field("first_port", &self.first_port)
             .field("ready_timeout", &self.ready_timeout)
             .finish()

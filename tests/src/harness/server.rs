@@ -78,15 +78,14 @@ impl RedisServer {
     ///
     /// # Errors
     ///
-    /// Fails when `redis-server` is not installed (the message says how to
-    /// get it), rejects its configuration, exits, or is not ready within the
-    /// ready timeout. The server's log is part of the message.
+    /// Fails when `redis-server` (or the options' [`ServerKind`]'s binary)
+    /// is not installed (the message says how to get it), rejects its
+    /// configuration, exits, or is not ready within the ready timeout. The
+    /// server's log is part of the message.
+    ///
+    /// [`ServerKind`]: super::ServerKind
     pub fn start_with(options: ServerOptions) -> anyhow::Result<Self> {
-        let binary = options
-            .binary
-            .clone()
-            .or_else(|| std::env::var_os("REDIS_SERVER"))
-            .unwrap_or_else(|| "redis-server".into());
+        let binary = options.resolve_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("redlock-redis-")
             .tempdir()
@@ -250,6 +249,39 @@ impl RedisServer {
     /// As [`connect`](super::connect).
     pub fn connect_url(&self, url: &str, timeout: Duration) -> anyhow::Result<redis::Connection> {
         connect(url, self.ca_pem, timeout)
+    }
+
+    /// What the server says it is in its `HELLO` reply: `server` (`redis`,
+    /// `valkey`) and `version` (`7.0.15`).
+    ///
+    /// # Errors
+    ///
+    /// Fails when the server cannot be reached or its reply has no such
+    /// fields.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let server = redlock_tests::harness::RedisServer::start().unwrap();
+    /// let (name, version) = server.hello().unwrap();
+    /// println!("{name} {version}");
+    /// ```
+    pub fn hello(&self) -> anyhow::Result<(String, String)> {
+        let reply: Vec<redis::Value> = redis::cmd("HELLO")
+            .query(&mut self.client()?)
+            .context("HELLO")?;
+        let field = |name: &str| -> anyhow::Result<String> {
+            reply
+                .chunks(2)
+                .find_map(|pair| match pair {
+                    [key, value] if redis::from_redis_value_ref::<String>(key).ok()? == name => {
+                        redis::from_redis_value_ref::<String>(value).ok()
+                    }
+                    _ => None,
+                })
+                .ok_or_else(|| anyhow!("HELLO answered no {name}: {reply:?}"))
+        };
+        Ok((field("server")?, field("version")?))
     }
 
     /// Kills the server with SIGKILL (a crash: no shutdown save) and reaps

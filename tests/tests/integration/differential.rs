@@ -7,15 +7,21 @@
 //! own writer (`redlock_redis::testing::command_words`), so what is proven
 //! equal to the model is what the backend sends.
 //!
-//! Each step goes in one transaction, `MULTI`, `TIME`, the command(s), a
-//! script that dumps the key space, `EXEC`, so the step and the dump see
-//! the same instant; the model runs the step at the server's `TIME`.
-//! Tolerances, stated: the model may run the step up to 2 ms before or
-//! 3 ms after that `TIME`, and dump its key space up to 3 ms after the
-//! step (each command of a transaction reads the clock anew, and a busy
-//! machine may stall in between), and a TTL (`PTTL`) or a reader's expiry
-//! (its score) may differ by 3 ms.
-//! Values, types, replies (errors by their code) and messages are exact.
+//! Each step goes in one transaction, `MULTI`, `TIME`, a probe key's
+//! `SET ... PX`, the command(s), a script that dumps the key space, `TIME`,
+//! `EXEC`. On Redis 7.0 and later the transaction's commands take as now
+//! the instant it started (a busy machine may leave that well before the
+//! first `TIME`), which the probe's expiry (`PEXPIRETIME`) tells; before
+//! 7.0 each command reads the clock anew, between the two `TIME`s. The
+//! model runs the step, then dumps, at instants from there on, give or
+//! take 2 ms, and after an agreeing step goes on with the server's
+//! expiries and scores. Tolerance, stated: an expiry (`PEXPIRETIME`, or
+//! `PTTL` before 7.0) may differ by 3 ms, and a reader's score, which the
+//! shared scripts take from `TIME` when they run, by the time between the
+//! transaction's start and the second `TIME`, plus 3 ms.
+//! Values, types, replies (errors by their code) and messages are exact,
+//! and a command the library could send (names without U+001F) answered
+//! with an error must leave the key space as it was.
 //!
 //! Names include other resources' helper keys (a lock on `a␟fence`), a
 //! 2,000-byte name and non-ASCII ones; tokens include the readers' marker
@@ -33,15 +39,26 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use redis::Value as Wire;
-use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
 use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, READERS_MARKER};
 use redlock_redis::testing::command_words;
 use redlock_tests::harness::RedisServer;
 
-/// How much later than the command the dump may run, and how much TTLs
-/// and scores may differ, in ms (see the module docs).
-const AFTER: i64 = 3;
+/// How much TTLs and readers' scores may differ, in ms (see the module
+/// docs).
 const TTL_TOLERANCE: i64 = 3;
+
+/// A `TIME` reply in milliseconds.
+fn millis(time: &Wire) -> Result<i64, String> {
+    match time {
+        Wire::Array(t) if t.len() == 2 => {
+            let secs: i64 = String::from_utf8_lossy(&bytes(&t[0])?).parse().unwrap_or(0);
+            let micros: i64 = String::from_utf8_lossy(&bytes(&t[1])?).parse().unwrap_or(0);
+            Ok(secs * 1000 + micros / 1000)
+        }
+        other => Err(format!("TIME: {other:?}")),
+    }
+}
 
 /// The release channels' prefix the commands carry.
 const CHANNEL: &[u8] = b"diff";
@@ -318,8 +335,18 @@ impl Owned {
 
 fn step_strategy() -> impl Strategy<Value = Step> {
     let n = names().len();
-    let keys = proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3);
-    let who = 0..6usize;
+    // Half the picks come from a hot few (two resources and one named as
+    // the other's waiting line) and the first two tokens and managers, so
+    // that a lock, its line, its holder and its waiters meet again within
+    // a sequence (a wait then a grant; a hold of `b` and of `b␟waiting`
+    // then a release of `b`).
+    let hot = vec![0usize, 1, 3];
+    let keys = prop_oneof![
+        1 => proptest::sample::subsequence(hot.clone(), 1..=2),
+        1 => proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3),
+    ];
+    let key = prop_oneof![1 => proptest::sample::select(hot), 1 => 0..n];
+    let who = prop_oneof![1 => 0..2usize, 1 => 0..6usize];
     let ttl = prop_oneof![
         3 => proptest::sample::select(vec![1u64, 2, 3, 5, 10, 25]),
         2 => proptest::sample::select(vec![80u64, 400]),
@@ -337,7 +364,8 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         Just(redlock_core::decide::FENCE_LIMIT + 1),
         Just(i64::MAX.unsigned_abs()),
     ];
-    let manager = 0..MANAGERS.len();
+    let manager = prop_oneof![1 => 0..2usize, 1 => 0..MANAGERS.len()];
+    let mark_ttl = prop_oneof![1 => ttl.clone(), 1 => Just(60_000u64)];
     let write = prop_oneof![
         proptest::sample::select(vec![
             "1",
@@ -362,10 +390,10 @@ fn step_strategy() -> impl Strategy<Value = Step> {
     ];
     prop_oneof![
         2 => proptest::sample::select(vec![0u64, 1, 2, 5, 15, 40]).prop_map(Step::Wait),
-        2 => (0..n, who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
+        2 => (key.clone(), who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
         3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>())
             .prop_map(|(keys, who, ttl, fence)| Step::Acquire { keys, who, ttl, fence }),
-        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), ttl.clone(), any::<bool>(), ticket)
+        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), mark_ttl, any::<bool>(), ticket)
             .prop_map(|(keys, who, ttl, fence, manager, mark_ttl, yields, ticket)| Step::Queued {
                 keys, who, ttl, fence, manager, mark_ttl, yields, ticket,
             }),
@@ -384,7 +412,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         2 => (keys.clone(), who.clone()).prop_map(|(keys, who)| Step::ReadRelease { keys, who }),
         1 => (keys, who, at_least)
             .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
-        2 => (0..n, 0..suffixes().len(), write)
+        2 => (key, 0..suffixes().len(), write)
             .prop_map(|(name, suffix, write)| Step::Other { name, suffix, write }),
     ]
 }
@@ -395,7 +423,11 @@ const DUMP: &str = r"
 local out = {}
 for _, k in ipairs(redis.call('KEYS', '*')) do
   local t = redis.call('TYPE', k)['ok']
-  local e = {k, t, redis.call('PTTL', k), false}
+  local at = redis.pcall('PEXPIRETIME', k)
+  if type(at) ~= 'number' then
+    at = false
+  end
+  local e = {k, t, redis.call('PTTL', k), false, at}
   if t == 'string' then
     e[4] = redis.call('GET', k)
   elseif t == 'zset' then
@@ -406,13 +438,22 @@ end
 return out
 ";
 
-/// One key as both sides report it: type, value, TTL (ms, relative).
+/// One key as both sides report it: type, value, TTL (ms, relative) and,
+/// where the server tells it (`PEXPIRETIME`, Redis 7.0 and later), the
+/// expiry itself.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen {
     key: Vec<u8>,
     value: Value,
     ttl: Option<i64>,
+    expires_at: Option<i64>,
 }
+
+/// The key each step's transaction sets first, with a long TTL: its expiry
+/// tells the instant the transaction's commands take as now (a name no
+/// generated key has; left out of the comparison).
+const PROBE: &[u8] = b"\x01probe";
+const PROBE_TTL: i64 = 100_000_000;
 
 fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
     let mut out: Vec<Seen> = node
@@ -422,6 +463,7 @@ fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
             key: k.to_vec(),
             value: e.value.clone(),
             ttl: e.expires_at.map(|at| at - now),
+            expires_at: e.expires_at,
         })
         .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -446,7 +488,7 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
         let Wire::Array(f) = e else {
             return Err(format!("dump entry: {e:?}"));
         };
-        let [key, kind, pttl, value] = &f[..] else {
+        let [key, kind, pttl, value, absolute] = &f[..] else {
             return Err(format!("dump entry: {f:?}"));
         };
         let ttl = match pttl {
@@ -475,6 +517,10 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
             key: bytes(key)?,
             value,
             ttl,
+            expires_at: match absolute {
+                Wire::Int(at) if *at >= 0 => Some(*at),
+                _ => None,
+            },
         });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -482,7 +528,14 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
 }
 
 /// Whether the model's key space is the server's, within the tolerance.
-fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
+/// `shift`: how much later than the model's instant the server's scripts
+/// may have read `TIME` (readers' scores are `TIME` + TTL, while expiry
+/// takes the transaction's instant).
+fn same_keys(model: &[Seen], server: &[Seen], shift: (i64, i64)) -> Result<(), String> {
+    let score = |m: f64, s: f64| {
+        let d = s - m;
+        d >= (shift.0 - TTL_TOLERANCE) as f64 && d <= (shift.1 + TTL_TOLERANCE) as f64
+    };
     let near = |a: f64, b: f64| (a - b).abs() <= TTL_TOLERANCE as f64;
     let show = |s: &[Seen]| {
         s.iter()
@@ -512,9 +565,10 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
         match (m.peek(), s.peek()) {
             (None, None) => return Ok(()),
             (Some(a), Some(b)) if a.key == b.key => {
-                let ttl = match (a.ttl, b.ttl) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => near(x as f64, y as f64),
+                let ttl = match (a.ttl, b.ttl, a.expires_at, b.expires_at) {
+                    (None, None, ..) => true,
+                    (_, _, Some(x), Some(y)) => near(x as f64, y as f64),
+                    (Some(x), Some(y), ..) => near(x as f64, y as f64),
                     _ => false,
                 };
                 let value = match (&a.value, &b.value) {
@@ -524,7 +578,7 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
                         x.sort_by(|p, q| p.1.cmp(&q.1));
                         y.sort_by(|p, q| p.1.cmp(&q.1));
                         x.len() == y.len()
-                            && x.iter().zip(&y).all(|(p, q)| p.1 == q.1 && near(p.0, q.0))
+                            && x.iter().zip(&y).all(|(p, q)| p.1 == q.1 && score(p.0, q.0))
                     }
                     _ => false,
                 };
@@ -551,10 +605,16 @@ fn same_keys(model: &[Seen], server: &[Seen]) -> Result<(), String> {
     }
 }
 
+/// A key or value for a message: a long one by its start, end and length.
 fn esc(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b);
-    let s: String = s.chars().take(40).collect();
-    format!("{s:?}")
+    let n = s.chars().count();
+    if n <= 60 {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(20).collect();
+    let tail: String = s.chars().skip(n - 30).collect();
+    format!("{head:?}..({n} chars)..{tail:?}")
 }
 
 fn show_value(v: &Value) -> String {
@@ -686,7 +746,6 @@ impl Bench {
             .map_err(|e| fail(&e))?;
         self.listener.heard().map_err(|e| fail(&e))?;
         let mut model = Node::new();
-        let mut last = i64::MIN;
         for (i, step) in steps.iter().enumerate() {
             if let Step::Wait(ms) = *step {
                 std::thread::sleep(Duration::from_millis(ms));
@@ -697,6 +756,7 @@ impl Bench {
             let mut pipe = redis::pipe();
             pipe.atomic().ignore_errors();
             pipe.cmd("TIME");
+            pipe.cmd("SET").arg(PROBE).arg("1").arg("PX").arg(PROBE_TTL);
             for command in &commands {
                 let words = command_words(command, true);
                 let mut cmd = redis::cmd(&String::from_utf8_lossy(&words[0]));
@@ -706,29 +766,38 @@ impl Bench {
                 pipe.add_command(cmd);
             }
             pipe.cmd("EVAL").arg(DUMP).arg(0);
+            pipe.cmd("TIME");
             let replies: Vec<Wire> = pipe.query(&mut self.con).map_err(|e| fail(&e))?;
             let heard = self.listener.heard().map_err(|e| fail(&e))?;
-            let (time, rest) = replies.split_first().ok_or("no replies")?;
+            let (before, rest) = replies.split_first().ok_or("no replies")?;
+            let (after, rest) = rest.split_last().ok_or("no second TIME")?;
             let (dump, replies) = rest.split_last().ok_or("no dump")?;
-            let now = match time {
-                Wire::Array(t) if t.len() == 2 => {
-                    let secs: i64 = String::from_utf8_lossy(&bytes(&t[0])?).parse().unwrap_or(0);
-                    let micros: i64 = String::from_utf8_lossy(&bytes(&t[1])?).parse().unwrap_or(0);
-                    secs * 1000 + micros / 1000
-                }
-                other => return Err(format!("TIME: {other:?}")),
-            };
-            let server = server_dump(dump)?;
+            let (_, replies) = replies.split_first().ok_or("no probe")?;
+            // The step and the dump ran between these two instants (ms).
+            let (first, last_ms) = (millis(before)?, millis(after)?);
+            let mut server = server_dump(dump)?;
+            // The instant the commands took as now, where the server tells
+            // expiries (Redis 7.0 and later: a transaction's commands take
+            // the time it started, which a busy machine may leave well
+            // before the first `TIME`).
+            let taken = server
+                .iter()
+                .find(|e| e.key == PROBE)
+                .and_then(|e| e.expires_at)
+                .map(|at| at - PROBE_TTL);
+            server.retain(|e| e.key != PROBE);
             let mut first_diff = None;
             let mut matched = false;
             // The command runs at `at`, the dump (another script) at
             // `seen`, a moment later: time moves between the commands of
             // a transaction.
-            'candidates: for delta in [0, -1, 1, -2, 2, 3] {
-                let at = now + delta;
-                if at < last {
-                    continue;
-                }
+            // A command's clock may read a little before the first `TIME`
+            // (a transaction's or a script's time is taken when it starts;
+            // `TIME` reads the clock when it runs).
+            let from = taken.unwrap_or(first);
+            let span = (last_ms - from).clamp(0, 1_000);
+            let order = (0..=span + 1).flat_map(|d| [from + d, from - d - 1]);
+            'candidates: for at in order.filter(|at| *at >= from - 2) {
                 let mut trial = model.clone();
 
                 let mut published = Vec::new();
@@ -744,28 +813,56 @@ impl Bench {
                     ));
                     continue;
                 }
+                // An error reply leaves the node as it was (each script
+                // reads, and so type-checks, every key before it writes),
+                // for every command the library sends: names without the
+                // separator, so that no lock key is another's helper key
+                // in the same command.
+                let library = owned.keys.iter().all(|k| !k.contains(SEPARATOR));
+                if library
+                    && got.iter().any(|r| matches!(r, Reply::Error(_)))
+                    && model_dump(&trial, at) != model_dump(&model, at)
+                {
+                    return Err(format!(
+                        "step {i}: {step:?}\nan error reply ({got:?}) changed the key space"
+                    ));
+                }
                 if published != heard {
                     first_diff.get_or_insert(format!(
                         "messages differ\n  model:  {published:?}\n  server: {heard:?}"
                     ));
                     continue;
                 }
-                for seen in at..=at + AFTER {
-                    match same_keys(&model_dump(&trial, seen), &server) {
+                for seen in at..=(last_ms + 1).max(at) {
+                    match same_keys(
+                        &model_dump(&trial, seen),
+                        &server,
+                        (first - at, last_ms - at),
+                    ) {
                         Ok(()) => {
-                            // Values agree; the model goes on with the
-                            // server's expiries and scores (within the
-                            // tolerance of it), so that a millisecond's
-                            // difference does not grow.
-                            model = Node::new();
+                            // Values agree. The model goes on with the
+                            // server's scores and, where the server tells
+                            // them exactly (`PEXPIRETIME`), its expiries, so
+                            // that a millisecond's difference does not
+                            // grow; else with its own expiries (a server
+                            // `PTTL` read a moment later would drift them).
+                            for e in model_dump(&trial, seen) {
+                                if !server.iter().any(|s| s.key == e.key) {
+                                    trial.keys.del(seen, &e.key);
+                                }
+                            }
                             for e in &server {
+                                let own = trial.keys.entry(seen, &e.key).and_then(|c| c.expires_at);
+                                let expires_at = e
+                                    .ttl
+                                    .and(e.expires_at.or(own).or(e.ttl.map(|ttl| seen + ttl)));
                                 let entry = Entry {
                                     value: e.value.clone(),
-                                    expires_at: e.ttl.map(|ttl| seen + ttl),
+                                    expires_at,
                                 };
-                                model.keys.insert(&e.key, entry);
+                                trial.keys.insert(&e.key, entry);
                             }
-                            last = seen;
+                            model = trial;
                             matched = true;
                             break 'candidates;
                         }
@@ -787,10 +884,29 @@ impl Bench {
     }
 }
 
-/// The sequences that ever disagreed, shrunk: they run first.
+/// A queued acquire of `keys` by token `who` for `manager`.
+fn queued(keys: Vec<usize>, who: usize, ttl: u64, manager: usize, mark_ttl: u64) -> Step {
+    Step::Queued {
+        keys,
+        who,
+        ttl,
+        fence: false,
+        manager,
+        mark_ttl,
+        yields: false,
+        ticket: 0,
+    }
+}
+
+/// The sequences that ever disagreed, shrunk: they run first. Each caught
+/// a breakage of the scripts or of the model (applied on purpose, one at a
+/// time, and not committed: see the closing note of the node-model issue).
+/// Names: 0 `a`, 1 `b`, 2 `a␟fence`, 3 `b␟waiting`, 4 `a␟readers`;
+/// token 5 is the readers' marker.
 fn corpus() -> Vec<Vec<Step>> {
     vec![
-        // A line of spaces is a line with nobody in it.
+        // A line of spaces is a line with nobody in it: a grant that
+        // rewrote the line (and dropped its own place) deleted it.
         vec![
             Step::Other {
                 name: 0,
@@ -808,6 +924,99 @@ fn corpus() -> Vec<Vec<Step>> {
                 ticket: 1,
             },
         ],
+        // The release deleted without comparing the token.
+        vec![Step::Release {
+            keys: vec![2],
+            who: 0,
+            leave: None,
+        }],
+        vec![
+            queued(vec![3], 0, 80, 0, 1),
+            Step::Release {
+                keys: vec![3, 7],
+                who: 1,
+                leave: None,
+            },
+        ],
+        // The extend renewed a key held by another token.
+        vec![
+            queued(vec![1], 0, 1, 0, 1),
+            Step::Extend {
+                keys: vec![1, 5],
+                who: 0,
+                ttl: 5,
+            },
+        ],
+        // The model kept fencing counters outside its key space.
+        vec![Step::Queued {
+            keys: vec![6],
+            who: 0,
+            ttl: 1,
+            fence: true,
+            manager: 0,
+            mark_ttl: 1,
+            yields: false,
+            ticket: 0,
+        }],
+        // A grant took the caller's place out of the line (the split-round
+        // bug).
+        vec![
+            queued(vec![3], 0, 1, 0, 1),
+            queued(vec![3, 4], 0, 1, 2, 80),
+            queued(vec![3], 0, 1, 0, 1),
+            Step::Queued {
+                keys: vec![3],
+                who: 0,
+                ttl: 400,
+                fence: false,
+                manager: 2,
+                mark_ttl: 2,
+                yields: false,
+                ticket: 9_007_199_254_740_991,
+            },
+        ],
+        // The queued acquire overwrote a line of another shape (the
+        // review issue's key-namespace fix undone).
+        vec![
+            Step::Queued {
+                keys: vec![3],
+                who: 0,
+                ttl: 3,
+                fence: false,
+                manager: 3,
+                mark_ttl: 1,
+                yields: false,
+                ticket: 1_764_150_000_000_000,
+            },
+            Step::Queued {
+                keys: vec![1, 6],
+                who: 2,
+                ttl: 1,
+                fence: true,
+                manager: 2,
+                mark_ttl: 60_000,
+                yields: false,
+                ticket: 1_764_150_000_000_000,
+            },
+        ],
+        // A release deleted a lock named as the released key's line.
+        vec![
+            queued(vec![0], 0, 1, 0, 1),
+            Step::Queued {
+                keys: vec![1, 3],
+                who: 5,
+                ttl: 10,
+                fence: false,
+                manager: 0,
+                mark_ttl: 400,
+                yields: true,
+                ticket: 9_007_199_254_740_991,
+            },
+            Step::ReadRelease {
+                keys: vec![1, 4, 5],
+                who: 1,
+            },
+        ],
     ]
 }
 
@@ -815,7 +1024,7 @@ fn cases() -> u32 {
     std::env::var("REDLOCK_DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(96)
 }
 
 #[test]
@@ -829,13 +1038,25 @@ fn the_model_and_the_server_agree_on_every_step() -> anyhow::Result<()> {
     let config = Config {
         cases: cases(),
         failure_persistence: None,
+        max_shrink_iters: 100_000,
         max_shrink_time: 120_000,
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);
     let started = std::time::Instant::now();
     let steps_run = std::cell::Cell::new(0usize);
-    let sequences = proptest::collection::vec(step_strategy(), 1..40);
+    // Half the queued acquires are tried again, as a manager's retry
+    // loop does, after one other step (a wait, a release, ...): a wait in
+    // line, then a grant that keeps the place.
+    let group =
+        (step_strategy(), step_strategy(), any::<bool>()).prop_map(|(step, between, again)| {
+            match step {
+                Step::Queued { .. } if again => vec![step.clone(), between, step],
+                step => vec![step],
+            }
+        });
+    let sequences = proptest::collection::vec(group, 1..36)
+        .prop_map(|groups| groups.into_iter().flatten().collect::<Vec<_>>());
     let result = runner.run(&sequences, |steps| {
         steps_run.set(steps_run.get() + steps.len());
         bench.borrow_mut().run(&steps).map_err(TestCaseError::fail)

@@ -93,21 +93,28 @@ fn a_full_noeviction_master_is_an_oom_error_naming_the_node() {
     )
     .expect("server");
     let mut admin = full.client().expect("client");
-    // Fill it until writes are refused.
-    let filler = "x".repeat(64 * 1024);
-    let mut refused = false;
-    for i in 0..1000 {
-        if redis::cmd("SET")
-            .arg(format!("filler:{i}"))
-            .arg(&filler)
-            .exec(&mut admin)
-            .is_err()
-        {
-            refused = true;
-            break;
+    // Fill it until writes are refused, by smaller and smaller values: a
+    // large value can be refused for its own request's buffer while the
+    // data still leave room for a lock (Redis 6.2's smaller allocator
+    // overhead left it just below maxmemory after the first refusal).
+    let mut i = 0;
+    for size in [64 * 1024, 1024, 16] {
+        let filler = "x".repeat(size);
+        let mut refused = false;
+        for _ in 0..10_000 {
+            i += 1;
+            if redis::cmd("SET")
+                .arg(format!("filler:{i}"))
+                .arg(&filler)
+                .exec(&mut admin)
+                .is_err()
+            {
+                refused = true;
+                break;
+            }
         }
+        assert!(refused, "the server never filled up ({size}-byte values)");
     }
-    assert!(refused, "the server never filled up");
     let odd = backend(&full, &full.url(), NODE_TIMEOUT);
     let err = error_for_odd_node(&cluster, odd, &key("oom"));
     assert_eq!(err.kind(), RedisErrorKind::OutOfMemory, "{err}");
