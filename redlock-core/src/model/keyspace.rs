@@ -143,8 +143,8 @@ impl Keyspace {
     /// # Errors
     ///
     /// [`CallError::WrongType`] for a sorted set.
-    pub fn get(&mut self, now: i64, key: &[u8]) -> Res<Option<&[u8]>> {
-        match self.live_mut(now, key) {
+    pub fn get(&self, now: i64, key: &[u8]) -> Res<Option<&[u8]>> {
+        match self.entry(now, key) {
             None => Ok(None),
             Some(Entry {
                 value: Value::Str(v),

@@ -166,15 +166,15 @@ pub(crate) fn queued_acquire(
     for mark in &marks {
         let mut entries = Vec::new();
         let mut head = None;
-        let v = call(ks.get(now, mark))?.map(<[u8]>::to_vec);
-        if v.as_deref().is_some_and(|v| !is_line(v)) {
+        let v = call(ks.get(now, mark))?;
+        if v.is_some_and(|v| !is_line(v)) {
             return Err(refuse("WRONGTYPE"));
         }
         let mine = call(ks.get(now, &place(mark, me)))?;
         if mine.is_some_and(|p| p != b"1") {
             return Err(refuse("WRONGTYPE"));
         }
-        if let Some(v) = &v {
+        if let Some(v) = v {
             for (t, id) in words(v) {
                 if call(ks.get(now, &place(mark, id)))?.is_some() {
                     if head.is_none() {
@@ -420,11 +420,11 @@ pub(crate) fn shared_acquire(
     let mut gives_way = false;
     for k in keys {
         let mark = helper(k.as_bytes(), WAIT_SUFFIX);
-        let Some(v) = call(ks.get(now, &mark))?.map(<[u8]>::to_vec) else {
+        let Some(v) = call(ks.get(now, &mark))? else {
             continue;
         };
         if yields {
-            for (_, id) in words(&v) {
+            for (_, id) in words(v) {
                 if id != me && call(ks.get(now, &place(&mark, id)))?.is_some() {
                     gives_way = true;
                 }
@@ -477,13 +477,14 @@ pub(crate) fn shared_release(
     let held = shared_held(ks, now, keys, &readers, token)?;
     let mut waited = 0;
     for (k, r) in keys.iter().zip(&readers) {
-        let value = call(ks.get(now, k.as_bytes()))?.map(<[u8]>::to_vec);
+        let value = call(ks.get(now, k.as_bytes()))?;
+        let (unset, marker) = (value.is_none(), value == Some(READERS_MARKER));
         call(ks.zrem_upto(now, r, now as f64))?;
         call(ks.zrem(now, r, token))?;
         match call(ks.zlast_score(now, r))? {
             None => {
                 ks.del(now, r);
-                if value.as_deref() == Some(READERS_MARKER) {
+                if marker {
                     ks.del(now, k.as_bytes());
                     let mark = helper(k.as_bytes(), WAIT_SUFFIX);
                     if tell_first_waiter(ks, now, &mark, k.as_bytes(), channel, out) {
@@ -493,7 +494,7 @@ pub(crate) fn shared_release(
             }
             Some(last) => {
                 let left: i64 = format_d(last - now as f64).parse().unwrap_or(0);
-                if value.is_none() || value.as_deref() == Some(READERS_MARKER) {
+                if unset || marker {
                     ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
                 }
                 ks.pexpire(now, r, left);
