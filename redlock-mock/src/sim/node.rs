@@ -150,6 +150,11 @@ fn execute(
     d: &Delivery,
     published: &mut Vec<Published>,
 ) -> Answer {
+    // Expired keys leave at once, as the simulated nodes always let them
+    // (Redis expires them in the background; the model keeps an expired
+    // key, unseen, until it is touched, and a snapshot or a replica taken
+    // with it would see it again on a clock that reads earlier).
+    node.keys.purge(now);
     let token = &d.claim.token().as_bytes()[..];
     let mask = d.mask;
     if let Some(set) = rules.set_of(mask) {
