@@ -260,22 +260,15 @@ fn single(claim: &Claim) -> (&str, &[u8]) {
 /// its manager out of the keys' lines (a lock's own release; not the
 /// cleanup written behind acquires whose answers never came).
 pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave: bool) {
-    let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
     let channel = RELEASE_CHANNEL.as_bytes();
-    let release = if claim.is_shared() {
-        Command::SharedRelease {
-            keys,
-            token,
-            channel,
-        }
-    } else {
-        Command::Release {
-            keys,
-            token,
-            channel,
-            leave: claim.queue().filter(|_| leave).map(|q| q.manager()),
-        }
+    let Some(mut release) = Command::of(&Request::Release { claim }, channel) else {
+        return;
     };
+    if let Command::Release { leave: manager, .. } = &mut release {
+        if !leave {
+            *manager = None;
+        }
+    }
     command::write(packed, via, &release);
 }
 
