@@ -975,6 +975,23 @@ fn corpus() -> Vec<Vec<Step>> {
                 ticket: 9_007_199_254_740_991,
             },
         ],
+        // The same, without a short TTL: a manager refused while `b` is
+        // held keeps its place when it is granted after the release.
+        vec![
+            Step::Acquire {
+                keys: vec![1],
+                who: 1,
+                ttl: 60_000,
+                fence: false,
+            },
+            queued(vec![1], 0, 60_000, 0, 60_000),
+            Step::Release {
+                keys: vec![1],
+                who: 1,
+                leave: None,
+            },
+            queued(vec![1], 0, 60_000, 0, 60_000),
+        ],
         // The queued acquire overwrote a line of another shape (the
         // review issue's key-namespace fix undone).
         vec![
