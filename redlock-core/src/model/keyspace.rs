@@ -8,6 +8,11 @@
 
 use std::collections::HashMap;
 
+/// The key space's hasher: foldhash, seeded per process as std's is, and
+/// several times faster than SipHash on short keys (the model runs every
+/// in-memory node's and every simulated node's commands).
+type Hasher = foldhash::fast::RandomState;
+
 /// One key's value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -80,7 +85,10 @@ impl CallError {
 /// overwritten, deleted or [purged](Keyspace::purge).
 #[derive(Debug, Clone, Default)]
 pub struct Keyspace {
-    map: HashMap<Vec<u8>, Entry>,
+    map: HashMap<Vec<u8>, Entry, Hasher>,
+    /// No key in the map expires before this: [`Keyspace::purge`] before
+    /// it has nothing to drop.
+    earliest: i64,
 }
 
 type Res<T> = Result<T, CallError>;
@@ -105,17 +113,40 @@ impl Keyspace {
     /// Drops every key (a restart without persistence, `FLUSHALL`).
     pub fn clear(&mut self) {
         self.map.clear();
+        self.earliest = i64::MAX;
+    }
+
+    /// Notes that a key in the map expires at `at`.
+    fn expires(&mut self, at: Option<i64>) {
+        if let Some(at) = at {
+            self.earliest = self.earliest.min(at);
+        }
     }
 
     /// Puts `entry` at `key`, whatever was there (for tests that take a
     /// server's key space over).
     pub fn insert(&mut self, key: &[u8], entry: Entry) {
-        self.map.insert(key.to_vec(), entry);
+        self.expires(entry.expires_at);
+        match self.map.get_mut(key) {
+            Some(slot) => *slot = entry,
+            None => {
+                self.map.insert(key.to_vec(), entry);
+            }
+        }
     }
 
     /// Drops every expired key.
     pub fn purge(&mut self, now: i64) {
+        if now <= self.earliest {
+            return;
+        }
         self.map.retain(|_, e| !expired(e, now));
+        self.earliest = self
+            .map
+            .values()
+            .filter_map(|e| e.expires_at)
+            .min()
+            .unwrap_or(i64::MAX);
     }
 
     /// The live keys at `now`, in no particular order.
@@ -130,6 +161,14 @@ impl Keyspace {
     #[must_use]
     pub fn entry(&self, now: i64, key: &[u8]) -> Option<&Entry> {
         self.map.get(key).filter(|e| !expired(e, now))
+    }
+
+    /// The live entry at `key`, to change in place (for a simulator's rules
+    /// outside the model).
+    pub fn entry_mut(&mut self, now: i64, key: &[u8]) -> Option<&mut Entry> {
+        // Its expiry may change: the next purge looks at every key.
+        self.earliest = i64::MIN;
+        self.live_mut(now, key)
     }
 
     /// The live entry at `key`, in one lookup: an expired one stays in the
@@ -157,13 +196,29 @@ impl Keyspace {
     /// `SET key value [PX px]`: replaces any value of any type; without
     /// `px` the key never expires.
     pub fn set(&mut self, now: i64, key: &[u8], value: &[u8], px: Option<i64>) {
-        let entry = Entry {
-            value: Value::Str(value.to_vec()),
-            expires_at: px.map(|px| now.saturating_add(px)),
-        };
+        let expires_at = px.map(|px| now.saturating_add(px));
+        self.expires(expires_at);
         match self.map.get_mut(key) {
-            Some(slot) => *slot = entry,
+            // The key's and the string's buffers are kept.
+            Some(Entry {
+                value: Value::Str(v),
+                expires_at: at,
+            }) => {
+                v.clear();
+                v.extend_from_slice(value);
+                *at = expires_at;
+            }
+            Some(slot) => {
+                *slot = Entry {
+                    value: Value::Str(value.to_vec()),
+                    expires_at,
+                };
+            }
             None => {
+                let entry = Entry {
+                    value: Value::Str(value.to_vec()),
+                    expires_at,
+                };
                 self.map.insert(key.to_vec(), entry);
             }
         }
@@ -182,20 +237,33 @@ impl Keyspace {
     /// [`CallError::WrongType`], [`CallError::NotInteger`],
     /// [`CallError::Overflow`], as Redis.
     pub fn incr(&mut self, now: i64, key: &[u8]) -> Res<i64> {
-        let (current, expires_at) = match self.live_mut(now, key) {
-            None => (0, None),
+        let current = match self.live_mut(now, key) {
+            None => 0,
             Some(Entry {
                 value: Value::Str(v),
-                expires_at,
-            }) => (parse_i64(v).ok_or(CallError::NotInteger)?, *expires_at),
+                ..
+            }) => parse_i64(v).ok_or(CallError::NotInteger)?,
             Some(_) => return Err(CallError::WrongType),
         };
         let next = current.checked_add(1).ok_or(CallError::Overflow)?;
-        let entry = Entry {
-            value: Value::Str(next.to_string().into_bytes()),
-            expires_at,
-        };
-        self.map.insert(key.to_vec(), entry);
+        let digits = super::lua::Decimal::of(next);
+        match self.live_mut(now, key) {
+            // The expiry stays.
+            Some(Entry {
+                value: Value::Str(v),
+                ..
+            }) => {
+                v.clear();
+                v.extend_from_slice(digits.bytes());
+            }
+            _ => {
+                let entry = Entry {
+                    value: Value::Str(digits.bytes().to_vec()),
+                    expires_at: None,
+                };
+                self.map.insert(key.to_vec(), entry);
+            }
+        }
         Ok(next)
     }
 
@@ -208,7 +276,9 @@ impl Keyspace {
         if ms <= 0 {
             self.map.remove(key);
         } else {
-            entry.expires_at = Some(now.saturating_add(ms));
+            let at = now.saturating_add(ms);
+            entry.expires_at = Some(at);
+            self.expires(Some(at));
         }
         true
     }
@@ -379,6 +449,36 @@ mod tests {
         assert_eq!(keys.incr(0, b"c"), Err(CallError::Overflow));
         keys.zadd(0, b"z", 1.0, b"m").ok();
         assert_eq!(keys.incr(0, b"z"), Err(CallError::WrongType));
+    }
+
+    #[test]
+    fn purge_drops_exactly_the_expired_keys() {
+        let mut keys = Keyspace::new();
+        keys.set(0, b"late", b"v", Some(100));
+        keys.purge(50);
+        keys.set(50, b"soon", b"v", Some(10));
+        keys.set(50, b"never", b"v", None);
+        keys.purge(60);
+        assert_eq!(keys.map.len(), 3, "nothing expired at 60");
+        keys.purge(61);
+        assert!(!keys.map.contains_key(&b"soon"[..]));
+        keys.pexpire(61, b"never", 5);
+        keys.insert(
+            b"put",
+            Entry {
+                value: Value::Str(b"v".to_vec()),
+                expires_at: Some(63),
+            },
+        );
+        keys.purge(64);
+        assert_eq!(keys.map.len(), 2, "put went at 64");
+        keys.purge(67);
+        assert_eq!(keys.map.len(), 1, "never went at 67");
+        if let Some(e) = keys.entry_mut(67, b"late") {
+            e.expires_at = Some(70);
+        }
+        keys.purge(71);
+        assert_eq!(keys.map.len(), 0);
     }
 
     #[test]

@@ -24,19 +24,34 @@ fn match_word(s: &[u8], at: usize) -> Option<(usize, usize)> {
 }
 
 /// `string.gmatch(v, '(%d+):(%S+)')`: each word's ticket digits and id.
-pub(crate) fn words(s: &[u8]) -> Vec<(&[u8], &[u8])> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < s.len() {
-        match match_word(s, at) {
-            Some((colon, end)) => {
-                out.push((&s[at..colon], &s[colon + 1..end]));
-                at = end;
+pub(crate) fn words(s: &[u8]) -> Words<'_> {
+    Words { s, at: 0 }
+}
+
+/// The words of a waiting line, in order: [`words`].
+#[derive(Debug, Clone)]
+pub(crate) struct Words<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Iterator for Words<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.s;
+        while self.at < s.len() {
+            let at = self.at;
+            match match_word(s, at) {
+                Some((colon, end)) => {
+                    self.at = end;
+                    return Some((&s[at..colon], &s[colon + 1..end]));
+                }
+                None => self.at += 1,
             }
-            None => at += 1,
         }
+        None
     }
-    out
 }
 
 /// The scripts' `is_line(v)`: a non-empty string that is nothing but
@@ -58,6 +73,14 @@ pub(crate) fn is_line(v: &[u8]) -> bool {
 
 /// `tonumber` of a run of ASCII digits: the nearest double.
 pub(crate) fn number(digits: &[u8]) -> f64 {
+    // Up to 19 digits fit a u64, whose conversion rounds to the nearest
+    // double as `strtod` does; longer ones are parsed.
+    if digits.len() <= 19 && digits.iter().all(u8::is_ascii_digit) {
+        let n = digits
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return n as f64;
+    }
     std::str::from_utf8(digits)
         .ok()
         .and_then(|s| s.parse().ok())
@@ -67,6 +90,7 @@ pub(crate) fn number(digits: &[u8]) -> f64 {
 /// `tonumber(s)` of a script argument: `None` (Lua's `nil`) unless it is a
 /// number Lua reads (decimal digits here: the arguments the backend
 /// sends).
+#[cfg(test)]
 pub(crate) fn arg_number(s: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(s).ok()?.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -75,17 +99,54 @@ pub(crate) fn arg_number(s: &[u8]) -> Option<f64> {
     text.parse().ok()
 }
 
-/// Lua 5.1's `string.format('%d', x)`: `x` cast to a C `long`, which
-/// x86-64 makes `LONG_MIN` out of range.
-pub(crate) fn format_d(x: f64) -> String {
+/// Lua 5.1's `string.format('%d', x)`: [`lua_long`] in decimal.
+pub(crate) fn format_d(x: f64) -> Decimal {
+    Decimal::of(lua_long(x))
+}
+
+/// `x` cast to a C `long` as Lua 5.1's `%d` does it, which x86-64 makes
+/// `LONG_MIN` out of range.
+pub(crate) fn lua_long(x: f64) -> i64 {
     // 2^63: the first double a `long` cannot hold.
     let most = 9_223_372_036_854_775_808.0_f64;
-    let n = if (-most..most).contains(&x) {
+    if (-most..most).contains(&x) {
         x as i64
     } else {
         i64::MIN
-    };
-    n.to_string()
+    }
+}
+
+/// An integer's decimal digits, on the stack: what `tostring` and
+/// `string.format('%d')` write, without allocating.
+#[derive(Clone, Copy)]
+pub(crate) struct Decimal {
+    buf: [u8; 20],
+    len: usize,
+}
+
+impl Decimal {
+    /// The decimal of `n`.
+    pub(crate) fn of(n: i64) -> Self {
+        Decimal::copy(itoa::Buffer::new().format(n))
+    }
+
+    /// The decimal of `n`.
+    pub(crate) fn of_u64(n: u64) -> Self {
+        Decimal::copy(itoa::Buffer::new().format(n))
+    }
+
+    fn copy(digits: &str) -> Self {
+        // Every i64 and u64 has at most 20 characters.
+        let mut buf = [0u8; 20];
+        let len = digits.len().min(20);
+        buf[..len].copy_from_slice(&digits.as_bytes()[..len]);
+        Decimal { buf, len }
+    }
+
+    /// Its digits.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 /// A fencing counter's value after the scripts' checks: `None` when it is
@@ -111,13 +172,14 @@ mod tests {
 
     #[test]
     fn lines_read_as_lua_reads_them() {
+        let all = |s| words(s).collect::<Vec<_>>();
         assert_eq!(
-            words(b"10:a 20:b:c"),
+            all(b"10:a 20:b:c"),
             vec![(&b"10"[..], &b"a"[..]), (b"20", b"b:c")]
         );
         // Greedy words: no space, one word.
-        assert_eq!(words(b"1:a2:b"), vec![(&b"1"[..], &b"a2:b"[..])]);
-        assert_eq!(words(b"x1:y"), vec![(&b"1"[..], &b"y"[..])]);
+        assert_eq!(all(b"1:a2:b"), vec![(&b"1"[..], &b"a2:b"[..])]);
+        assert_eq!(all(b"x1:y"), vec![(&b"1"[..], &b"y"[..])]);
         assert!(is_line(b"1:a 2:b "));
         assert!(is_line(b" 1:a"));
         assert!(!is_line(b""));
@@ -130,8 +192,26 @@ mod tests {
 
     #[test]
     fn numbers_format_as_lua_5_1() {
-        assert_eq!(format_d(number(b"0042")), "42");
-        assert_eq!(format_d(1e30), i64::MIN.to_string());
+        assert_eq!(format_d(number(b"0042")).bytes(), b"42");
+        assert_eq!(format_d(1e30).bytes(), i64::MIN.to_string().as_bytes());
+        assert_eq!(lua_long(-3.7), -3);
+        // Digits read as a u64 round as `strtod` does, also past 2^53.
+        for n in [
+            0u64,
+            7,
+            9_007_199_254_740_993,
+            12_345_678_901_234_567_891,
+            u64::MAX,
+        ] {
+            let digits = n.to_string();
+            let parsed: f64 = digits.parse().unwrap_or(f64::NAN);
+            assert_eq!(number(digits.as_bytes()), parsed, "{n}");
+            assert_eq!(arg_number(digits.as_bytes()), Some(parsed), "{n}");
+            assert_eq!(n as f64, parsed, "{n}");
+        }
+        assert_eq!(number(b"123456789012345678901234"), 1.2345678901234568e23);
+        assert_eq!(Decimal::of_u64(u64::MAX).bytes(), b"18446744073709551615");
+        assert_eq!(Decimal::of(i64::MIN).bytes(), b"-9223372036854775808");
         assert_eq!(arg_number(b"12"), Some(12.0));
         assert_eq!(arg_number(b""), None);
         assert_eq!(counter_digits(b"0007"), Some(&b"7"[..]));

@@ -43,6 +43,8 @@ mod scripts;
 pub use keyspace::{CallError, Entry, Keyspace, Value};
 pub use scripts::READERS_MARKER;
 
+use lua::Decimal;
+
 use crate::backend::{AcquireOutcome, Request, Response};
 
 /// One command the Redis backend sends to a node (or another client of
@@ -267,11 +269,12 @@ pub struct Published {
     pub message: Vec<u8>,
 }
 
-/// One node: its key space.
+/// One node: its key space (and buffers its commands reuse).
 #[derive(Debug, Clone, Default)]
 pub struct Node {
     /// The node's keys.
     pub keys: Keyspace,
+    scratch: scripts::Scratch,
 }
 
 impl Node {
@@ -321,7 +324,6 @@ impl Node {
             return None;
         }
         lua::words(v)
-            .into_iter()
             .map(|(_, id)| id)
             .find(|id| self.keys.entry(now, &scripts::place(line, id)).is_some())
     }
@@ -338,7 +340,7 @@ impl Node {
         command: &Command<'_>,
         published: &mut Vec<Published>,
     ) -> Reply {
-        let ks = &mut self.keys;
+        let (ks, sc) = (&mut self.keys, &mut self.scratch);
         let ttl = |ms: u64| i64::try_from(ms).unwrap_or(i64::MAX);
         let result = match *command {
             Command::SetNxGet { key, token, ttl_ms } => {
@@ -377,7 +379,7 @@ impl Node {
                 token,
                 ttl_ms,
                 fence,
-            } => scripts::acquire(ks, now, keys, token, ttl(ttl_ms), fence),
+            } => scripts::acquire(ks, sc, now, keys, token, ttl(ttl_ms), fence),
             Command::QueuedAcquire {
                 keys,
                 token,
@@ -388,15 +390,14 @@ impl Node {
                 yields,
                 ticket,
             } => {
-                let me = manager.to_string();
-                let ticket = ticket.to_string();
+                let me = Decimal::of_u64(manager);
                 let line = scripts::Line {
-                    me: me.as_bytes(),
+                    me: me.bytes(),
                     mark_ttl: ttl(mark_ttl_ms),
                     yields,
-                    ticket: scripts::ticket_arg(ticket.as_bytes()),
+                    ticket: scripts::ticket_arg(ticket),
                 };
-                scripts::queued_acquire(ks, now, keys, token, ttl(ttl_ms), fence, line)
+                scripts::queued_acquire(ks, sc, now, keys, token, ttl(ttl_ms), fence, line)
             }
             Command::Extend {
                 keys,
@@ -409,15 +410,15 @@ impl Node {
                 channel,
                 leave,
             } => {
-                let me = leave.map(|m| m.to_string());
-                let leave = me.as_deref().map(str::as_bytes);
-                scripts::release(ks, now, keys, token, channel, leave, published)
+                let me = leave.map(Decimal::of_u64);
+                let leave = me.as_ref().map(Decimal::bytes);
+                scripts::release(ks, sc, now, keys, token, channel, leave, published)
             }
             Command::RaiseFence {
                 keys,
                 token,
                 at_least,
-            } => scripts::raise_fence(ks, now, keys, token, at_least.to_string().as_bytes()),
+            } => scripts::raise_fence(ks, sc, now, keys, token, Decimal::of_u64(at_least).bytes()),
             Command::SharedAcquire {
                 keys,
                 token,
@@ -426,15 +427,16 @@ impl Node {
                 manager,
                 yields,
             } => {
-                let me = manager.map_or_else(String::new, |m| m.to_string());
+                let me = manager.map(Decimal::of_u64);
                 scripts::shared_acquire(
                     ks,
+                    sc,
                     now,
                     keys,
                     token,
                     ttl(ttl_ms),
                     fence,
-                    me.as_bytes(),
+                    me.as_ref().map_or(&b""[..], Decimal::bytes),
                     yields,
                 )
             }
@@ -442,17 +444,24 @@ impl Node {
                 keys,
                 token,
                 ttl_ms,
-            } => scripts::shared_extend(ks, now, keys, token, ttl(ttl_ms)),
+            } => scripts::shared_extend(ks, sc, now, keys, token, ttl(ttl_ms)),
             Command::SharedRelease {
                 keys,
                 token,
                 channel,
-            } => scripts::shared_release(ks, now, keys, token, channel, published),
+            } => scripts::shared_release(ks, sc, now, keys, token, channel, published),
             Command::SharedRaiseFence {
                 keys,
                 token,
                 at_least,
-            } => scripts::shared_raise_fence(ks, now, keys, token, at_least.to_string().as_bytes()),
+            } => scripts::shared_raise_fence(
+                ks,
+                sc,
+                now,
+                keys,
+                token,
+                Decimal::of_u64(at_least).bytes(),
+            ),
         };
         result.unwrap_or_else(|reply| reply)
     }

@@ -4,7 +4,9 @@
 //! `redis.pcall` (an error is a value).
 
 use super::keyspace::{CallError, Keyspace};
-use super::lua::{arg_number, counter_digits, digits_below, format_d, is_line, number, words};
+use super::lua::{
+    counter_digits, digits_below, format_d, is_line, lua_long, number, words, Decimal,
+};
 use super::{ErrorReply, Published, Reply};
 use crate::decide::FENCE_LIMIT;
 use crate::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
@@ -23,37 +25,89 @@ fn refuse(code: &'static str) -> Reply {
     Reply::Error(ErrorReply::Script(code))
 }
 
-pub(crate) fn helper(key: &[u8], suffix: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(key.len() + suffix.len());
-    k.extend_from_slice(key);
-    k.extend_from_slice(suffix.as_bytes());
-    k
+/// Buffers the scripts reuse from one command to the next, so that a
+/// command allocates only what it leaves in the key space (and what it
+/// publishes).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Scratch {
+    /// The fencing counters' names.
+    counters: Names,
+    /// The waiting lines' or the reader sets' names.
+    helpers: Names,
+    /// A place key (`<line>:<id>`).
+    place: Vec<u8>,
+    /// The ids read from waiting lines.
+    ids: Vec<u8>,
+    /// The live waiters read, by line: ticket and id (a range of `ids`).
+    waiting: Vec<(f64, std::ops::Range<usize>)>,
+    /// Where each line's waiters end in `waiting`.
+    ends: Vec<usize>,
+    /// A waiting line being written.
+    line: Vec<u8>,
+    /// Indexes of the keys a release deletes.
+    mine: Vec<usize>,
 }
 
+/// Helper key names of one command's keys, in one buffer.
+#[derive(Debug, Clone, Default)]
+struct Names {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Names {
+    /// Each key with `suffix` (none when `on` is false).
+    fn fill(&mut self, keys: &[String], suffix: &str, on: bool) -> &Self {
+        self.bytes.clear();
+        self.ends.clear();
+        if on {
+            for k in keys {
+                self.bytes.extend_from_slice(k.as_bytes());
+                self.bytes.extend_from_slice(suffix.as_bytes());
+                self.ends.push(self.bytes.len());
+            }
+        }
+        self
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let name = &self.bytes[start..end];
+            start = end;
+            name
+        })
+    }
+}
+
+/// `mark .. ':' .. id`, allocated (for callers outside the scripts).
 pub(crate) fn place(mark: &[u8], id: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(mark.len() + 1 + id.len());
-    k.extend_from_slice(mark);
-    k.push(b':');
-    k.extend_from_slice(id);
+    place_in(&mut k, mark, id);
     k
 }
 
-/// The decimal of `FENCE_LIMIT - 1`: a counter at or above it cannot rise.
-fn refused_from() -> String {
-    (FENCE_LIMIT - 1).to_string()
+/// `mark .. ':' .. id`, written into `buf`.
+fn place_in<'b>(buf: &'b mut Vec<u8>, mark: &[u8], id: &[u8]) -> &'b [u8] {
+    buf.clear();
+    buf.extend_from_slice(mark);
+    buf.push(b':');
+    buf.extend_from_slice(id);
+    buf
 }
 
 /// `check_counters!`: each counter is digits and below the limit.
-fn check_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<()> {
-    let limit = refused_from();
-    for c in counters {
+fn check_counters(ks: &Keyspace, now: i64, counters: &Names) -> Step<()> {
+    // The decimal of `FENCE_LIMIT - 1`: a counter at or above it cannot rise.
+    let limit = || Decimal::of_u64(FENCE_LIMIT - 1);
+    for c in counters.iter() {
         if let Some(v) = call(ks.get(now, c))? {
             // Digits with a leading zero are no counter `INCR` takes.
             let Some(digits) = counter_digits(v).filter(|_| !v.starts_with(b"0") || v.len() == 1)
             else {
                 return Err(refuse("WRONGTYPE"));
             };
-            if !digits_below(digits, limit.as_bytes()) {
+            if !digits_below(digits, limit().bytes()) {
                 return Err(refuse("FENCEMAX"));
             }
         }
@@ -63,33 +117,28 @@ fn check_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<()>
 
 /// `bump_counters!`: increments each, raises each to the largest; the
 /// largest (0 for none).
-fn bump_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<i64> {
+fn bump_counters(ks: &mut Keyspace, now: i64, counters: &Names) -> Step<i64> {
     let mut top = 0i64;
-    for c in counters {
+    for c in counters.iter() {
         top = top.max(call(ks.incr(now, c))?);
     }
-    for c in counters {
+    for c in counters.iter() {
         let v = call(ks.get(now, c))?.map_or(0.0, number);
         if v < top as f64 {
-            ks.set(now, c, top.to_string().as_bytes(), None);
+            ks.set(now, c, Decimal::of(top).bytes(), None);
         }
     }
     Ok(top)
 }
 
 fn want_too_large(want: &[u8]) -> bool {
-    let most = FENCE_LIMIT.to_string();
-    want.len() > most.len() || (want.len() == most.len() && want > most.as_bytes())
+    let most = Decimal::of_u64(FENCE_LIMIT);
+    let most = most.bytes();
+    want.len() > most.len() || (want.len() == most.len() && want > most)
 }
 
 /// Sets each counter below `want` to `want`.
-fn set_counters(
-    ks: &mut Keyspace,
-    now: i64,
-    counters: &[Vec<u8>],
-    current: &[Vec<u8>],
-    want: &[u8],
-) {
+fn set_counters(ks: &mut Keyspace, now: i64, counters: &Names, current: &[Vec<u8>], want: &[u8]) {
     for (c, cur) in counters.iter().zip(current) {
         if digits_below(cur, want) {
             ks.set(now, c, want, None);
@@ -98,9 +147,9 @@ fn set_counters(
 }
 
 /// Reads each counter as `RAISE_FENCE_LUA` does (`GET or '0'`).
-fn read_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<Vec<Vec<u8>>> {
-    let mut current = Vec::with_capacity(counters.len());
-    for c in counters {
+fn read_counters(ks: &Keyspace, now: i64, counters: &Names) -> Step<Vec<Vec<u8>>> {
+    let mut current = Vec::with_capacity(counters.ends.len());
+    for c in counters.iter() {
         let v = call(ks.get(now, c))?.unwrap_or(b"0");
         let Some(digits) = counter_digits(v) else {
             return Err(refuse("WRONGTYPE"));
@@ -110,13 +159,10 @@ fn read_counters(ks: &mut Keyspace, now: i64, counters: &[Vec<u8>]) -> Step<Vec<
     Ok(current)
 }
 
-fn helpers(keys: &[String], suffix: &str) -> Vec<Vec<u8>> {
-    keys.iter().map(|k| helper(k.as_bytes(), suffix)).collect()
-}
-
 /// `ACQUIRE_LUA`.
 pub(crate) fn acquire(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
@@ -128,16 +174,12 @@ pub(crate) fn acquire(
             return Ok(Reply::Int(-1));
         }
     }
-    let counters = if fence {
-        helpers(keys, FENCE_SUFFIX)
-    } else {
-        Vec::new()
-    };
-    check_counters(ks, now, &counters)?;
+    let counters = sc.counters.fill(keys, FENCE_SUFFIX, fence);
+    check_counters(ks, now, counters)?;
     for k in keys {
         ks.set(now, k.as_bytes(), token, Some(ttl));
     }
-    Ok(Reply::Int(bump_counters(ks, now, &counters)?))
+    Ok(Reply::Int(bump_counters(ks, now, counters)?))
 }
 
 /// The arguments of a queued acquire's line.
@@ -150,8 +192,10 @@ pub(crate) struct Line<'a> {
 }
 
 /// `QUEUED_ACQUIRE_LUA`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn queued_acquire(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
@@ -160,34 +204,40 @@ pub(crate) fn queued_acquire(
     line: Line<'_>,
 ) -> Step<Reply> {
     let me = line.me;
-    let marks = helpers(keys, WAIT_SUFFIX);
-    let mut lines: Vec<Vec<(f64, Vec<u8>)>> = Vec::with_capacity(keys.len());
-    let mut first: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-    for mark in &marks {
-        let mut entries = Vec::new();
+    let marks = sc.helpers.fill(keys, WAIT_SUFFIX, true);
+    // Each line's live waiters but me, in order (`waiting`, by `ends`),
+    // and whether someone else is first in any line.
+    let (ids, waiting, ends) = (&mut sc.ids, &mut sc.waiting, &mut sc.ends);
+    ids.clear();
+    waiting.clear();
+    ends.clear();
+    let mut other_first = false;
+    for mark in marks.iter() {
         let mut head = None;
         let v = call(ks.get(now, mark))?;
         if v.is_some_and(|v| !is_line(v)) {
             return Err(refuse("WRONGTYPE"));
         }
-        let mine = call(ks.get(now, &place(mark, me)))?;
+        let mine = call(ks.get(now, place_in(&mut sc.place, mark, me)))?;
         if mine.is_some_and(|p| p != b"1") {
             return Err(refuse("WRONGTYPE"));
         }
         if let Some(v) = v {
             for (t, id) in words(v) {
-                if call(ks.get(now, &place(mark, id)))?.is_some() {
+                if call(ks.get(now, place_in(&mut sc.place, mark, id)))?.is_some() {
                     if head.is_none() {
-                        head = Some(id.to_vec());
+                        head = Some(id != me);
                     }
                     if id != me {
-                        entries.push((number(t), id.to_vec()));
+                        let start = ids.len();
+                        ids.extend_from_slice(id);
+                        waiting.push((number(t), start..ids.len()));
                     }
                 }
             }
         }
-        lines.push(entries);
-        first.push(head);
+        ends.push(waiting.len());
+        other_first |= head == Some(true);
     }
     let mut held = false;
     for k in keys {
@@ -195,49 +245,56 @@ pub(crate) fn queued_acquire(
             held = true;
         }
     }
-    let counters = if fence {
-        helpers(keys, FENCE_SUFFIX)
-    } else {
-        Vec::new()
-    };
-    check_counters(ks, now, &counters)?;
-    let wait = |ks: &mut Keyspace, lines: &mut Vec<Vec<(f64, Vec<u8>)>>| {
-        for (mark, entries) in marks.iter().zip(lines.iter_mut()) {
-            if entries.len() < 16 {
-                let at = entries
-                    .iter()
-                    .position(|(t, _)| *t > line.ticket)
-                    .unwrap_or(entries.len());
-                entries.insert(at, (line.ticket, me.to_vec()));
-            }
-            ks.set(now, &place(mark, me), b"1", Some(line.mark_ttl));
-            if entries.is_empty() {
+    let counters = sc.counters.fill(keys, FENCE_SUFFIX, fence);
+    check_counters(ks, now, counters)?;
+    if (line.yields && other_first) || held {
+        let mut start = 0;
+        for (mark, &end) in marks.iter().zip(ends.iter()) {
+            let others = &waiting[start..end];
+            start = end;
+            // Joins the line (at most 16 waiters) in ticket order.
+            let joins = others.len() < 16;
+            let at = others
+                .iter()
+                .position(|(t, _)| *t > line.ticket)
+                .unwrap_or(others.len());
+            ks.set(
+                now,
+                place_in(&mut sc.place, mark, me),
+                b"1",
+                Some(line.mark_ttl),
+            );
+            if others.is_empty() && !joins {
                 ks.del(now, mark);
-            } else {
-                let words: Vec<Vec<u8>> = entries
-                    .iter()
-                    .map(|(t, id)| {
-                        let mut w = format_d(*t).into_bytes();
-                        w.push(b':');
-                        w.extend_from_slice(id);
-                        w
-                    })
-                    .collect();
-                ks.set(now, mark, &words.join(&b' '), Some(line.mark_ttl));
+                continue;
             }
+            let out = &mut sc.line;
+            out.clear();
+            let mut word = |t: f64, id: &[u8]| {
+                if !out.is_empty() {
+                    out.push(b' ');
+                }
+                out.extend_from_slice(format_d(t).bytes());
+                out.push(b':');
+                out.extend_from_slice(id);
+            };
+            for (i, (t, id)) in others.iter().enumerate() {
+                if joins && i == at {
+                    word(line.ticket, me);
+                }
+                word(*t, &ids[id.clone()]);
+            }
+            if joins && at == others.len() {
+                word(line.ticket, me);
+            }
+            ks.set(now, mark, out, Some(line.mark_ttl));
         }
-        Reply::Int(-1)
-    };
-    if line.yields && first.iter().any(|f| f.as_deref().is_some_and(|f| f != me)) {
-        return Ok(wait(ks, &mut lines));
-    }
-    if held {
-        return Ok(wait(ks, &mut lines));
+        return Ok(Reply::Int(-1));
     }
     for k in keys {
         ks.set(now, k.as_bytes(), token, Some(ttl));
     }
-    Ok(Reply::Int(bump_counters(ks, now, &counters)?))
+    Ok(Reply::Int(bump_counters(ks, now, counters)?))
 }
 
 /// `tell_first_waiter!`: whether a live manager in `mark`'s line was told
@@ -245,6 +302,7 @@ pub(crate) fn queued_acquire(
 /// is deleted, a value of another shape left alone.
 fn tell_first_waiter(
     ks: &mut Keyspace,
+    place: &mut Vec<u8>,
     now: i64,
     mark: &[u8],
     key: &[u8],
@@ -252,20 +310,21 @@ fn tell_first_waiter(
     out: &mut Vec<Published>,
 ) -> bool {
     // `redis.pcall('GET', mark)`: an error is not a line.
-    let Ok(Some(v)) = ks.get(now, mark).map(|v| v.map(<[u8]>::to_vec)) else {
+    let Ok(Some(v)) = ks.get(now, mark) else {
         return false;
     };
-    if !is_line(&v) {
+    if !is_line(v) {
         return false;
     }
-    for (_, id) in words(&v) {
+    for (_, id) in words(v) {
         // `redis.pcall('GET', place)`: an error value is true in Lua.
-        if !matches!(ks.get(now, &place(mark, id)), Ok(None)) {
-            let mut message = id.to_vec();
+        if !matches!(ks.get(now, place_in(place, mark, id)), Ok(None)) {
+            let mut message = Vec::with_capacity(id.len() + 1 + key.len());
+            message.extend_from_slice(id);
             message.push(b' ');
             message.extend_from_slice(key);
             out.push(Published {
-                channel: place(channel, id),
+                channel: self::place(channel, id),
                 message,
             });
             return true;
@@ -276,8 +335,10 @@ fn tell_first_waiter(
 }
 
 /// `RELEASE_LUA`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn release(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
@@ -285,30 +346,34 @@ pub(crate) fn release(
     leave: Option<&[u8]>,
     out: &mut Vec<Published>,
 ) -> Step<Reply> {
-    let mark = |k: &String| helper(k.as_bytes(), WAIT_SUFFIX);
     // Every lock key is read before anything is written: an error leaves
     // the node as it was.
     let mut held = 1;
-    let mut mine = Vec::with_capacity(keys.len());
-    for k in keys {
+    sc.mine.clear();
+    for (i, k) in keys.iter().enumerate() {
         if call(ks.get(now, k.as_bytes()))? == Some(token) {
-            mine.push(k);
+            sc.mine.push(i);
         } else {
             held = 0;
         }
     }
+    let marks = sc.helpers.fill(keys, WAIT_SUFFIX, true);
     if let Some(me) = leave {
-        for k in keys {
-            let p = place(&mark(k), me);
-            if matches!(ks.get(now, &p), Ok(Some(b"1"))) {
-                ks.del(now, &p);
+        for mark in marks.iter() {
+            let p = place_in(&mut sc.place, mark, me);
+            if matches!(ks.get(now, p), Ok(Some(b"1"))) {
+                ks.del(now, p);
             }
         }
     }
     let mut waited = 0;
-    for k in mine {
+    let mut mine = sc.mine.iter().copied().peekable();
+    for (i, (k, mark)) in keys.iter().zip(marks.iter()).enumerate() {
+        if mine.next_if_eq(&i).is_none() {
+            continue;
+        }
         ks.del(now, k.as_bytes());
-        if tell_first_waiter(ks, now, &mark(k), k.as_bytes(), channel, out) {
+        if tell_first_waiter(ks, &mut sc.place, now, mark, k.as_bytes(), channel, out) {
             waited = 2;
         }
     }
@@ -337,6 +402,7 @@ pub(crate) fn extend(
 /// `RAISE_FENCE_LUA`.
 pub(crate) fn raise_fence(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
@@ -347,12 +413,12 @@ pub(crate) fn raise_fence(
             return Ok(Reply::Int(0));
         }
     }
-    let counters = helpers(keys, FENCE_SUFFIX);
-    let current = read_counters(ks, now, &counters)?;
+    let counters = sc.counters.fill(keys, FENCE_SUFFIX, true);
+    let current = read_counters(ks, now, counters)?;
     if want_too_large(want) {
         return Err(refuse("FENCEMAX"));
     }
-    set_counters(ks, now, &counters, &current, want);
+    set_counters(ks, now, counters, &current, want);
     Ok(Reply::Int(1))
 }
 
@@ -362,11 +428,11 @@ fn shared_held(
     ks: &mut Keyspace,
     now: i64,
     keys: &[String],
-    readers: &[Vec<u8>],
+    readers: &Names,
     token: &[u8],
 ) -> Step<bool> {
     let mut held = true;
-    for (k, r) in keys.iter().zip(readers) {
+    for (k, r) in keys.iter().zip(readers.iter()) {
         let marked = call(ks.get(now, k.as_bytes()))? == Some(READERS_MARKER);
         let score = call(ks.zscore(now, r, token))?;
         if !marked || score.is_none_or(|s| s <= now as f64) {
@@ -388,13 +454,14 @@ fn add_reader(
     call(ks.zrem_upto(now, readers, now as f64))?;
     call(ks.zadd(now, readers, until_ms, token))?;
     let last = call(ks.zlast_score(now, readers))?.unwrap_or(until_ms);
-    Ok(format_d(last - now as f64).parse().unwrap_or(0))
+    Ok(lua_long(last - now as f64))
 }
 
 /// `SHARED_ACQUIRE_LUA`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn shared_acquire(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
@@ -403,29 +470,28 @@ pub(crate) fn shared_acquire(
     me: &[u8],
     yields: bool,
 ) -> Step<Reply> {
-    let readers = helpers(keys, READERS_SUFFIX);
+    let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
     let mut held = false;
-    for (k, r) in keys.iter().zip(&readers) {
+    for (k, r) in keys.iter().zip(readers.iter()) {
         if call(ks.get(now, k.as_bytes()))?.is_some_and(|v| v != READERS_MARKER) {
             held = true;
         }
         call(ks.zcard(now, r))?;
     }
-    let counters = if fence {
-        helpers(keys, FENCE_SUFFIX)
-    } else {
-        Vec::new()
-    };
-    check_counters(ks, now, &counters)?;
+    let counters = sc.counters.fill(keys, FENCE_SUFFIX, fence);
+    check_counters(ks, now, counters)?;
     let mut gives_way = false;
+    let mark = &mut sc.line;
     for k in keys {
-        let mark = helper(k.as_bytes(), WAIT_SUFFIX);
-        let Some(v) = call(ks.get(now, &mark))? else {
+        mark.clear();
+        mark.extend_from_slice(k.as_bytes());
+        mark.extend_from_slice(WAIT_SUFFIX.as_bytes());
+        let Some(v) = call(ks.get(now, mark))? else {
             continue;
         };
         if yields {
             for (_, id) in words(v) {
-                if id != me && call(ks.get(now, &place(&mark, id)))?.is_some() {
+                if id != me && call(ks.get(now, place_in(&mut sc.place, mark, id)))?.is_some() {
                     gives_way = true;
                 }
             }
@@ -435,28 +501,29 @@ pub(crate) fn shared_acquire(
         return Ok(Reply::Int(-1));
     }
     let until_ms = now as f64 + ttl as f64;
-    for (k, r) in keys.iter().zip(&readers) {
+    for (k, r) in keys.iter().zip(readers.iter()) {
         let left = add_reader(ks, now, r, token, until_ms)?;
         ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
         ks.pexpire(now, r, left);
     }
-    Ok(Reply::Int(bump_counters(ks, now, &counters)?))
+    Ok(Reply::Int(bump_counters(ks, now, counters)?))
 }
 
 /// `SHARED_EXTEND_LUA`.
 pub(crate) fn shared_extend(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
     ttl: i64,
 ) -> Step<Reply> {
-    let readers = helpers(keys, READERS_SUFFIX);
-    if !shared_held(ks, now, keys, &readers, token)? {
+    let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
+    if !shared_held(ks, now, keys, readers, token)? {
         return Ok(Reply::Int(0));
     }
     let until_ms = now as f64 + ttl as f64;
-    for (k, r) in keys.iter().zip(&readers) {
+    for (k, r) in keys.iter().zip(readers.iter()) {
         let left = add_reader(ks, now, r, token, until_ms)?;
         ks.pexpire(now, k.as_bytes(), left);
         ks.pexpire(now, r, left);
@@ -465,18 +532,20 @@ pub(crate) fn shared_extend(
 }
 
 /// `SHARED_RELEASE_LUA`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn shared_release(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
     channel: &[u8],
     out: &mut Vec<Published>,
 ) -> Step<Reply> {
-    let readers = helpers(keys, READERS_SUFFIX);
-    let held = shared_held(ks, now, keys, &readers, token)?;
+    let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
+    let held = shared_held(ks, now, keys, readers, token)?;
     let mut waited = 0;
-    for (k, r) in keys.iter().zip(&readers) {
+    for (k, r) in keys.iter().zip(readers.iter()) {
         let value = call(ks.get(now, k.as_bytes()))?;
         let (unset, marker) = (value.is_none(), value == Some(READERS_MARKER));
         call(ks.zrem_upto(now, r, now as f64))?;
@@ -486,14 +555,17 @@ pub(crate) fn shared_release(
                 ks.del(now, r);
                 if marker {
                     ks.del(now, k.as_bytes());
-                    let mark = helper(k.as_bytes(), WAIT_SUFFIX);
-                    if tell_first_waiter(ks, now, &mark, k.as_bytes(), channel, out) {
+                    let mark = &mut sc.line;
+                    mark.clear();
+                    mark.extend_from_slice(k.as_bytes());
+                    mark.extend_from_slice(WAIT_SUFFIX.as_bytes());
+                    if tell_first_waiter(ks, &mut sc.place, now, mark, k.as_bytes(), channel, out) {
                         waited = 2;
                     }
                 }
             }
             Some(last) => {
-                let left: i64 = format_d(last - now as f64).parse().unwrap_or(0);
+                let left = lua_long(last - now as f64);
                 if unset || marker {
                     ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
                 }
@@ -507,26 +579,29 @@ pub(crate) fn shared_release(
 /// `SHARED_RAISE_FENCE_LUA`.
 pub(crate) fn shared_raise_fence(
     ks: &mut Keyspace,
+    sc: &mut Scratch,
     now: i64,
     keys: &[String],
     token: &[u8],
     want: &[u8],
 ) -> Step<Reply> {
-    let readers = helpers(keys, READERS_SUFFIX);
-    let held = shared_held(ks, now, keys, &readers, token)?;
-    let counters = helpers(keys, FENCE_SUFFIX);
-    let current = read_counters(ks, now, &counters)?;
+    let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
+    let held = shared_held(ks, now, keys, readers, token)?;
+    let counters = sc.counters.fill(keys, FENCE_SUFFIX, true);
+    let current = read_counters(ks, now, counters)?;
     if !held {
         return Ok(Reply::Int(0));
     }
     if want_too_large(want) {
         return Err(refuse("FENCEMAX"));
     }
-    set_counters(ks, now, &counters, &current, want);
+    set_counters(ks, now, counters, &current, want);
     Ok(Reply::Int(1))
 }
 
-/// `tonumber(ARGV[8]) or 0`.
-pub(crate) fn ticket_arg(ticket: &[u8]) -> f64 {
-    arg_number(ticket).unwrap_or(0.0)
+/// `tonumber(ARGV[8]) or 0` of the decimal the backend sends for
+/// `ticket`: the nearest double, as `strtod` rounds (the lua module's
+/// tests check that `as` rounds the same).
+pub(crate) fn ticket_arg(ticket: u64) -> f64 {
+    ticket as f64
 }
