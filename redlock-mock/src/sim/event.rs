@@ -2,7 +2,7 @@
 //! points where a client continues, the events of the queue, and the queue
 //! itself, ordered by (time, sequence number).
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 
@@ -271,34 +271,14 @@ impl Ev {
     }
 }
 
-struct Queued {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Queued {
-    /// Reversed, so that the max-heap pops the earliest (time, seq) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
-}
-
-/// The event queue: earliest time first, ties in the order pushed.
+/// The event queue: earliest time first, ties in the order pushed. The
+/// heap orders small keys (time, sequence number, slot); the events wait
+/// in slots, so that each step of the heap moves 24 bytes, not an event.
 pub(crate) struct Queue {
     seq: u64,
-    heap: BinaryHeap<Queued>,
+    heap: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    slots: Vec<Ev>,
+    free: Vec<usize>,
 }
 
 impl Queue {
@@ -306,21 +286,31 @@ impl Queue {
         Queue {
             seq: 0,
             heap: BinaryHeap::with_capacity(256),
+            slots: Vec::with_capacity(256),
+            free: Vec::with_capacity(256),
         }
     }
 
     /// Schedules `ev` at `at`, never before `now`.
     pub(crate) fn push(&mut self, now: u64, at: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Queued {
-            at: at.max(now),
-            seq: self.seq,
-            ev,
-        });
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = ev;
+                slot
+            }
+            None => {
+                self.slots.push(ev);
+                self.slots.len() - 1
+            }
+        };
+        self.heap.push(Reverse((at.max(now), self.seq, slot)));
     }
 
     /// The next event and its time.
     pub(crate) fn pop(&mut self) -> Option<(u64, Ev)> {
-        self.heap.pop().map(|q| (q.at, q.ev))
+        let Reverse((at, _, slot)) = self.heap.pop()?;
+        self.free.push(slot);
+        self.slots.get(slot).map(|ev| (at, *ev))
     }
 }

@@ -188,17 +188,15 @@ fn execute(
     if rules.blind && claim.is_shared() {
         for k in keys_of(mask) {
             let key = names.key(k);
-            let writer = node.keys.entry(now, key).filter(|e| match &e.value {
-                Value::Str(v) => v != READERS_MARKER,
-                Value::Zset(_) => false,
-            });
-            if let Some(entry) = writer.cloned() {
+            let Some(entry) = node.keys.entry_mut(now, key) else {
+                continue;
+            };
+            if matches!(&entry.value, Value::Str(v) if v != READERS_MARKER) {
                 let marker = Entry {
                     value: Value::Str(READERS_MARKER.to_vec()),
                     expires_at: entry.expires_at,
                 };
-                node.keys.insert(key, marker);
-                hidden[k] = Some(entry);
+                hidden[k] = Some(std::mem::replace(entry, marker));
             }
         }
     }
