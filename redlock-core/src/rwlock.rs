@@ -11,12 +11,13 @@
 //! mutex's argument applies to every pair that must not meet, and readers
 //! never need to count each other (see `docs/safety.md`).
 //!
-//! Waiting writers go first (see [`RwLock`], "Policy"): a writer's first
-//! refused round leaves its waiting mark on the key, and readers' rounds
-//! are queued acquires that give way to another manager's mark (readers
-//! leave no marks), so readers that come after a waiting writer wait for
-//! it; within one manager, a reader waits for the writers of the manager
-//! that came before it.
+//! Writers and readers wait in one line per key, in arrival order (see
+//! [`RwLock`], "Policy"): a refused round leaves its manager's place in
+//! the key's line on the nodes (a writer's or a reader's); a writer gives
+//! way to whoever is first, a reader only to the writers ahead of it, so
+//! neither a stream of readers nor a stream of writers can starve the
+//! other; within one manager, a reader waits for the writers of the
+//! manager that came before it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -267,25 +268,30 @@ impl<B: LockBackend + 'static> Redlock<B> {
 /// shared claim ([`Claim::shared`](crate::backend::Claim::shared)). A read
 /// costs one round however many readers there are.
 ///
-/// **Policy: waiting writers go first (writer preference).**
+/// **Policy: one line, in arrival order; readers in it go in together.**
 ///
-/// - A writer's rounds leave its waiting mark on the key from the first
-///   refused one on; readers' rounds give way to other managers' marks,
-///   so a reader that starts a round after a writer began to wait waits
-///   for that writer. Within one manager, a reader waits while a writer of
-///   the manager that started before it still waits. So a waiting writer
-///   is passed over only by the readers that already held the key, or
-///   whose round reached the nodes before its mark: it waits at most for
-///   the longest of their holds (a read's TTL, or its keep-alive's bound)
-///   plus one retry pause, and a stream of readers cannot starve it.
-/// - Writers take turns through the manager's local line and the marks'
-///   lines, in ticket order, as [`Redlock::lock`] callers do.
-/// - A waiting reader leaves no mark and holds no place in any line: every
-///   writer that waits, or comes while it waits, goes first, also a writer
-///   that came after it. Waiting readers poll with the random pause (no
-///   release names them). So a reader is passed over for as long as
-///   writers of other managers keep waiting: give reads a deadline
-///   ([`RwLock::read_timeout`]) where writers may come without pause.
+/// - Writers and readers that are refused wait in the key's line on the
+///   nodes, in ticket (arrival) order, from their first refused round on:
+///   a writer with a writer's place, a reader with a reader's. Writers
+///   take turns through it (and through the manager's local line) as
+///   [`Redlock::lock`] callers do, and a release tells the first live
+///   manager in it, writer or reader, to try at once.
+/// - A writer gives way to whoever is first in the line; a reader gives
+///   way only to the writers ahead of it (not to readers: the readers at
+///   the head of the line go in together). Within one manager, a reader
+///   also waits while a writer of the manager that started before it still
+///   waits.
+/// - So a waiting writer is passed over only by the readers that held
+///   the key or stood in the line before it (and those of their managers
+///   while those managers' places live: the marks' TTL after their last
+///   refused round), and a stream of later readers cannot starve it. A
+///   waiting reader is passed over only by the writers that held the key
+///   or stood in the line before it, each once: its wait is bounded by
+///   their turns, however many writers come after it
+///   (`rwlock::a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it`,
+///   on in-memory and on real Redis nodes).
+/// - A line holds 16 waiters: one that finds it full waits without a place
+///   (it gives way to every writer in the line) until there is room.
 ///
 /// # Examples
 ///

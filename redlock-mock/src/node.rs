@@ -439,6 +439,25 @@ impl MockNode {
         std::str::from_utf8(first).ok()?.parse().ok()
     }
 
+    /// The live managers in `key`'s waiting line, in order: writers and
+    /// readers of other managers wait there (each by its manager's id).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(redlock_mock::MockNode::new("n0").waiting("k").is_empty());
+    /// ```
+    #[must_use]
+    pub fn waiting(&self, key: &str) -> Vec<u64> {
+        let state = self.state();
+        let now = self.now(&state);
+        let line = format!("{key}{WAIT_SUFFIX}");
+        let ids = state.node.in_line(now, line.as_bytes());
+        ids.into_iter()
+            .filter_map(|id| std::str::from_utf8(id).ok()?.parse().ok())
+            .collect()
+    }
+
     /// The fencing counter of `key` (0 if never incremented).
     ///
     /// # Examples

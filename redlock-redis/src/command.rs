@@ -119,8 +119,10 @@ pub(crate) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
             fence,
             manager,
             yields,
+            mark_ttl_ms,
+            ticket,
         } => {
-            // No manager: none to give way to, and an empty id.
+            // No manager: no line to wait in, and an empty id.
             let me = manager.map_or(Arg::Bytes(b""), Arg::Int);
             let args = [
                 Arg::Bytes(token),
@@ -129,6 +131,8 @@ pub(crate) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
                 Arg::Int(u64::from(fence)),
                 me,
                 Arg::Int(u64::from(yields)),
+                Arg::Int(mark_ttl_ms),
+                Arg::Int(ticket),
             ];
             SHARED_ACQUIRE.write(packed, via, keys(locks, true, fence, true), &args);
         }
@@ -144,9 +148,19 @@ pub(crate) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
             keys: locks,
             token,
             channel,
+            leave,
         } => {
-            let args = [Arg::Bytes(token), Arg::Bytes(channel)];
-            SHARED_RELEASE.write(packed, via, keys(locks, true, false, true), &args);
+            let keys = keys(locks, true, false, true);
+            match leave {
+                Some(manager) => {
+                    let args = [Arg::Bytes(token), Arg::Bytes(channel), Arg::Int(manager)];
+                    SHARED_RELEASE.write(packed, via, keys, &args);
+                }
+                None => {
+                    let args = [Arg::Bytes(token), Arg::Bytes(channel)];
+                    SHARED_RELEASE.write(packed, via, keys, &args);
+                }
+            }
         }
         Command::SharedRaiseFence {
             keys: locks,

@@ -264,7 +264,9 @@ pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave
     let Some(mut release) = Command::of(&Request::Release { claim }, channel) else {
         return;
     };
-    if let Command::Release { leave: manager, .. } = &mut release {
+    if let Command::Release { leave: manager, .. } | Command::SharedRelease { leave: manager, .. } =
+        &mut release
+    {
         if !leave {
             *manager = None;
         }
@@ -567,6 +569,8 @@ pub(crate) mod tests {
             .arg(1)
             .arg(42)
             .arg(1)
+            .arg(300)
+            .arg(9)
             .get_packed_command();
         assert_eq!(packed, expected);
         // One key without fencing is still the script, never `SET NX`;
@@ -582,6 +586,8 @@ pub(crate) mod tests {
             .arg(1)
             .arg(0)
             .arg("")
+            .arg(0)
+            .arg(0)
             .arg(0)
             .get_packed_command();
         assert_eq!(packed, expected);
@@ -608,6 +614,8 @@ pub(crate) mod tests {
             ])
             .arg(token)
             .arg(RELEASE_CHANNEL)
+            // The read waited in line: its release leaves the lines.
+            .arg(42)
             .get_packed_command();
         assert_eq!(packed, expected);
         let packed = written(Planned::raise_fence(&reader, u64::MAX), NEW);

@@ -111,6 +111,119 @@ end
     };
 }
 
+/// Lua that takes the manager `ARGV[3]` out of the waiting line `mark`:
+/// deletes its place `mark:<id>` when that holds a place's value (`1`, a
+/// writer's, or `r`, a reader's; `redis.pcall`: best effort). Expects the
+/// local `mark`. One text for every release script.
+macro_rules! leave_line {
+    () => {
+        r"
+  local place = mark .. ':' .. ARGV[3]
+  local p = redis.pcall('GET', place)
+  if p == '1' or p == 'r' then
+    redis.pcall('DEL', place)
+  end
+"
+    };
+}
+
+/// Lua that reads the waiting line of each lock key for the manager `me`
+/// (the marks are `KEYS[marks_at + 1..marks_at + n]`): `lines[i]` holds
+/// the live waiters but `me`, in order, as `{ticket, id}`; `kinds[i]` the
+/// value `me`'s place gets when it waits (`1` for a writer, or when `me`
+/// already waits as one; else `r`); `other_first` is set when another
+/// manager is first in some line (a writer gives way to it),
+/// `writer_ahead` when a live writer of another manager is ahead of `me`
+/// in some line (a reader gives way to it). Refuses a line or a place of
+/// another shape (`WRONGTYPE`) before any write. Expects the locals `n`,
+/// `me`, `marks_at`, `writer` and the function `is_line` ([`is_line!`]).
+/// One text for the queued acquire and the shared one.
+macro_rules! read_lines {
+    () => {
+        r"
+local lines, kinds = {}, {}
+local other_first, writer_ahead = false, false
+for i = 1, n do
+  local mark = KEYS[marks_at + i]
+  local line = {}
+  local v = redis.call('GET', mark)
+  if v and not is_line(v) then
+    return redis.error_reply('WRONGTYPE a waiting line holds something else')
+  end
+  local place = redis.call('GET', mark .. ':' .. me)
+  if place and place ~= '1' and place ~= 'r' then
+    return redis.error_reply('WRONGTYPE a place in a waiting line holds something else')
+  end
+  if writer or place == '1' then
+    kinds[i] = '1'
+  else
+    kinds[i] = 'r'
+  end
+  local first, ahead = true, true
+  if v then
+    for t, id in string.gmatch(v, '(%d+):(%S+)') do
+      local p = redis.call('GET', mark .. ':' .. id)
+      if p then
+        if id == me then
+          ahead = false
+        else
+          if first then
+            other_first = true
+          end
+          if ahead and p == '1' then
+            writer_ahead = true
+          end
+          line[#line + 1] = {tonumber(t), id}
+        end
+        first = false
+      end
+    end
+  end
+  lines[i] = line
+end
+"
+    };
+}
+
+/// Lua that defines `wait()`: joins each line read by [`read_lines!`] (at
+/// most 16 waiters) at the place of the ticket `ticket` (behind equal
+/// tickets), sets `me`'s place to `kinds[i]` and both for the marks' TTL
+/// `ttl` (ms), and returns -1. Expects the locals of [`read_lines!`] and
+/// `ticket` and `ttl`. One text for the queued acquire and the shared one.
+macro_rules! join_lines {
+    () => {
+        r"
+local function wait()
+  for i = 1, n do
+    local mark = KEYS[marks_at + i]
+    local line = lines[i]
+    if #line < 16 then
+      local at = #line + 1
+      for k, e in ipairs(line) do
+        if e[1] > ticket then
+          at = k
+          break
+        end
+      end
+      table.insert(line, at, {ticket, me})
+    end
+    redis.call('SET', mark .. ':' .. me, kinds[i], 'PX', ttl)
+    if #line == 0 then
+      redis.call('DEL', mark)
+    else
+      local words = {}
+      for k, e in ipairs(line) do
+        words[k] = string.format('%d', e[1]) .. ':' .. e[2]
+      end
+      redis.call('SET', mark, table.concat(words, ' '), 'PX', ttl)
+    end
+  end
+  return -1
+end
+"
+    };
+}
+
 mod shared;
 
 #[cfg(test)]
@@ -186,31 +299,10 @@ end
 local me = ARGV[5]
 local ttl = ARGV[6]
 local ticket = tonumber(ARGV[8]) or 0
-local lines = {}
-local first = {}
-for i = 1, n do
-  local mark = KEYS[n + c + i]
-  local line = {}
-  local v = redis.call('GET', mark)
-  if v and not is_line(v) then
-    return redis.error_reply('WRONGTYPE a waiting line holds something else')
-  end
-  local place = redis.call('GET', mark .. ':' .. me)
-  if place and place ~= '1' then
-    return redis.error_reply('WRONGTYPE a place in a waiting line holds something else')
-  end
-  if v then
-    for t, id in string.gmatch(v, '(%d+):(%S+)') do
-      if redis.call('GET', mark .. ':' .. id) then
-        first[i] = first[i] or id
-        if id ~= me then
-          line[#line + 1] = {tonumber(t), id}
-        end
-      end
-    end
-  end
-  lines[i] = line
-end
+local marks_at, writer = n + c, true
+",
+    read_lines!(),
+    r"
 local held = false
 for i = 1, n do
   if redis.call('GET', KEYS[i]) then
@@ -223,44 +315,10 @@ do
     check_counters!(),
     r"
 end
-local function save(i)
-  local mark = KEYS[n + c + i]
-  if #lines[i] == 0 then
-    redis.call('DEL', mark)
-  else
-    local words = {}
-    for k, e in ipairs(lines[i]) do
-      words[k] = string.format('%d', e[1]) .. ':' .. e[2]
-    end
-    redis.call('SET', mark, table.concat(words, ' '), 'PX', ttl)
-  end
-end
-local function wait()
-  for i = 1, n do
-    local line = lines[i]
-    if #line < 16 then
-      local at = #line + 1
-      for k, e in ipairs(line) do
-        if e[1] > ticket then
-          at = k
-          break
-        end
-      end
-      table.insert(line, at, {ticket, me})
-    end
-    redis.call('SET', KEYS[n + c + i] .. ':' .. me, '1', 'PX', ttl)
-    save(i)
-  end
-  return -1
-end
-if ARGV[7] == '1' then
-  for i = 1, n do
-    if first[i] and first[i] ~= me then
-      return wait()
-    end
-  end
-end
-if held then
+",
+    join_lines!(),
+    r"
+if (ARGV[7] == '1' and other_first) or held then
   return wait()
 end
 for i = 1, n do
@@ -305,10 +363,10 @@ local n = #KEYS / 2
 if n == 1 then
   local v = redis.call('GET', KEYS[1])
   if ARGV[3] then
-    local place = KEYS[2] .. ':' .. ARGV[3]
-    if redis.pcall('GET', place) == '1' then
-      redis.pcall('DEL', place)
-    end
+    local mark = KEYS[2]
+",
+    leave_line!(),
+    r"
   end
   if v ~= ARGV[1] then
     return 0
@@ -334,10 +392,10 @@ for i = 1, n do
 end
 if ARGV[3] then
   for i = n + 1, #KEYS do
-    local place = KEYS[i] .. ':' .. ARGV[3]
-    if redis.pcall('GET', place) == '1' then
-      redis.pcall('DEL', place)
-    end
+    local mark = KEYS[i]
+",
+    leave_line!(),
+    r"
   end
 end
 local waited = 0

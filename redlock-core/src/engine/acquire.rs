@@ -163,9 +163,10 @@ impl<E> Acquire<E> {
     /// The acquisition of a read of the read-write lock `resources`, as
     /// [`Redlock::read`](crate::Redlock::read) and the simulator make it:
     /// every round's claim is shared ([`Claim::shared`]) and queued from
-    /// the first round on ([`Acquire::queue_first`]), so that it gives way
-    /// to the waiting marks of other managers' writers (readers leave no
-    /// marks). `deadline` as in [`Acquire::new`].
+    /// the first round on ([`Acquire::queue_first`]): a refused round waits
+    /// in the keys' lines with a reader's place, and a round gives way to
+    /// the live writers of other managers ahead of it in a line (not to
+    /// readers). `deadline` as in [`Acquire::new`].
     ///
     /// # Examples
     ///
@@ -513,7 +514,9 @@ impl<E> Acquire<E> {
         };
         self.pause = self.settings.retry.pick(entropy.jitter());
         self.attempts = self.attempts.saturating_add(1);
-        if claim.queue().is_some() && !claim.is_shared() {
+        // A queued round may leave its manager's place in the keys' lines
+        // (a writer's or a reader's): giving up takes it out again.
+        if claim.queue().is_some() {
             self.marked = Some(Arc::clone(&claim));
         }
         let id = self.round_id();

@@ -41,7 +41,7 @@ mod lua;
 mod scripts;
 
 pub use keyspace::{CallError, Entry, Keyspace, Value};
-pub use scripts::READERS_MARKER;
+pub use scripts::{READERS_MARKER, READER_PLACE, WRITER_PLACE};
 
 use lua::Decimal;
 
@@ -145,7 +145,10 @@ pub enum Command<'a> {
         /// The value to raise the counters to.
         at_least: u64,
     },
-    /// The shared acquire script (a reader).
+    /// The shared acquire script (a reader). With a manager, a refused
+    /// reader waits in the keys' lines as a queued acquire does, with a
+    /// reader's place ([`READER_PLACE`]), and gives way (with `yields`)
+    /// only to the live writers of other managers ahead of it.
     SharedAcquire {
         /// The lock keys.
         keys: &'a [String],
@@ -157,8 +160,12 @@ pub enum Command<'a> {
         fence: bool,
         /// The reader's manager, when it waits in line.
         manager: Option<u64>,
-        /// Whether to give way to other managers in a line.
+        /// Whether to give way to other managers' writers in a line.
         yields: bool,
+        /// How long its place lives, in milliseconds (with a manager).
+        mark_ttl_ms: u64,
+        /// Its ticket: its place in the lines (with a manager).
+        ticket: u64,
     },
     /// The shared extend script.
     SharedExtend {
@@ -169,7 +176,8 @@ pub enum Command<'a> {
         /// The new TTL in milliseconds.
         ttl_ms: u64,
     },
-    /// The shared release script.
+    /// The shared release script: `leave` takes that manager out of the
+    /// keys' lines first, as [`Command::Release`] does.
     SharedRelease {
         /// The lock keys.
         keys: &'a [String],
@@ -177,6 +185,8 @@ pub enum Command<'a> {
         token: &'a [u8],
         /// The release channels' prefix.
         channel: &'a [u8],
+        /// The manager whose read this is, when it waited in line.
+        leave: Option<u64>,
     },
     /// The shared fence raise script.
     SharedRaiseFence {
@@ -313,19 +323,44 @@ impl Node {
     /// ```
     #[must_use]
     pub fn first_in_line(&self, now: i64, line: &[u8]) -> Option<&[u8]> {
+        self.in_line(now, line).into_iter().next()
+    }
+
+    /// The live managers in the waiting line at key `line`, in order
+    /// (writers and readers: a manager's place says which, see
+    /// [`WRITER_PLACE`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::model::{Command, Node};
+    /// let mut node = Node::new();
+    /// let keys = ["r".to_owned()];
+    /// let queued = |token, manager| Command::QueuedAcquire {
+    ///     keys: &keys, token, ttl_ms: 100, fence: false,
+    ///     manager, mark_ttl_ms: 50, yields: true, ticket: manager,
+    /// };
+    /// node.apply(0, &queued(b"A", 1), &mut Vec::new());
+    /// node.apply(1, &queued(b"B", 2), &mut Vec::new());
+    /// node.apply(1, &queued(b"C", 3), &mut Vec::new());
+    /// assert_eq!(node.in_line(2, "r\u{1f}waiting".as_bytes()), [&b"2"[..], b"3"]);
+    /// ```
+    #[must_use]
+    pub fn in_line(&self, now: i64, line: &[u8]) -> Vec<&[u8]> {
         let Some(Entry {
             value: Value::Str(v),
             ..
         }) = self.keys.entry(now, line)
         else {
-            return None;
+            return Vec::new();
         };
         if !lua::is_line(v) {
-            return None;
+            return Vec::new();
         }
         lua::words(v)
             .map(|(_, id)| id)
-            .find(|id| self.keys.entry(now, &scripts::place(line, id)).is_some())
+            .filter(|id| self.keys.entry(now, &scripts::place(line, id)).is_some())
+            .collect()
     }
 
     /// Runs `command` at `now` (milliseconds on the node's clock), with
@@ -426,19 +461,17 @@ impl Node {
                 fence,
                 manager,
                 yields,
+                mark_ttl_ms,
+                ticket,
             } => {
                 let me = manager.map(Decimal::of_u64);
-                scripts::shared_acquire(
-                    ks,
-                    sc,
-                    now,
-                    keys,
-                    token,
-                    ttl(ttl_ms),
-                    fence,
-                    me.as_ref().map_or(&b""[..], Decimal::bytes),
+                let line = me.as_ref().map(|me| scripts::Line {
+                    me: me.bytes(),
+                    mark_ttl: ttl(mark_ttl_ms),
                     yields,
-                )
+                    ticket: scripts::ticket_arg(ticket),
+                });
+                scripts::shared_acquire(ks, sc, now, keys, token, ttl(ttl_ms), fence, line)
             }
             Command::SharedExtend {
                 keys,
@@ -449,7 +482,12 @@ impl Node {
                 keys,
                 token,
                 channel,
-            } => scripts::shared_release(ks, sc, now, keys, token, channel, published),
+                leave,
+            } => {
+                let me = leave.map(Decimal::of_u64);
+                let leave = me.as_ref().map(Decimal::bytes);
+                scripts::shared_release(ks, sc, now, keys, token, channel, leave, published)
+            }
             Command::SharedRaiseFence {
                 keys,
                 token,
@@ -522,6 +560,8 @@ impl<'a> Command<'a> {
                         fence,
                         manager: queue.map(|q| q.manager()),
                         yields: queue.is_some_and(|q| q.yields()),
+                        mark_ttl_ms: queue.map_or(0, |q| q.mark_ttl().as_millis()),
+                        ticket: queue.map_or(0, |q| q.ticket()),
                     }
                 } else if let Some(q) = queue {
                     Command::QueuedAcquire {
@@ -569,6 +609,7 @@ impl<'a> Command<'a> {
                         keys,
                         token,
                         channel,
+                        leave: claim.queue().map(|q| q.manager()),
                     }
                 } else {
                     Command::Release {

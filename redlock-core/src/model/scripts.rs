@@ -46,6 +46,21 @@ pub(crate) struct Scratch {
     line: Vec<u8>,
     /// Indexes of the keys a release deletes.
     mine: Vec<usize>,
+    /// Each line's place value for the caller: a writer's or a reader's.
+    kinds: Vec<&'static [u8]>,
+}
+
+/// The value of a waiting manager's place (`<line>:<id>`) when a writer of
+/// it waits (or waited and holds).
+pub const WRITER_PLACE: &[u8] = b"1";
+
+/// The value of a waiting manager's place when only readers of it wait
+/// (or waited and hold): later readers do not give way to it, writers do.
+pub const READER_PLACE: &[u8] = b"r";
+
+/// Whether `v` is a place's value.
+fn is_place(v: &[u8]) -> bool {
+    v == WRITER_PLACE || v == READER_PLACE
 }
 
 /// Helper key names of one command's keys, in one buffer.
@@ -191,6 +206,116 @@ pub(crate) struct Line<'a> {
     pub(crate) ticket: f64,
 }
 
+/// What reading a caller's lines found.
+struct Lines {
+    /// Someone else is first in some line (a writer gives way to it).
+    other_first: bool,
+    /// A live writer of another manager is ahead of the caller in some
+    /// line (a reader gives way to it).
+    writer_ahead: bool,
+}
+
+/// Reads the waiting line of each of `keys` for manager `me` as the
+/// scripts do (`read_lines!`): each line's live waiters but `me`, in
+/// order, into the scratch buffers (`waiting` by `ends`), and `me`'s place
+/// value per line into `kinds` (`writer` decides which when it has none).
+fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool) -> Step<Lines> {
+    let marks = &sc.helpers;
+    let (ids, waiting, ends, kinds) = (&mut sc.ids, &mut sc.waiting, &mut sc.ends, &mut sc.kinds);
+    ids.clear();
+    waiting.clear();
+    ends.clear();
+    kinds.clear();
+    let mut found = Lines {
+        other_first: false,
+        writer_ahead: false,
+    };
+    for mark in marks.iter() {
+        let v = call(ks.get(now, mark))?;
+        if v.is_some_and(|v| !is_line(v)) {
+            return Err(refuse("WRONGTYPE"));
+        }
+        let mine = call(ks.get(now, place_in(&mut sc.place, mark, me)))?;
+        if mine.is_some_and(|p| !is_place(p)) {
+            return Err(refuse("WRONGTYPE"));
+        }
+        kinds.push(if writer || mine == Some(WRITER_PLACE) {
+            WRITER_PLACE
+        } else {
+            READER_PLACE
+        });
+        let (mut first, mut ahead) = (true, true);
+        if let Some(v) = v {
+            for (t, id) in words(v) {
+                let Some(p) = call(ks.get(now, place_in(&mut sc.place, mark, id)))? else {
+                    continue;
+                };
+                if id == me {
+                    ahead = false;
+                } else {
+                    found.other_first |= first;
+                    found.writer_ahead |= ahead && p == WRITER_PLACE;
+                    let start = ids.len();
+                    ids.extend_from_slice(id);
+                    waiting.push((number(t), start..ids.len()));
+                }
+                first = false;
+            }
+        }
+        ends.push(waiting.len());
+    }
+    Ok(found)
+}
+
+/// The scripts' `wait()`: joins each line (at most 16 waiters) at the
+/// ticket's place, behind equal tickets, and sets the caller's place for
+/// the marks' TTL.
+fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> Reply {
+    let me = line.me;
+    let (marks, ids, waiting) = (&sc.helpers, &sc.ids, &sc.waiting);
+    let mut start = 0;
+    for ((mark, &end), kind) in marks.iter().zip(sc.ends.iter()).zip(sc.kinds.iter()) {
+        let others = &waiting[start..end];
+        start = end;
+        let joins = others.len() < 16;
+        let at = others
+            .iter()
+            .position(|(t, _)| *t > line.ticket)
+            .unwrap_or(others.len());
+        ks.set(
+            now,
+            place_in(&mut sc.place, mark, me),
+            kind,
+            Some(line.mark_ttl),
+        );
+        if others.is_empty() && !joins {
+            ks.del(now, mark);
+            continue;
+        }
+        let out = &mut sc.line;
+        out.clear();
+        let mut word = |t: f64, id: &[u8]| {
+            if !out.is_empty() {
+                out.push(b' ');
+            }
+            out.extend_from_slice(format_d(t).bytes());
+            out.push(b':');
+            out.extend_from_slice(id);
+        };
+        for (i, (t, id)) in others.iter().enumerate() {
+            if joins && i == at {
+                word(line.ticket, me);
+            }
+            word(*t, &ids[id.clone()]);
+        }
+        if joins && at == others.len() {
+            word(line.ticket, me);
+        }
+        ks.set(now, mark, out, Some(line.mark_ttl));
+    }
+    Reply::Int(-1)
+}
+
 /// `QUEUED_ACQUIRE_LUA`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn queued_acquire(
@@ -203,42 +328,8 @@ pub(crate) fn queued_acquire(
     fence: bool,
     line: Line<'_>,
 ) -> Step<Reply> {
-    let me = line.me;
-    let marks = sc.helpers.fill(keys, WAIT_SUFFIX, true);
-    // Each line's live waiters but me, in order (`waiting`, by `ends`),
-    // and whether someone else is first in any line.
-    let (ids, waiting, ends) = (&mut sc.ids, &mut sc.waiting, &mut sc.ends);
-    ids.clear();
-    waiting.clear();
-    ends.clear();
-    let mut other_first = false;
-    for mark in marks.iter() {
-        let mut head = None;
-        let v = call(ks.get(now, mark))?;
-        if v.is_some_and(|v| !is_line(v)) {
-            return Err(refuse("WRONGTYPE"));
-        }
-        let mine = call(ks.get(now, place_in(&mut sc.place, mark, me)))?;
-        if mine.is_some_and(|p| p != b"1") {
-            return Err(refuse("WRONGTYPE"));
-        }
-        if let Some(v) = v {
-            for (t, id) in words(v) {
-                if call(ks.get(now, place_in(&mut sc.place, mark, id)))?.is_some() {
-                    if head.is_none() {
-                        head = Some(id != me);
-                    }
-                    if id != me {
-                        let start = ids.len();
-                        ids.extend_from_slice(id);
-                        waiting.push((number(t), start..ids.len()));
-                    }
-                }
-            }
-        }
-        ends.push(waiting.len());
-        other_first |= head == Some(true);
-    }
+    sc.helpers.fill(keys, WAIT_SUFFIX, true);
+    let found = read_lines(ks, sc, now, line.me, true)?;
     let mut held = false;
     for k in keys {
         if call(ks.get(now, k.as_bytes()))?.is_some() {
@@ -247,53 +338,13 @@ pub(crate) fn queued_acquire(
     }
     let counters = sc.counters.fill(keys, FENCE_SUFFIX, fence);
     check_counters(ks, now, counters)?;
-    if (line.yields && other_first) || held {
-        let mut start = 0;
-        for (mark, &end) in marks.iter().zip(ends.iter()) {
-            let others = &waiting[start..end];
-            start = end;
-            // Joins the line (at most 16 waiters) in ticket order.
-            let joins = others.len() < 16;
-            let at = others
-                .iter()
-                .position(|(t, _)| *t > line.ticket)
-                .unwrap_or(others.len());
-            ks.set(
-                now,
-                place_in(&mut sc.place, mark, me),
-                b"1",
-                Some(line.mark_ttl),
-            );
-            if others.is_empty() && !joins {
-                ks.del(now, mark);
-                continue;
-            }
-            let out = &mut sc.line;
-            out.clear();
-            let mut word = |t: f64, id: &[u8]| {
-                if !out.is_empty() {
-                    out.push(b' ');
-                }
-                out.extend_from_slice(format_d(t).bytes());
-                out.push(b':');
-                out.extend_from_slice(id);
-            };
-            for (i, (t, id)) in others.iter().enumerate() {
-                if joins && i == at {
-                    word(line.ticket, me);
-                }
-                word(*t, &ids[id.clone()]);
-            }
-            if joins && at == others.len() {
-                word(line.ticket, me);
-            }
-            ks.set(now, mark, out, Some(line.mark_ttl));
-        }
-        return Ok(Reply::Int(-1));
+    if (line.yields && found.other_first) || held {
+        return Ok(join_lines(ks, sc, now, line));
     }
     for k in keys {
         ks.set(now, k.as_bytes(), token, Some(ttl));
     }
+    let counters = &sc.counters;
     Ok(Reply::Int(bump_counters(ks, now, counters)?))
 }
 
@@ -334,6 +385,17 @@ fn tell_first_waiter(
     false
 }
 
+/// `leave_lines!`: manager `me` leaves each line (its place is deleted
+/// when it holds a place's value; `redis.pcall`: errors are ignored).
+fn leave_lines(ks: &mut Keyspace, place: &mut Vec<u8>, now: i64, marks: &Names, me: &[u8]) {
+    for mark in marks.iter() {
+        let p = place_in(place, mark, me);
+        if matches!(ks.get(now, p), Ok(Some(v)) if is_place(v)) {
+            ks.del(now, p);
+        }
+    }
+}
+
 /// `RELEASE_LUA`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn release(
@@ -359,12 +421,7 @@ pub(crate) fn release(
     }
     let marks = sc.helpers.fill(keys, WAIT_SUFFIX, true);
     if let Some(me) = leave {
-        for mark in marks.iter() {
-            let p = place_in(&mut sc.place, mark, me);
-            if matches!(ks.get(now, p), Ok(Some(b"1"))) {
-                ks.del(now, p);
-            }
-        }
+        leave_lines(ks, &mut sc.place, now, marks, me);
     }
     let mut waited = 0;
     let mut mine = sc.mine.iter().copied().peekable();
@@ -457,7 +514,8 @@ fn add_reader(
     Ok(lua_long(last - now as f64))
 }
 
-/// `SHARED_ACQUIRE_LUA`.
+/// `SHARED_ACQUIRE_LUA`. With a manager, `line` is its place in the
+/// keys' lines (its `yields` decides whether it gives way).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn shared_acquire(
     ks: &mut Keyspace,
@@ -467,8 +525,7 @@ pub(crate) fn shared_acquire(
     token: &[u8],
     ttl: i64,
     fence: bool,
-    me: &[u8],
-    yields: bool,
+    line: Option<Line<'_>>,
 ) -> Step<Reply> {
     let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
     let mut held = false;
@@ -480,33 +537,23 @@ pub(crate) fn shared_acquire(
     }
     let counters = sc.counters.fill(keys, FENCE_SUFFIX, fence);
     check_counters(ks, now, counters)?;
-    let mut gives_way = false;
-    let mark = &mut sc.line;
-    for k in keys {
-        mark.clear();
-        mark.extend_from_slice(k.as_bytes());
-        mark.extend_from_slice(WAIT_SUFFIX.as_bytes());
-        let Some(v) = call(ks.get(now, mark))? else {
-            continue;
-        };
-        if yields {
-            for (_, id) in words(v) {
-                if id != me && call(ks.get(now, place_in(&mut sc.place, mark, id)))?.is_some() {
-                    gives_way = true;
-                }
-            }
+    if let Some(line) = line {
+        sc.helpers.fill(keys, WAIT_SUFFIX, true);
+        let found = read_lines(ks, sc, now, line.me, false)?;
+        if held || (line.yields && found.writer_ahead) {
+            return Ok(join_lines(ks, sc, now, line));
         }
-    }
-    if held || gives_way {
+    } else if held {
         return Ok(Reply::Int(-1));
     }
+    let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
     let until_ms = now as f64 + ttl as f64;
     for (k, r) in keys.iter().zip(readers.iter()) {
         let left = add_reader(ks, now, r, token, until_ms)?;
         ks.set(now, k.as_bytes(), READERS_MARKER, Some(left));
         ks.pexpire(now, r, left);
     }
-    Ok(Reply::Int(bump_counters(ks, now, counters)?))
+    Ok(Reply::Int(bump_counters(ks, now, &sc.counters)?))
 }
 
 /// `SHARED_EXTEND_LUA`.
@@ -540,10 +587,26 @@ pub(crate) fn shared_release(
     keys: &[String],
     token: &[u8],
     channel: &[u8],
+    leave: Option<&[u8]>,
     out: &mut Vec<Published>,
 ) -> Step<Reply> {
+    let held = shared_held(
+        ks,
+        now,
+        keys,
+        sc.helpers.fill(keys, READERS_SUFFIX, true),
+        token,
+    )?;
+    if let Some(me) = leave {
+        leave_lines(
+            ks,
+            &mut sc.place,
+            now,
+            sc.helpers.fill(keys, WAIT_SUFFIX, true),
+            me,
+        );
+    }
     let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
-    let held = shared_held(ks, now, keys, readers, token)?;
     let mut waited = 0;
     for (k, r) in keys.iter().zip(readers.iter()) {
         let value = call(ks.get(now, k.as_bytes()))?;

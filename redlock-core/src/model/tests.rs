@@ -145,6 +145,8 @@ fn readers_share_a_key_that_expires_with_the_latest() {
         fence: false,
         manager: None,
         yields: false,
+        mark_ttl_ms: 0,
+        ticket: 0,
     };
     assert_eq!(node.apply(0, &read(b"A", 100), &mut out), Reply::Int(0));
     assert_eq!(node.apply(10, &read(b"B", 50), &mut out), Reply::Int(0));
@@ -168,10 +170,182 @@ fn readers_share_a_key_that_expires_with_the_latest() {
             keys: &k,
             token,
             channel: b"ch",
+            leave: None,
         };
         assert_eq!(node.apply(30, &release, &mut out), Reply::Int(1));
     }
     assert!(node.keys.live(30).next().is_none());
+}
+
+/// A reader of manager `m` with `ticket`, waiting in line and yielding.
+fn reader<'a>(k: &'a [String], token: &'a [u8], m: u64, ticket: u64) -> Command<'a> {
+    Command::SharedAcquire {
+        keys: k,
+        token,
+        ttl_ms: 100,
+        fence: false,
+        manager: Some(m),
+        yields: true,
+        mark_ttl_ms: 1_000,
+        ticket,
+    }
+}
+
+/// A writer of manager `m` with `ticket`, waiting in line and yielding.
+fn writer<'a>(k: &'a [String], token: &'a [u8], m: u64, ticket: u64) -> Command<'a> {
+    Command::QueuedAcquire {
+        keys: k,
+        token,
+        ttl_ms: 100,
+        fence: false,
+        manager: m,
+        mark_ttl_ms: 1_000,
+        yields: true,
+        ticket,
+    }
+}
+
+#[test]
+fn a_waiting_reader_holds_its_place_and_later_writers_give_way_to_it() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let line = format!("r{WAIT_SUFFIX}");
+    // Writer 1 holds; reader 2 waits in line with a reader's place.
+    assert_eq!(
+        node.apply(0, &writer(&k, b"W1", 1, 1), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(1, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(string(&node, 1, &line).as_deref(), Some(&b"2:2"[..]));
+    let place = format!("{line}:2");
+    assert_eq!(string(&node, 1, &place).as_deref(), Some(READER_PLACE));
+    // Writer 3 comes later: it gives way to the reader first in line.
+    assert_eq!(
+        node.apply(2, &writer(&k, b"W3", 3, 3), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(string(&node, 2, &line).as_deref(), Some(&b"2:2 3:3"[..]));
+    // Writer 1's release tells the reader's manager.
+    let release = Command::Release {
+        keys: &k,
+        token: b"W1",
+        channel: b"ch",
+        leave: Some(1),
+    };
+    assert_eq!(node.apply(3, &release, &mut out), Reply::Int(3));
+    assert_eq!(
+        out.last().map(|p| p.channel.clone()),
+        Some(b"ch:2".to_vec())
+    );
+    // The reader is in (nobody but readers ahead of it), the writer still
+    // gives way, and a new reader 4, behind writer 3, gives way too.
+    assert_eq!(
+        node.apply(4, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(4, &writer(&k, b"W3", 3, 3), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(5, &reader(&k, b"R4", 4, 4), &mut out),
+        Reply::Int(-1)
+    );
+    // The reader's release takes it out of the line and tells writer 3.
+    let done = Command::SharedRelease {
+        keys: &k,
+        token: b"R2",
+        channel: b"ch",
+        leave: Some(2),
+    };
+    assert_eq!(node.apply(6, &done, &mut out), Reply::Int(3));
+    assert_eq!(
+        out.last().map(|p| p.channel.clone()),
+        Some(b"ch:3".to_vec())
+    );
+    assert!(node.keys.entry(6, place.as_bytes()).is_none());
+    assert_eq!(
+        node.apply(7, &writer(&k, b"W3", 3, 3), &mut out),
+        Reply::Int(0)
+    );
+}
+
+#[test]
+fn waiting_readers_do_not_give_way_to_each_other() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    assert_eq!(
+        node.apply(0, &writer(&k, b"W1", 1, 1), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(1, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(1, &reader(&k, b"R3", 3, 3), &mut out),
+        Reply::Int(-1)
+    );
+    let release = Command::Release {
+        keys: &k,
+        token: b"W1",
+        channel: b"ch",
+        leave: Some(1),
+    };
+    node.apply(2, &release, &mut out);
+    // Reader 3 is behind reader 2, yet reads at once: readers share.
+    assert_eq!(
+        node.apply(3, &reader(&k, b"R3", 3, 3), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(3, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(0)
+    );
+}
+
+#[test]
+fn a_writer_of_the_readers_manager_turns_its_place_into_a_writers() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let place = format!("r{WAIT_SUFFIX}:2");
+    assert_eq!(
+        node.apply(0, &writer(&k, b"W1", 1, 1), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(1, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(1, &writer(&k, b"W2", 2, 3), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(string(&node, 1, &place).as_deref(), Some(WRITER_PLACE));
+    // A reader of manager 2 keeps the writer's place; one of manager 5,
+    // behind it, gives way to it.
+    assert_eq!(
+        node.apply(2, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(string(&node, 2, &place).as_deref(), Some(WRITER_PLACE));
+    let release = Command::Release {
+        keys: &k,
+        token: b"W1",
+        channel: b"ch",
+        leave: Some(1),
+    };
+    node.apply(3, &release, &mut out);
+    assert_eq!(
+        node.apply(4, &reader(&k, b"R5", 5, 5), &mut out),
+        Reply::Int(-1)
+    );
 }
 
 #[test]

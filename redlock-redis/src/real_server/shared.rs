@@ -128,50 +128,70 @@ fn readers_share_a_key_that_writers_wait_for_until_the_last_reader_left() {
 }
 
 #[test]
-fn a_reader_is_refused_by_a_writer_and_gives_way_to_another_managers_waiting_writer() {
+fn a_refused_reader_waits_in_line_and_gives_way_only_to_writers_ahead_of_it() {
     let server = Server::start();
     let node = backend(&server);
     let writer = claim(&["doc"], None);
     assert_eq!(node.acquire(&writer, ttl(5), false).expect("up"), GRANTED);
-    let first = reader(&["doc"], 1);
-    for fence in [false, true] {
-        assert_eq!(node.acquire(&first, ttl(5), fence).expect("up"), REFUSED);
-    }
-    // Refused, a reader leaves no mark, no reader set, no counter.
-    assert_eq!(server.keys(), 1, "only the writer's key");
-    // Manager 2's writer waits, and marks the key.
+    // Manager 2's writer (ticket 20) waits first, manager 3's reader
+    // (ticket 30) behind it, with a reader's place.
     let waiting = claim(&["doc"], Some((2, true)));
     assert_eq!(node.acquire(&waiting, ttl(5), false).expect("up"), REFUSED);
-    assert_eq!(server.get(&mark("doc")).as_deref(), Some("20:2"));
-    assert!(node.release(&writer).expect("up"));
-    // The key is free, but manager 1's reader gives way to manager 2's
-    // writer, changing nothing.
+    let third = reader(&["doc"], 3);
+    for fence in [false, true] {
+        assert_eq!(node.acquire(&third, ttl(5), fence).expect("up"), REFUSED);
+    }
+    assert_eq!(server.get(&mark("doc")).as_deref(), Some("20:2 30:3"));
+    let place = format!("{}:3", mark("doc"));
+    assert_eq!(server.get(&place).as_deref(), Some("r"));
+    // No reader set, no counter: only the writer's key and the line.
+    assert_eq!(server.keys(), 4, "the key, the line, two places");
+    // Manager 1's reader (ticket 10) joins ahead of both.
+    let first = reader(&["doc"], 1);
     assert_eq!(node.acquire(&first, ttl(5), false).expect("up"), REFUSED);
+    assert_eq!(server.get(&mark("doc")).as_deref(), Some("10:1 20:2 30:3"));
+    assert!(node.release(&writer).expect("up"));
+    // The key is free: manager 3's reader gives way to manager 2's writer
+    // ahead of it, changing nothing; manager 1's reader, first, reads,
+    // and the writer gives way to it.
+    assert_eq!(node.acquire(&third, ttl(5), false).expect("up"), REFUSED);
     assert_eq!(server.get("doc"), None);
-    assert_eq!(server.int(&["EXISTS", &readers("doc")]), 0);
-    assert_eq!(server.get(&mark("doc")).as_deref(), Some("20:2"));
-    // A reader of manager 2 itself does not give way to its own manager's
-    // mark (the manager orders its own callers).
-    let own = reader(&["doc"], 2);
-    assert_eq!(node.acquire(&own, ttl(5), false).expect("up"), GRANTED);
-    assert_eq!(server.get(&mark("doc")).as_deref(), Some("20:2"));
-    // The last reader to leave tells the waiting manager on its channel.
+    assert_eq!(node.acquire(&first, ttl(5), false).expect("up"), GRANTED);
+    assert_eq!(node.acquire(&waiting, ttl(5), false).expect("up"), REFUSED);
+    // The last reader's release leaves the line and tells the first
+    // waiting manager, the writer, on its channel: it goes next.
     let mut feed = subscribe(&server, &format!("{RELEASE_CHANNEL}:2"));
-    assert!(node.release(&own).expect("up"));
+    assert!(node.release(&first).expect("up"));
     assert_eq!(next_message(&mut feed), "2 doc");
+    assert_eq!(server.get(&format!("{}:1", mark("doc"))), None);
     assert_eq!(node.acquire(&waiting, ttl(5), false).expect("up"), GRANTED);
     assert!(node.release(&waiting).expect("up"));
-    assert_eq!(
-        server.get(&format!("{}:2", mark("doc"))),
-        None,
-        "the writer's release took it out of the line"
-    );
-    // A mark whose manager stopped waiting (its `M:id` key is gone) is
+    // A line entry whose manager stopped waiting (its place is gone) is
     // not given way to.
-    server.command(&["SET", &mark("doc"), "30:3", "PX", "3000"]);
-    assert_eq!(node.acquire(&first, ttl(5), false).expect("up"), GRANTED);
-    assert!(node.release(&first).expect("up"));
-    assert_eq!(server.get("doc"), None);
+    server.command(&["SET", &mark("doc"), "5:9 30:3", "PX", "3000"]);
+    assert_eq!(node.acquire(&third, ttl(5), false).expect("up"), GRANTED);
+    assert!(node.release(&third).expect("up"));
+    // A reader does not give way to a waiting writer of its own manager
+    // (the manager orders its own callers).
+    assert_eq!(node.acquire(&writer, ttl(5), false).expect("up"), GRANTED);
+    let own_writer = claim(&["doc"], Some((4, true)));
+    assert_eq!(
+        node.acquire(&own_writer, ttl(5), false).expect("up"),
+        REFUSED
+    );
+    assert!(node.release(&writer).expect("up"));
+    let own_reader = reader(&["doc"], 4);
+    assert_eq!(
+        node.acquire(&own_reader, ttl(5), false).expect("up"),
+        GRANTED
+    );
+    assert!(node.release(&own_reader).expect("up"));
+    assert_eq!(
+        node.acquire(&own_writer, ttl(5), false).expect("up"),
+        GRANTED
+    );
+    assert!(node.release(&own_writer).expect("up"));
+    assert_eq!(server.keys(), 0, "keys left behind");
 }
 
 #[test]
@@ -251,7 +271,10 @@ fn a_reader_of_several_keys_takes_all_or_none() {
     assert_eq!(node.acquire(&writer, ttl(5), false).expect("up"), GRANTED);
     let both = reader(&["a", "b"], 1);
     assert_eq!(node.acquire(&both, ttl(5), true).expect("up"), REFUSED);
-    assert_eq!(server.keys(), 1, "nothing set on a");
+    // Nothing set on `a` but the reader's place in its line.
+    assert_eq!(server.get("a"), None);
+    assert_eq!(server.int(&["EXISTS", &readers("a")]), 0);
+    assert_eq!(server.keys(), 5, "b, and a line and a place per key");
     assert!(node.release(&writer).expect("up"));
     assert_eq!(
         node.acquire(&both, ttl(5), true).expect("up"),

@@ -64,27 +64,33 @@ pub(crate) const READERS_MARKER: &str = "redlock:readers";
 /// (`R␟readers`); `KEYS[2n+1..2n+c]`: their fencing counters (`c` is `n`
 /// with fencing, else 0); `KEYS[2n+c+1..2n+c+n]`: their waiting marks.
 /// `ARGV`: token, TTL in ms, `n`, fencing (`1` or `0`), the manager's id
-/// (empty for none), whether to give way to other managers' marks (`1` or
-/// `0`).
+/// (empty for none), whether to give way to other managers' writers (`1`
+/// or `0`), the marks' TTL in ms, the manager's ticket.
 ///
 /// A reader set is a sorted set of tokens scored by their expiry in ms on
 /// the server's clock (`TIME`); a member whose score is not above now has
 /// expired. While a key has live readers, the lock key holds the marker
 /// `redlock:readers`, and it and the set expire with the latest reader.
 ///
-/// Returns -1, having changed nothing, when it gives way to a mark that
-/// names another live manager (the marks' lines, see
-/// [`QUEUED_ACQUIRE_LUA`](super::QUEUED_ACQUIRE_LUA)), or when a lock key
-/// holds anything but the marker (a writer). Else it drops each set's
+/// Without a manager, returns -1, having changed nothing, when a lock key
+/// holds anything but the marker (a writer). With one, the reader waits in
+/// the marks' lines as [`QUEUED_ACQUIRE_LUA`](super::QUEUED_ACQUIRE_LUA)
+/// does, its place holding `r` (a reader's; a manager whose writer waits
+/// keeps `1`): it returns -1 and joins every key's line at its ticket's
+/// place when a writer holds a key, or when it gives way to a live writer
+/// of another manager ahead of it in a line (readers do not give way to
+/// readers, so waiting readers go in together). Else it drops each set's
 /// expired readers, adds the token until now + TTL, sets the marker and
 /// both keys' expiry to the latest reader's, and with fencing increments
 /// the counters as [`ACQUIRE_LUA`](super::ACQUIRE_LUA) does; returns the
-/// largest counter (0 without fencing). It never writes a mark.
+/// largest counter (0 without fencing), keeping its place in the lines
+/// until the read's release leaves them.
 ///
 /// The node model's [`Command::SharedAcquire`](redlock_core::model::Command::SharedAcquire) must equal it
 /// (its twin: `fn shared_acquire` in `redlock-core/src/model/scripts.rs`; the
 /// differential tests prove it on every server kind).
 const SHARED_ACQUIRE_LUA: &str = concat!(
+    is_line!(),
     r"
 local n = tonumber(ARGV[3])
 local c = 0
@@ -108,19 +114,18 @@ local first, last = 2 * n + 1, 2 * n + c
 ",
     check_counters!(),
     r"
-local gives_way = false
-for i = 1, n do
-  local mark = KEYS[2 * n + c + i]
-  local v = redis.call('GET', mark)
-  if v and ARGV[6] == '1' then
-    for _, id in string.gmatch(v, '(%d+):(%S+)') do
-      if id ~= me and redis.call('GET', mark .. ':' .. id) then
-        gives_way = true
-      end
-    end
+if me ~= '' then
+  local marks_at, writer = 2 * n + c, false
+  local ttl = ARGV[7]
+  local ticket = tonumber(ARGV[8]) or 0
+",
+    read_lines!(),
+    join_lines!(),
+    r"
+  if held or (ARGV[6] == '1' and writer_ahead) then
+    return wait()
   end
-end
-if held or gives_way then
+elseif held then
   return -1
 end
 local t = redis.call('TIME')
@@ -177,7 +182,9 @@ return 1
 /// gets the expiry of the latest one.
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
-/// `KEYS[2n+1..3n]`: their waiting marks. `ARGV`: token, channel prefix.
+/// `KEYS[2n+1..3n]`: their waiting marks. `ARGV`: token, channel prefix,
+/// and, for a read that waited in line, its manager's id: that manager
+/// leaves the keys' lines first, as in [`RELEASE_LUA`](super::RELEASE_LUA).
 /// Returns as [`RELEASE_LUA`](super::RELEASE_LUA): 1 when every key had
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
@@ -192,6 +199,14 @@ local n = #KEYS / 3
 ",
     shared_held!(),
     r"
+if ARGV[3] then
+  for i = 1, n do
+    local mark = KEYS[2 * n + i]
+",
+    leave_line!(),
+    r"
+  end
+end
 local waited = 0
 for i = 1, n do
   local value = redis.call('GET', KEYS[i])

@@ -118,11 +118,7 @@ enum Step {
     /// Real time passes (ms).
     Wait(u64),
     /// `SET NX PX GET` (or `SET NX PX` and `TYPE` before Redis 7.0).
-    SetNx {
-        key: usize,
-        who: usize,
-        ttl: u64,
-    },
+    SetNx { key: usize, who: usize, ttl: u64 },
     Acquire {
         keys: Vec<usize>,
         who: usize,
@@ -161,6 +157,8 @@ enum Step {
         fence: bool,
         manager: Option<usize>,
         yields: bool,
+        mark_ttl: u64,
+        ticket: u64,
     },
     ReadExtend {
         keys: Vec<usize>,
@@ -170,6 +168,7 @@ enum Step {
     ReadRelease {
         keys: Vec<usize>,
         who: usize,
+        leave: Option<usize>,
     },
     ReadRaise {
         keys: Vec<usize>,
@@ -204,7 +203,7 @@ impl Owned {
             | Step::Raise { keys, who, .. }
             | Step::Read { keys, who, .. }
             | Step::ReadExtend { keys, who, .. }
-            | Step::ReadRelease { keys, who }
+            | Step::ReadRelease { keys, who, .. }
             | Step::ReadRaise { keys, who, .. } => (pick(keys), *who),
             Step::Other { .. } => (Vec::new(), 0),
         };
@@ -292,6 +291,8 @@ impl Owned {
                 fence,
                 manager: m,
                 yields,
+                mark_ttl,
+                ticket,
                 ..
             } => Command::SharedAcquire {
                 keys,
@@ -300,16 +301,19 @@ impl Owned {
                 fence,
                 manager: m.map(manager),
                 yields,
+                mark_ttl_ms: mark_ttl,
+                ticket,
             },
             Step::ReadExtend { ttl, .. } => Command::SharedExtend {
                 keys,
                 token,
                 ttl_ms: ttl,
             },
-            Step::ReadRelease { .. } => Command::SharedRelease {
+            Step::ReadRelease { leave, .. } => Command::SharedRelease {
                 keys,
                 token,
                 channel: CHANNEL,
+                leave: leave.map(manager),
             },
             Step::ReadRaise { at_least, .. } => Command::SharedRaiseFence {
                 keys,
@@ -383,6 +387,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             "x1:y",
             "7:3",
             "1",
+            "r",
         ])
         .prop_flat_map(|v| prop_oneof![Just(Write::Str(v, None)), Just(Write::Str(v, Some(30)))]),
         (0i64..5).prop_map(Write::Zset),
@@ -393,7 +398,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         2 => (key.clone(), who.clone(), ttl.clone()).prop_map(|(key, who, ttl)| Step::SetNx { key, who, ttl }),
         3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>())
             .prop_map(|(keys, who, ttl, fence)| Step::Acquire { keys, who, ttl, fence }),
-        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), mark_ttl, any::<bool>(), ticket)
+        5 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), manager.clone(), mark_ttl.clone(), any::<bool>(), ticket.clone())
             .prop_map(|(keys, who, ttl, fence, manager, mark_ttl, yields, ticket)| Step::Queued {
                 keys, who, ttl, fence, manager, mark_ttl, yields, ticket,
             }),
@@ -403,13 +408,14 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             .prop_map(|(keys, who, leave)| Step::Release { keys, who, leave }),
         2 => (keys.clone(), who.clone(), at_least.clone())
             .prop_map(|(keys, who, at_least)| Step::Raise { keys, who, at_least }),
-        3 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), proptest::option::of(manager), any::<bool>())
-            .prop_map(|(keys, who, ttl, fence, manager, yields)| Step::Read {
-                keys, who, ttl, fence, manager, yields,
+        4 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), proptest::option::of(manager.clone()), any::<bool>(), mark_ttl, ticket)
+            .prop_map(|(keys, who, ttl, fence, manager, yields, mark_ttl, ticket)| Step::Read {
+                keys, who, ttl, fence, manager, yields, mark_ttl, ticket,
             }),
         1 => (keys.clone(), who.clone(), ttl)
             .prop_map(|(keys, who, ttl)| Step::ReadExtend { keys, who, ttl }),
-        2 => (keys.clone(), who.clone()).prop_map(|(keys, who)| Step::ReadRelease { keys, who }),
+        2 => (keys.clone(), who.clone(), proptest::option::of(manager))
+            .prop_map(|(keys, who, leave)| Step::ReadRelease { keys, who, leave }),
         1 => (keys, who, at_least)
             .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
         2 => (key, 0..suffixes().len(), write)
@@ -1032,6 +1038,7 @@ fn corpus() -> Vec<Vec<Step>> {
             Step::ReadRelease {
                 keys: vec![1, 4, 5],
                 who: 1,
+                leave: None,
             },
         ],
     ]

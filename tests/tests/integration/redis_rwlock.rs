@@ -6,7 +6,8 @@ use std::time::Duration;
 use redlock_tests::harness::wait_until;
 
 use crate::redis_common::{cluster, exists, key, manager, NODE_TIMEOUT};
-use crate::rwlock::{a_writer_against_a_stream_of_readers, Room};
+use crate::rwlock::{a_writer_against_a_stream_of_readers, writes_before_a_waiting_reader, Room};
+use redlock_tests::harness::RedisServer;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -66,4 +67,43 @@ fn a_writer_gets_in_while_readers_of_another_manager_keep_reading() {
     let writer_on = manager(&cluster, NODE_TIMEOUT);
     a_writer_against_a_stream_of_readers(&readers_on, &writer_on, &key("rwlock-busy"))
         .expect("the writer is not starved by the readers");
+}
+
+/// The live managers in `name`'s waiting line on `server`: the line's
+/// `ticket:id` words whose place `<line>:<id>` exists.
+fn waiting(server: &RedisServer, name: &str) -> usize {
+    let line = format!("{name}{}", redlock_redis::WAIT_SUFFIX);
+    let mut admin = server.client().expect("client");
+    let words: Option<String> = redis::cmd("GET")
+        .arg(&line)
+        .query(&mut admin)
+        .unwrap_or(None);
+    words
+        .unwrap_or_default()
+        .split(' ')
+        .filter_map(|word| word.split_once(':'))
+        .filter(|(_, id)| exists(server, &format!("{line}:{id}")))
+        .count()
+}
+
+#[test]
+fn a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it() {
+    let cluster = cluster(3);
+    // Four managers, as four processes would have.
+    let (holder, reader_on) = (
+        manager(&cluster, NODE_TIMEOUT),
+        manager(&cluster, NODE_TIMEOUT),
+    );
+    let writers_on = [
+        manager(&cluster, NODE_TIMEOUT),
+        manager(&cluster, NODE_TIMEOUT),
+    ];
+    let name = key("rwlock-passed");
+    let in_line = || cluster.iter().map(|s| waiting(s, &name)).min().unwrap_or(0);
+    let passed = writes_before_a_waiting_reader(&holder, &reader_on, &writers_on, &name, in_line)
+        .expect("the reader gets in");
+    assert_eq!(
+        passed, 0,
+        "writes that came after the waiting reader went first"
+    );
 }

@@ -229,6 +229,82 @@ pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
     })
 }
 
+/// Review issue, section 4: a waiting reader held no place in line, so
+/// writers of other managers passed it for as long as they kept coming.
+/// Now a refused read waits in the keys' lines as a write does (with a
+/// reader's place): writers that come after it wait for it, however often
+/// they come. A writer of `holder` holds `name`; a reader of `reader_on`
+/// waits; then each of `writers_on` writes `name` in a loop, and the hold
+/// ends once they all wait in line too. `waiting` says how many managers
+/// wait in `name`'s line on every node. Returns the writes granted while
+/// the reader waited (the bound: those of the writers in line before it,
+/// here none).
+pub(crate) fn writes_before_a_waiting_reader<B: LockBackend + 'static>(
+    holder: &Redlock<B>,
+    reader_on: &Redlock<B>,
+    writers_on: &[Redlock<B>],
+    name: &str,
+    waiting: impl Fn() -> usize,
+) -> Result<usize, LockError<B::Error>> {
+    let held = holder.try_write(name, TTL)?;
+    let (read_in, passed) = (AtomicBool::new(false), AtomicUsize::new(0));
+    let in_line = |n: usize, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while waiting() < n {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let read = reader_on.read_timeout(name, TTL, Duration::from_secs(30));
+            read_in.store(true, Ordering::SeqCst);
+            read.map(drop)
+        });
+        in_line(1, "the refused reader never waited in line");
+        for writer_on in writers_on {
+            let (read_in, passed) = (&read_in, &passed);
+            s.spawn(move || {
+                while !read_in.load(Ordering::SeqCst) {
+                    let Ok(write) = writer_on.write_timeout(name, TTL, Duration::from_secs(30))
+                    else {
+                        break;
+                    };
+                    // Granted before the reader: it passed the reader.
+                    if !read_in.load(Ordering::SeqCst) {
+                        passed.fetch_add(1, Ordering::SeqCst);
+                    }
+                    drop(write);
+                }
+            });
+        }
+        in_line(1 + writers_on.len(), "the writers never waited in line");
+        drop(held);
+        reader.join().expect("no panic")
+    })?;
+    Ok(passed.load(Ordering::SeqCst))
+}
+
+#[test]
+fn a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it() {
+    let cluster = MockCluster::new(3);
+    let (holder, reader_on) = (manager(&cluster), manager(&cluster));
+    let writers_on = [manager(&cluster), manager(&cluster)];
+    let waiting = || {
+        (0..3)
+            .map(|i| cluster.node(i).waiting("passed-doc").len())
+            .min()
+            .unwrap_or(0)
+    };
+    let passed =
+        writes_before_a_waiting_reader(&holder, &reader_on, &writers_on, "passed-doc", waiting)
+            .expect("the reader gets in");
+    assert_eq!(
+        passed, 0,
+        "writes that came after the waiting reader went first"
+    );
+}
+
 fn a_writer_gets_in_against_a_stream_of_readers(same_manager: bool) {
     let cluster = MockCluster::new(3);
     let readers_on = manager(&cluster);
