@@ -26,10 +26,22 @@ pub(crate) const LOST: i32 = 79;
 /// The longest any one `redlock` process in these tests may take.
 pub(crate) const HANG: Duration = Duration::from_secs(60);
 
-/// `redlock` with no servers from the environment.
+/// How [`redlock`] starts the binary: with the signals it handles at their
+/// default disposition, whatever this test process inherited. A runner
+/// that starts the suite as a background job of a script ignores SIGINT
+/// and SIGQUIT, and redlock keeps ignored signals ignored
+/// (`signals_ignored_at_start_stay_ignored_for_the_command`), so the tests
+/// that send them would wait for nothing.
+const DEFAULT_SIGNALS: &str = "--default-signal=HUP,INT,QUIT,TERM";
+
+/// `redlock` with no servers from the environment (through `env
+/// --default-signal`, which execs it: the child's pid is redlock's).
 pub(crate) fn redlock() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_redlock"));
-    command.env_remove("REDLOCK_SERVERS");
+    let mut command = Command::new("env");
+    command
+        .arg(DEFAULT_SIGNALS)
+        .arg(env!("CARGO_BIN_EXE_redlock"))
+        .env_remove("REDLOCK_SERVERS");
     command
 }
 
@@ -51,7 +63,8 @@ pub(crate) fn ignoring(signals: &str, command: &Command) -> Command {
     wrapper
         .args(["-c", &format!("trap '' {signals}; exec \"$@\""), "sh"])
         .arg(command.get_program())
-        .args(command.get_args())
+        // Without resetting them again.
+        .args(command.get_args().filter(|a| *a != DEFAULT_SIGNALS))
         .env_remove("REDLOCK_SERVERS");
     wrapper
 }
