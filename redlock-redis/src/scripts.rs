@@ -112,15 +112,18 @@ end
 }
 
 /// Lua that takes the manager `ARGV[3]` out of the waiting line `mark`:
-/// deletes its place `mark:<id>` when that holds a place's value (`1`, a
-/// writer's, or `r`, a reader's; `redis.pcall`: best effort). Expects the
-/// local `mark`. One text for every release script.
+/// deletes its place `mark:<id>` when that holds a reader's place (`r`),
+/// or a writer's (`1`) when the local `writers_leave` is true
+/// (`redis.pcall`: best effort). A writer's release takes either, a
+/// reader's only `r`, so that it never takes out a writer of its manager
+/// that still waits. Expects the locals `mark` and `writers_leave`. One
+/// text for every release script.
 macro_rules! leave_line {
     () => {
         r"
   local place = mark .. ':' .. ARGV[3]
   local p = redis.pcall('GET', place)
-  if p == '1' or p == 'r' then
+  if p == 'r' or (writers_leave and p == '1') then
     redis.pcall('DEL', place)
   end
 "
@@ -360,6 +363,7 @@ const RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
 local n = #KEYS / 2
+local writers_leave = true
 if n == 1 then
   local v = redis.call('GET', KEYS[1])
   if ARGV[3] then

@@ -385,12 +385,22 @@ fn tell_first_waiter(
     false
 }
 
-/// `leave_lines!`: manager `me` leaves each line (its place is deleted
-/// when it holds a place's value; `redis.pcall`: errors are ignored).
-fn leave_lines(ks: &mut Keyspace, place: &mut Vec<u8>, now: i64, marks: &Names, me: &[u8]) {
+/// `leave_line!`: manager `me` leaves each line: its place is deleted when
+/// it holds one of `values` (`redis.pcall`: errors are ignored). A
+/// writer's release takes either kind of place; a reader's only a
+/// reader's, so that it never takes out a writer of its manager that still
+/// waits.
+fn leave_lines(
+    ks: &mut Keyspace,
+    place: &mut Vec<u8>,
+    now: i64,
+    marks: &Names,
+    me: &[u8],
+    values: &[&[u8]],
+) {
     for mark in marks.iter() {
         let p = place_in(place, mark, me);
-        if matches!(ks.get(now, p), Ok(Some(v)) if is_place(v)) {
+        if matches!(ks.get(now, p), Ok(Some(v)) if values.contains(&v)) {
             ks.del(now, p);
         }
     }
@@ -421,7 +431,14 @@ pub(crate) fn release(
     }
     let marks = sc.helpers.fill(keys, WAIT_SUFFIX, true);
     if let Some(me) = leave {
-        leave_lines(ks, &mut sc.place, now, marks, me);
+        leave_lines(
+            ks,
+            &mut sc.place,
+            now,
+            marks,
+            me,
+            &[WRITER_PLACE, READER_PLACE],
+        );
     }
     let mut waited = 0;
     let mut mine = sc.mine.iter().copied().peekable();
@@ -604,6 +621,7 @@ pub(crate) fn shared_release(
             now,
             sc.helpers.fill(keys, WAIT_SUFFIX, true),
             me,
+            &[READER_PLACE],
         );
     }
     let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);

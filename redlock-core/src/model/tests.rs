@@ -349,6 +349,56 @@ fn a_writer_of_the_readers_manager_turns_its_place_into_a_writers() {
 }
 
 #[test]
+fn a_readers_release_leaves_a_waiting_writer_of_its_manager_its_place() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let place = format!("r{WAIT_SUFFIX}:1");
+    // Writer 1 waits behind a holder, reader 2 behind writer 1.
+    assert_eq!(
+        node.apply(0, &writer(&k, b"W0", 9, 0), &mut out),
+        Reply::Int(0)
+    );
+    assert_eq!(
+        node.apply(1, &writer(&k, b"W1", 1, 1), &mut out),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        node.apply(1, &reader(&k, b"R2", 2, 2), &mut out),
+        Reply::Int(-1)
+    );
+    let release = |token: &'static [u8], m| Command::Release {
+        keys: Box::leak(Box::new(k.clone())),
+        token,
+        channel: b"ch",
+        leave: Some(m),
+    };
+    node.apply(2, &release(b"W0", 9), &mut out);
+    // A reader of manager 1 reads (its own writer does not hold it back at
+    // the node) and its release keeps manager 1's writer's place.
+    assert_eq!(
+        node.apply(3, &reader(&k, b"R1", 1, 3), &mut out),
+        Reply::Int(0)
+    );
+    let done = Command::SharedRelease {
+        keys: &k,
+        token: b"R1",
+        channel: b"ch",
+        leave: Some(1),
+    };
+    assert_eq!(node.apply(4, &done, &mut out), Reply::Int(3));
+    assert_eq!(string(&node, 4, &place).as_deref(), Some(WRITER_PLACE));
+    assert_eq!(
+        out.last().map(|p| p.channel.clone()),
+        Some(b"ch:1".to_vec())
+    );
+    assert_eq!(
+        node.apply(5, &writer(&k, b"W1", 1, 1), &mut out),
+        Reply::Int(0)
+    );
+}
+
+#[test]
 fn fenced_grants_raise_every_counter_to_the_largest() {
     let mut node = Node::new();
     let mut out = Vec::new();

@@ -462,7 +462,8 @@ impl<B: LockBackend + 'static> Conformance<B> {
             "a reader gave way to its own manager's mark"
         );
         ensure!(node.release(&own)?, "the reader could not release");
-        // The waiting writer goes in; the readers left no mark of theirs.
+        // The waiting writer goes in: the reader of its manager left it its
+        // place, and the reader of manager 2 waits behind it.
         ensure!(
             node.acquire(&waiting, ttl, false)?.is_granted(),
             "the waiting writer was refused once the readers left"

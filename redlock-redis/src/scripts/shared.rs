@@ -184,7 +184,9 @@ return 1
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets;
 /// `KEYS[2n+1..3n]`: their waiting marks. `ARGV`: token, channel prefix,
 /// and, for a read that waited in line, its manager's id: that manager
-/// leaves the keys' lines first, as in [`RELEASE_LUA`](super::RELEASE_LUA).
+/// leaves the keys' lines first, as in [`RELEASE_LUA`](super::RELEASE_LUA),
+/// but only where its place is a reader's (`r`): a writer of the same
+/// manager that waits keeps its place.
 /// Returns as [`RELEASE_LUA`](super::RELEASE_LUA): 1 when every key had
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
@@ -196,6 +198,7 @@ const SHARED_RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
 local n = #KEYS / 3
+local writers_leave = false
 ",
     shared_held!(),
     r"
