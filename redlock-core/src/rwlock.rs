@@ -290,8 +290,9 @@ impl<B: LockBackend + 'static> Redlock<B> {
 ///   their turns, however many writers come after it
 ///   (`rwlock::a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it`,
 ///   on in-memory and on real Redis nodes).
-/// - A line holds 16 waiters: one that finds it full waits without a place
-///   (it gives way to every writer in the line) until there is room.
+/// - A line holds 16 waiters: one that finds it full waits outside it (no
+///   entry: it gives way to every writer in the line) until there is room
+///   (`model::tests::a_reader_that_finds_the_line_full_waits_outside_it`).
 ///
 /// # Examples
 ///

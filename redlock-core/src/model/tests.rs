@@ -399,6 +399,48 @@ fn a_readers_release_leaves_a_waiting_writer_of_its_manager_its_place() {
 }
 
 #[test]
+fn a_reader_that_finds_the_line_full_waits_outside_it() {
+    let mut node = Node::new();
+    let mut out = Vec::new();
+    let k = keys(&["r"]);
+    let line = format!("r{WAIT_SUFFIX}");
+    assert_eq!(
+        node.apply(0, &writer(&k, b"W0", 99, 0), &mut out),
+        Reply::Int(0)
+    );
+    for m in 1..=16 {
+        assert_eq!(
+            node.apply(1, &writer(&k, b"W", m, m), &mut out),
+            Reply::Int(-1)
+        );
+    }
+    // Reader 17 finds 16 waiters: its place is set, its entry is not.
+    assert_eq!(
+        node.apply(2, &reader(&k, b"R", 17, 17), &mut out),
+        Reply::Int(-1)
+    );
+    let words = string(&node, 2, &line).unwrap_or_default();
+    assert_eq!(words.split(|b| *b == b' ').count(), 16);
+    assert!(!words.ends_with(b":17"));
+    assert!(node
+        .keys
+        .entry(2, format!("{line}:17").as_bytes())
+        .is_some());
+    // Free again, it still gives way to the writers in the line.
+    let release = Command::Release {
+        keys: &k,
+        token: b"W0",
+        channel: b"ch",
+        leave: Some(99),
+    };
+    node.apply(3, &release, &mut out);
+    assert_eq!(
+        node.apply(4, &reader(&k, b"R", 17, 17), &mut out),
+        Reply::Int(-1)
+    );
+}
+
+#[test]
 fn fenced_grants_raise_every_counter_to_the_largest() {
     let mut node = Node::new();
     let mut out = Vec::new();

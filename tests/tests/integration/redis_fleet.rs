@@ -14,7 +14,7 @@ use redlock_redis::{FencingToken, Redlock};
 use redlock_tests::harness::{wait_until, RedisCluster, ServerKind, ServerOptions};
 
 use crate::redis_common::{backends, exists, key, Overlap, NODE_TIMEOUT};
-use crate::rwlock::Room;
+use crate::rwlock::{readers_and_writers, Room};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -127,27 +127,8 @@ fn readers_and_writers_of_two_managers_never_meet() {
     let name = key("fleet-rwlock");
     let room = Room::default();
     const ROUNDS: usize = 9;
-    std::thread::scope(|s| {
-        for (m, locks) in managers.iter().enumerate() {
-            for t in 0..2 {
-                let (room, name) = (&room, name.as_str());
-                s.spawn(move || {
-                    let doc = locks.rwlock(name).expect("rwlock");
-                    for i in 0..ROUNDS {
-                        if (m + t + i) % 3 == 0 {
-                            let w = doc.write_timeout(TTL, WAIT).expect("a write");
-                            room.write(|| std::thread::sleep(Duration::from_millis(1)));
-                            w.release().expect("held");
-                        } else {
-                            let r = doc.read_timeout(TTL, WAIT).expect("a read");
-                            room.read(|| std::thread::sleep(Duration::from_millis(2)));
-                            r.release().expect("held");
-                        }
-                    }
-                });
-            }
-        }
-    });
+    let inside = Duration::from_millis(2);
+    readers_and_writers(&managers, &name, ROUNDS, WAIT, inside, &room);
     assert_eq!(room.done(), 4 * ROUNDS);
     assert!(!room.clashed(), "a writer met someone");
     assert!(room.most_readers() >= 2, "readers never shared: a mutex?");

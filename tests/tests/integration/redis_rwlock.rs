@@ -6,10 +6,10 @@ use std::time::Duration;
 use redlock_tests::harness::wait_until;
 
 use crate::redis_common::{cluster, exists, key, manager, NODE_TIMEOUT};
-use crate::rwlock::{a_writer_against_a_stream_of_readers, writes_before_a_waiting_reader, Room};
+use crate::rwlock::{
+    a_writer_against_a_stream_of_readers, readers_and_writers, writes_before_a_waiting_reader, Room,
+};
 use redlock_tests::harness::RedisServer;
-
-const TTL: Duration = Duration::from_secs(10);
 
 #[test]
 fn readers_and_writers_of_eight_threads_never_meet() {
@@ -19,31 +19,8 @@ fn readers_and_writers_of_eight_threads_never_meet() {
     let name = key("rwlock-eight");
     let room = Room::default();
     const ROUNDS: usize = 12;
-    std::thread::scope(|s| {
-        for (m, locks) in managers.iter().enumerate() {
-            for t in 0..2 {
-                let (room, name) = (&room, name.as_str());
-                s.spawn(move || {
-                    let doc = locks.rwlock(name).expect("rwlock");
-                    for i in 0..ROUNDS {
-                        if (m + t + i) % 3 == 0 {
-                            let w = doc
-                                .write_timeout(TTL, Duration::from_secs(60))
-                                .expect("a write within the minute");
-                            room.write(|| std::thread::sleep(Duration::from_millis(1)));
-                            w.release().expect("released");
-                        } else {
-                            let r = doc
-                                .read_timeout(TTL, Duration::from_secs(60))
-                                .expect("a read within the minute");
-                            room.read(|| std::thread::sleep(Duration::from_millis(1)));
-                            r.release().expect("released");
-                        }
-                    }
-                });
-            }
-        }
-    });
+    let (wait, inside) = (Duration::from_secs(60), Duration::from_millis(1));
+    readers_and_writers(&managers, &name, ROUNDS, wait, inside, &room);
     assert_eq!(room.done(), 8 * ROUNDS);
     assert!(!room.clashed(), "a writer met someone");
     assert!(room.most_readers() >= 2, "readers never shared: a mutex?");
@@ -99,7 +76,7 @@ fn a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it
         manager(&cluster, NODE_TIMEOUT),
     ];
     let name = key("rwlock-passed");
-    let in_line = || cluster.iter().map(|s| waiting(s, &name)).min().unwrap_or(0);
+    let in_line = || cluster.iter().map(|s| waiting(s, &name)).collect();
     let passed = writes_before_a_waiting_reader(&holder, &reader_on, &writers_on, &name, in_line)
         .expect("the reader gets in");
     assert_eq!(

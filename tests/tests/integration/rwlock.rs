@@ -197,6 +197,39 @@ fn readers_and_writers_of_several_managers_never_meet() {
 /// Four readers of `readers_on` keep `name` read (overlapping, so that it
 /// is never free) while a writer of `writer_on` asks to write for at most
 /// 20 s: whether it got in.
+/// Two threads per manager of `managers` take turns reading and writing
+/// `name` (every third round writes), `rounds` each, every one within
+/// `wait`; each stay in `room` lasts `inside`.
+pub(crate) fn readers_and_writers<B: LockBackend + 'static>(
+    managers: &[Redlock<B>],
+    name: &str,
+    rounds: usize,
+    wait: Duration,
+    inside: Duration,
+    room: &Room,
+) {
+    std::thread::scope(|s| {
+        for (m, locks) in managers.iter().enumerate() {
+            for t in 0..2 {
+                s.spawn(move || {
+                    let doc = locks.rwlock(name).expect("rwlock");
+                    for i in 0..rounds {
+                        if (m + t + i) % 3 == 0 {
+                            let w = doc.write_timeout(TTL, wait).expect("a write in time");
+                            room.write(|| std::thread::sleep(inside));
+                            w.release().expect("released");
+                        } else {
+                            let r = doc.read_timeout(TTL, wait).expect("a read in time");
+                            room.read(|| std::thread::sleep(inside));
+                            r.release().expect("released");
+                        }
+                    }
+                });
+            }
+        }
+    });
+}
+
 pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
     readers_on: &Redlock<B>,
     writer_on: &Redlock<B>,
@@ -236,21 +269,28 @@ pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
 /// they come. A writer of `holder` holds `name`; a reader of `reader_on`
 /// waits; then each of `writers_on` writes `name` in a loop, and the hold
 /// ends once they all wait in line too. `waiting` says how many managers
-/// wait in `name`'s line on every node. Returns the writes granted while
-/// the reader waited (the bound: those of the writers in line before it,
-/// here none).
+/// wait in `name`'s line on each node; they must wait on a quorum (the
+/// hold, decided at a quorum, may be missing on the other nodes, where the
+/// reader then reads). Returns the writes granted while the reader waited
+/// (the bound: those of the writers in line before it, here none).
 pub(crate) fn writes_before_a_waiting_reader<B: LockBackend + 'static>(
     holder: &Redlock<B>,
     reader_on: &Redlock<B>,
     writers_on: &[Redlock<B>],
     name: &str,
-    waiting: impl Fn() -> usize,
+    waiting: impl Fn() -> Vec<usize>,
 ) -> Result<usize, LockError<B::Error>> {
     let held = holder.try_write(name, TTL)?;
     let (read_in, passed) = (AtomicBool::new(false), AtomicUsize::new(0));
+    // The count of the node a quorum reaches down to.
+    let on_a_quorum = || {
+        let mut counts = waiting();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        counts.get(counts.len() / 2).copied().unwrap_or(0)
+    };
     let in_line = |n: usize, what: &str| {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while waiting() < n {
+        while on_a_quorum() < n {
             assert!(std::time::Instant::now() < deadline, "{what}");
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -293,8 +333,7 @@ fn a_waiting_reader_goes_before_the_writers_of_other_managers_that_came_after_it
     let waiting = || {
         (0..3)
             .map(|i| cluster.node(i).waiting("passed-doc").len())
-            .min()
-            .unwrap_or(0)
+            .collect()
     };
     let passed =
         writes_before_a_waiting_reader(&holder, &reader_on, &writers_on, "passed-doc", waiting)
