@@ -67,38 +67,26 @@
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
 )]
 
+// The folders are the layers, lowest first; a folder imports only the
+// folders above it in this list (tests/tests/integration/layering.rs).
+mod api;
 pub mod backend;
-mod builder;
-mod cancel;
-mod clock;
-mod config;
-mod driver;
-mod dynamic;
+#[path = "decide/mod.rs"]
+mod decide_impl;
 pub mod engine;
-mod error;
 mod events;
-mod fence;
-mod guard;
-mod keeper;
-pub mod keys;
-mod line;
-mod mailbox;
-mod manager;
 pub mod model;
-mod names;
-mod node;
-mod quorum;
-mod report;
-mod resource;
-mod round;
-mod rwlock;
-mod semaphore;
-mod shared;
-mod state;
-mod tally;
-mod token;
-mod wake;
-mod worker;
+mod runtime;
+mod types;
+
+// Paths from before the folders, until the imports name the folders.
+use api::{builder, dynamic, guard, redlock as driver, rwlock, semaphore};
+use decide_impl::{fence, quorum, tally, verdict as round};
+use runtime::{
+    context as shared, keeper, lines as line, mailbox, manager, names, state, wake, worker,
+};
+pub use types::keys;
+use types::{cancel, clock, config, error, node, report, resource, token};
 
 pub(crate) use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
 pub use builder::Builder;

@@ -1,0 +1,9 @@
+//! What applications use: the manager, its builder, the guard, the
+//! semaphore, the read-write lock and the type-erased manager.
+
+pub(crate) mod builder;
+pub(crate) mod dynamic;
+pub(crate) mod guard;
+pub(crate) mod redlock;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;

@@ -1,0 +1,12 @@
+//! The shell that carries the engine's machines: node workers, mailboxes,
+//! the keeper thread, the local lines' parking, wake-ups.
+
+pub(crate) mod context;
+pub(crate) mod keeper;
+pub(crate) mod lines;
+pub(crate) mod mailbox;
+pub(crate) mod manager;
+pub(crate) mod names;
+pub(crate) mod state;
+pub(crate) mod wake;
+pub(crate) mod worker;
