@@ -67,76 +67,44 @@
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
 )]
 
-// The folders are the layers, lowest first; a folder imports only the
-// folders above it in this list (tests/tests/integration/layering.rs).
+// The folders are the layers, lowest first: a folder imports only folders
+// listed before it (tests/tests/integration/layering.rs checks it).
 mod api;
 pub mod backend;
-#[path = "decide/mod.rs"]
-mod decide_impl;
+pub mod decide;
 pub mod engine;
 mod events;
 pub mod model;
 mod runtime;
 mod types;
 
-// Paths from before the folders, until the imports name the folders.
-use api::{builder, dynamic, guard, redlock as driver, rwlock, semaphore};
-use decide_impl::{fence, quorum, tally, verdict as round};
-use runtime::{
-    context as shared, keeper, lines as line, mailbox, manager, names, state, wake, worker,
-};
-pub use types::keys;
-use types::{cancel, clock, config, error, node, report, resource, token};
-
+pub use api::builder::Builder;
+pub use api::dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
+pub use api::guard::Lock;
+pub use api::redlock::Redlock;
+pub use api::rwlock::RwLock;
+pub use api::semaphore::{Permit, Semaphore};
 pub(crate) use backend::{AcquireOutcome, Connect, LockBackend, Request, Response};
-pub use builder::Builder;
-pub use cancel::Cancel;
-pub use clock::{Clock, SystemClock};
-pub use config::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
-pub use driver::Redlock;
-pub use dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
+pub(crate) use decide::{
+    drift, fence_step, judge, quorum, validity, Decision, FenceStep, Tally, Verdict, Vote,
+};
 pub use engine::MAX_PERMITS;
-pub use error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
 pub use events::{
     CallKind, CallOutcome, Event, EventHandler, FailureCounts, FailureKind, ManagerStats, NoEvents,
     NodeStats, RoundSummary, Stats,
 };
-pub use fence::FencingToken;
-pub(crate) use fence::{fence_step, FenceStep};
-pub use guard::Lock;
-pub use keeper::KeepAlive;
-pub use node::NodeId;
-pub(crate) use quorum::{drift, quorum, validity};
-pub use report::{NodeError, NodeFailure, RoundReport};
-pub(crate) use resource::{Claim, Queued};
-pub use resource::{IntoResources, Resources};
-pub(crate) use round::{judge, Verdict};
-pub use rwlock::RwLock;
-pub use semaphore::{Permit, Semaphore};
-pub(crate) use tally::{Decision, Tally, Vote};
-pub use token::EntropyError;
-pub(crate) use token::{Token, TOKEN_LEN};
-
-/// The pure math and decisions of the algorithm: no clock, no I/O.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use redlock_core::decide::{drift, quorum, validity};
-/// assert_eq!(quorum(5), 3);
-/// let ttl = Duration::from_secs(10);
-/// assert_eq!(drift(ttl, 0.01), Duration::from_millis(102));
-/// assert_eq!(
-///     validity(ttl, Duration::from_millis(98), drift(ttl, 0.01)),
-///     Some(Duration::from_millis(9800))
-/// );
-/// ```
-pub mod decide {
-    pub use crate::fence::{fence_step, FenceStep, FENCE_LIMIT};
-    pub use crate::quorum::{drift, quorum, validity, DRIFT_FLOOR};
-    pub use crate::round::{judge, Verdict};
-    pub use crate::tally::{Decision, Tally, Vote};
-}
+pub use types::cancel::Cancel;
+pub use types::clock::{Clock, SystemClock};
+pub use types::error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
+pub use types::fencing::FencingToken;
+pub use types::keep_alive::KeepAlive;
+pub use types::keys;
+pub use types::node::NodeId;
+pub use types::report::{NodeError, NodeFailure, RoundReport};
+pub(crate) use types::resource::{Claim, Queued};
+pub use types::resource::{IntoResources, Resources};
+pub use types::timing::{RetryDelay, Ttl, MAX_NODE_TIMEOUT};
+pub use types::token::EntropyError;
+pub(crate) use types::token::{Token, TOKEN_LEN};

@@ -5,8 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{check_node_timeout, Config};
 use crate::events::EventHandler;
+use crate::runtime::config::Config;
+use crate::types::timing::check_node_timeout;
 use crate::{
     BuildError, Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay,
     SystemClock,

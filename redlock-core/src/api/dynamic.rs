@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::wake::ReleaseFeed;
+use crate::backend::ReleaseFeed;
 use crate::{
     events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
     Ttl,
@@ -258,7 +258,7 @@ where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    crate::config::check_node_timeout(node_timeout)?;
+    crate::types::timing::check_node_timeout(node_timeout)?;
     let mut backends = Vec::new();
     for address in addresses {
         let backend = B::connect(address.as_ref(), node_timeout)

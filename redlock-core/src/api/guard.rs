@@ -8,9 +8,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::{Acquired, Lease, Single, Until};
-use crate::keeper::KeepAlive;
-use crate::manager::Manager;
-use crate::state::{self, LockState};
+use crate::runtime::manager::Manager;
+use crate::runtime::state::{self, LockState};
+use crate::KeepAlive;
 use crate::{FencingToken, LockBackend, LockError, Resources};
 
 /// A held Redlock. Releases on all nodes when dropped.

@@ -1,5 +1,5 @@
 //! The blocking manager, [`Redlock`]: its calls run the engine's sans-IO
-//! machines ([`crate::engine`]) through the shell (`shared.rs`), which
+//! machines ([`crate::engine`]) through the shell (`runtime/context.rs`), which
 //! sends each round to every node at once.
 
 use std::fmt;
@@ -9,17 +9,17 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::Config;
 use crate::engine::{Acquire, Acquired, Settings};
 use crate::events::{EventHandler, Observer};
-use crate::keeper::Keeper;
-use crate::line::{Baton, Lines, Place};
-use crate::mailbox::Mailbox;
-use crate::manager::Manager;
-use crate::names::Names;
-use crate::shared::{Deadlines, Shared};
-use crate::wake::Wakeups;
-use crate::worker::Worker;
+use crate::runtime::config::Config;
+use crate::runtime::context::{Deadlines, Shared};
+use crate::runtime::keeper::Keeper;
+use crate::runtime::lines::{Baton, Lines, Place};
+use crate::runtime::mailbox::Mailbox;
+use crate::runtime::manager::Manager;
+use crate::runtime::names::Names;
+use crate::runtime::wake::Wakeups;
+use crate::runtime::worker::Worker;
 use crate::{
     BuildError, Cancel, Claim, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
     NodeId, Resources, RoundReport, Stats, Token, Ttl,
@@ -258,7 +258,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         timeout: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let now = self.manager.shared.config.clock.now();
-        let deadline = crate::config::later(now, timeout);
+        let deadline = crate::decide::deadline::later(now, timeout);
         self.lock_deadline(resources, ttl, deadline)
     }
 
@@ -324,7 +324,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             return Err(LockError::Cancelled);
         }
         let deadline = deadline.unwrap_or_else(|| {
-            crate::config::later(self.manager.shared.config.clock.now(), Duration::MAX)
+            crate::decide::deadline::later(self.manager.shared.config.clock.now(), Duration::MAX)
         });
         let _watch = cancel.watch();
         let lock = self.lock_until(resources, ttl, deadline, Some(cancel))?;

@@ -23,11 +23,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::driver::{kept, Redlock};
+use crate::api::guard::Lock;
+use crate::api::redlock::{kept, Redlock};
 use crate::engine::{Acquire, Entropy};
-use crate::guard::Lock;
-use crate::keeper::KeepAlive;
-use crate::names::Writers;
+use crate::runtime::names::Writers;
+use crate::KeepAlive;
 use crate::{ConfigError, LockBackend, LockError, Resources, RoundReport};
 
 impl<B: LockBackend + 'static> Redlock<B> {
@@ -404,7 +404,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
         timeout: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let now = self.locks.manager.shared.config.clock.now();
-        self.read_deadline(ttl, crate::config::later(now, timeout))
+        self.read_deadline(ttl, crate::decide::deadline::later(now, timeout))
     }
 
     /// Reads, trying until `deadline` (an instant of the manager's clock).
@@ -477,7 +477,7 @@ impl<B: LockBackend + 'static> RwLock<B> {
         timeout: Duration,
     ) -> Result<Lock<B>, LockError<B::Error>> {
         let now = self.locks.manager.shared.config.clock.now();
-        self.write_deadline(ttl, crate::config::later(now, timeout))
+        self.write_deadline(ttl, crate::decide::deadline::later(now, timeout))
     }
 
     /// Writes, trying until `deadline` (an instant of the manager's clock).

@@ -16,10 +16,10 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::driver::{kept, Redlock};
+use crate::api::guard::Lock;
+use crate::api::redlock::{kept, Redlock};
 use crate::engine::Slots;
-use crate::guard::Lock;
-use crate::keeper::KeepAlive;
+use crate::KeepAlive;
 use crate::{Cancel, ConfigError, LockBackend, LockError};
 
 impl<B: LockBackend + 'static> Redlock<B> {
@@ -212,7 +212,7 @@ impl<B: LockBackend + 'static> Semaphore<B> {
         timeout: Duration,
     ) -> Result<Permit<B>, LockError<B::Error>> {
         let now = self.locks.manager.shared.config.clock.now();
-        self.acquire_deadline(ttl, crate::config::later(now, timeout))
+        self.acquire_deadline(ttl, crate::decide::deadline::later(now, timeout))
     }
 
     /// Takes a permit, trying until `deadline` (an instant of the
@@ -280,7 +280,10 @@ impl<B: LockBackend + 'static> Semaphore<B> {
             return Err(LockError::Cancelled);
         }
         let deadline = deadline.unwrap_or_else(|| {
-            crate::config::later(self.locks.manager.shared.config.clock.now(), Duration::MAX)
+            crate::decide::deadline::later(
+                self.locks.manager.shared.config.clock.now(),
+                Duration::MAX,
+            )
         });
         let _watch = cancel.watch();
         let permit = acquire_one_of(

@@ -11,10 +11,12 @@ use std::time::Duration;
 
 use crate::{NodeId, Ttl};
 
+pub(crate) mod feed;
+
+pub use crate::backend::feed::{ReleaseFeed, ReleaseSink};
 pub use crate::events::ConnectionSink;
-pub use crate::resource::{Claim, Queued};
-pub use crate::token::{Token, TOKEN_LEN};
-pub use crate::wake::{ReleaseFeed, ReleaseSink};
+pub use crate::types::resource::{Claim, Queued};
+pub use crate::types::token::{Token, TOKEN_LEN};
 
 /// A node's answer to an acquire request.
 ///

@@ -1,6 +1,6 @@
 //! The sans-IO vote counter that decides a round as early as possible.
 
-use crate::quorum::quorum;
+use crate::decide::quorum::quorum;
 
 /// One node's answer to one request of a round.
 ///

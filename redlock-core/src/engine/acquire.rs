@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::later;
+use crate::decide::deadline::later;
 use crate::engine::{
     Entropy, Machine, Message, Round, RoundId, RoundKind, RoundRecord, Settings, Timer, Transmit,
 };

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::config::later;
+use crate::decide::deadline::later;
 use crate::LostReason;
 
 /// What a kept lock needs at some instant.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::later;
+use crate::decide::deadline::later;
 use crate::engine::{Decided, Message, Settings};
 use crate::{LockError, LostReason, RoundReport, Ttl, Verdict};
 

@@ -23,7 +23,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use crate::config::later;
+use crate::decide::deadline::later;
 use crate::{Resources, Ttl};
 
 /// A caller waiting in a line, and whatever the driver needs to wake it.

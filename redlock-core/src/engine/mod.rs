@@ -257,7 +257,7 @@ impl Settings {
     /// ```
     #[must_use]
     pub fn exit_deadline(&self, now: Instant) -> Instant {
-        crate::config::later(now, self.node_timeout.saturating_mul(2))
+        crate::decide::deadline::later(now, self.node_timeout.saturating_mul(2))
     }
 
     pub(crate) fn drift(&self, ttl: Ttl) -> Duration {

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::backend::Started;
-use crate::config::{later, Config};
+use crate::decide::deadline::later;
 use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
-use crate::mailbox::{Inbox, Machine, Mailbox, Pause};
-use crate::wake::Wakeups;
-use crate::worker::{Job, Worker};
+use crate::runtime::config::Config;
+use crate::runtime::mailbox::{Inbox, Machine, Mailbox, Pause};
+use crate::runtime::wake::Wakeups;
+use crate::runtime::worker::{Job, Worker};
 use crate::{
     Claim, EntropyError, LockError, LostReason, NodeFailure, Queued, Resources, Token, Ttl,
 };
@@ -457,7 +458,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     }
                     // Between rounds nothing is held: a cancelled machine
                     // stops here.
-                    let quorum = u32::try_from(crate::quorum::quorum(self.workers.len()))
+                    let quorum = u32::try_from(crate::decide::quorum::quorum(self.workers.len()))
                         .unwrap_or(u32::MAX);
                     let woken = waiting.as_ref().map(|w| (w.flag(), quorum));
                     match mailbox.pause_until(at, woken) {

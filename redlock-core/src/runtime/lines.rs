@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::config::later;
+use crate::decide::deadline::later;
 use crate::engine::{
     Acquire, Decided, HandOff, Handing, Joined, Look, Machine as _, Message, Single, Transmit,
     Until, Waiting,
 };
 use crate::events::{Event, ManagerCounters};
-use crate::mailbox::{Inbox, Mailbox};
-use crate::shared::{Deadlines, FullQueues, Shared};
-use crate::state::LockState;
+use crate::runtime::context::{Deadlines, FullQueues, Shared};
+use crate::runtime::mailbox::{Inbox, Mailbox};
+use crate::runtime::state::LockState;
 use crate::{Cancel, Claim, Resources, Ttl};
 
 /// The longest a waiter parks before it looks at its line again; waits are

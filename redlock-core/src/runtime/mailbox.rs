@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::config::later;
+use crate::backend::feed::Flag;
+use crate::decide::deadline::later;
 use crate::engine::{Acquire, Entropy, RoundId, Single};
-use crate::wake::Flag;
 use crate::{Cancel, Clock, NodeFailure, Resources, Response};
 
 /// A machine as the shell drives it: the engine's [`Machine`] and its

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use crate::keeper::Keeper;
-use crate::line::Lines;
-use crate::names::Names;
-use crate::shared::Shared;
+use crate::runtime::context::Shared;
+use crate::runtime::keeper::Keeper;
+use crate::runtime::lines::Lines;
+use crate::runtime::names::Names;
 
 /// What a manager's handles and guards hold.
 pub(crate) struct Manager<E> {

@@ -1,6 +1,7 @@
 //! The shell that carries the engine's machines: node workers, mailboxes,
 //! the keeper thread, the local lines' parking, wake-ups.
 
+pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod keeper;
 pub(crate) mod lines;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::engine::{Lease, Single, Until};
-use crate::shared::Shared;
+use crate::runtime::context::Shared;
 use crate::{Claim, LockError, Ttl};
 
 /// What the guard and the keeper thread share about one held lock.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::later;
+use crate::decide::deadline::later;
 
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::Started;
 use crate::engine::{Message, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
-use crate::mailbox::Inbox;
+use crate::runtime::mailbox::Inbox;
 use crate::{Claim, LockBackend, NodeFailure, NodeId, Request, Response, SpawnError, Ttl};
 
 pub(crate) struct Job<E> {

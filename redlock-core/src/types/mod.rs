@@ -3,10 +3,12 @@
 
 pub(crate) mod cancel;
 pub(crate) mod clock;
-pub(crate) mod config;
 pub(crate) mod error;
+pub(crate) mod fencing;
+pub(crate) mod keep_alive;
 pub mod keys;
 pub(crate) mod node;
 pub(crate) mod report;
 pub(crate) mod resource;
+pub(crate) mod timing;
 pub(crate) mod token;

@@ -1,7 +1,7 @@
-//! The internal imports of `redlock-core` run one way (the engine's state
-//! machines at the bottom, the blocking shell on top) and the simulator's
-//! files import each other without a circle, as docs/design.md says. A
-//! directory module (`engine/`, `sim/client/`, ...) counts as one file.
+//! The folders of `redlock-core` are its layers and import only the layers
+//! below them (the pure decisions at the bottom, the public API on top);
+//! its files, and the simulator's, import each other without a circle, as
+//! docs/design.md says.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,28 +58,6 @@ fn names_after(src: &str, prefix: &str) -> Vec<String> {
     out
 }
 
-/// The crate root's re-exports: `pub use module::{A, B};` maps `A` and `B`
-/// to `module`.
-fn reexports(lib: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    for statement in lib.split(';') {
-        let Some(body) = statement.trim().strip_prefix("pub use ") else {
-            continue;
-        };
-        let Some((module, items)) = body.split_once("::") else {
-            continue;
-        };
-        let items = items.trim_start_matches('{').trim_end_matches('}');
-        for item in items.split(',') {
-            let name = item.trim().rsplit("::").next().unwrap_or("").trim();
-            if !name.is_empty() {
-                map.insert(name.to_owned(), module.trim().to_owned());
-            }
-        }
-    }
-    map
-}
-
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).expect("readable dir") {
@@ -102,30 +80,6 @@ fn module_of(root: &Path, file: &Path) -> String {
         .to_string_lossy()
         .trim_end_matches(".rs")
         .to_owned()
-}
-
-/// While the core's files move into folders by layer, each file of a layer
-/// folder keeps the module name the crate root still gives it.
-fn core_module_of(root: &Path, file: &Path) -> String {
-    let folder = module_of(root, file);
-    if matches!(folder.as_str(), "engine" | "model")
-        || !file.ends_with("mod.rs") && file.parent() == Some(root)
-    {
-        return folder;
-    }
-    let stem = file
-        .file_stem()
-        .expect("a file")
-        .to_string_lossy()
-        .into_owned();
-    match stem.as_str() {
-        "mod" => folder,
-        "context" => "shared".into(),
-        "lines" => "line".into(),
-        "redlock" => "driver".into(),
-        "verdict" => "round".into(),
-        _ => stem,
-    }
 }
 
 /// The strongly connected components with more than one module (Tarjan).
@@ -187,27 +141,183 @@ fn circles(graph: &Graph) -> Vec<Vec<String>> {
     walk.found
 }
 
-fn core_graph() -> Graph {
-    let root = workspace().join("redlock-core/src");
-    let names = reexports(&code(&root.join("lib.rs")));
-    let mut graph = Graph::new();
-    for file in rust_files(&root) {
-        if file.ends_with("lib.rs") {
+/// The layer folders of `redlock-core/src`, lowest first: a folder imports
+/// only folders listed before it (docs/design.md draws the same order).
+const LAYERS: [&str; 8] = [
+    "decide", "types", "events", "backend", "model", "engine", "runtime", "api",
+];
+
+/// The crate root's or a folder's re-exports: `pub use a::b::{C, D};` and
+/// `pub(crate) use a::C;` map `C` (and `D`) to the path they come from,
+/// relative to that module (`["a", "b"]`).
+fn reexports(module: &str) -> BTreeMap<String, Vec<String>> {
+    let mut map = BTreeMap::new();
+    for statement in module.split(';') {
+        let statement = statement.trim();
+        let Some(body) = statement
+            .strip_prefix("pub use ")
+            .or_else(|| statement.strip_prefix("pub(crate) use "))
+        else {
             continue;
-        }
-        let module = core_module_of(&root, &file);
-        let src = code(&file);
-        let edges = graph.entry(module.clone()).or_default();
-        for name in names_after(&src, "crate::") {
-            let target = names.get(&name).cloned().unwrap_or(name);
-            if target != module {
-                edges.insert(target);
+        };
+        let (path, items) = match body.split_once('{') {
+            Some((path, items)) => (path.trim_end_matches("::"), items.trim_end_matches('}')),
+            None => match body.rsplit_once("::") {
+                Some((path, item)) => (path, item),
+                None => continue,
+            },
+        };
+        let path: Vec<String> = path.split("::").map(|p| p.trim().to_owned()).collect();
+        for item in items.split(',') {
+            let name = item.trim().rsplit("::").next().unwrap_or("").trim();
+            if !name.is_empty() {
+                map.insert(name.to_owned(), path.clone());
             }
         }
     }
-    let modules: BTreeSet<String> = graph.keys().cloned().collect();
-    for edges in graph.values_mut() {
-        edges.retain(|m| modules.contains(m));
+    map
+}
+
+/// A file of the core as `folder/file` (`folder/mod` for a folder's
+/// `mod.rs`; `folder` alone for a file directly under `src`).
+fn file_id(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root).expect("under root");
+    rel.with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Which file of the core a path from the crate root (`["runtime",
+/// "context", "Shared"]`, `["Claim"]`) names: the crate root's and the
+/// folders' re-exports followed to the file that defines the item.
+fn resolve(root: &Path, path: &[String]) -> Option<String> {
+    let first = path.first()?;
+    if !root.join(first).is_dir() {
+        let lib = reexports(&code(&root.join("lib.rs")));
+        let target = lib.get(first)?;
+        let mut full = target.clone();
+        full.push(first.clone());
+        return (full.len() > 1 && full[0] != *first)
+            .then(|| resolve(root, &full))
+            .flatten();
+    }
+    let folder = root.join(first);
+    let Some(second) = path.get(1) else {
+        return Some(format!("{first}/mod"));
+    };
+    if folder.join(format!("{second}.rs")).is_file() || folder.join(second).is_dir() {
+        return Some(format!("{first}/{second}"));
+    }
+    let inner = reexports(&code(&folder.join("mod.rs")));
+    match inner.get(second) {
+        Some(from) if folder.join(format!("{}.rs", from[0])).is_file() => {
+            Some(format!("{first}/{}", from[0]))
+        }
+        Some(from) if from[0] == "crate" => {
+            let mut full = from[1..].to_vec();
+            full.push(second.clone());
+            resolve(root, &full)
+        }
+        _ => Some(format!("{first}/mod")),
+    }
+}
+
+/// File -> the files of the core it imports (through `crate::` paths;
+/// `super::` stays inside a folder).
+fn core_files() -> Graph {
+    let root = workspace().join("redlock-core/src");
+    let mut graph = Graph::new();
+    for file in rust_files(&root) {
+        let id = file_id(&root, &file);
+        if id == "lib" {
+            continue;
+        }
+        let src = code(&file);
+        let mut targets = BTreeSet::new();
+        for path in paths_after(&src, "crate::") {
+            if let Some(target) = resolve(&root, &path) {
+                if target != id {
+                    targets.insert(target);
+                }
+            }
+        }
+        graph.insert(id, targets);
+    }
+    graph
+}
+
+/// Every path that follows `prefix` in `src`, braces expanded one level:
+/// `crate::{a::B, c}` gives `["a", "B"]` and `["c"]`.
+fn paths_after(src: &str, prefix: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    let word = |s: &str| -> Vec<String> {
+        s.split("::")
+            .map(|p| {
+                p.trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect::<String>()
+            })
+            .take_while(|p| !p.is_empty())
+            .collect()
+    };
+    while let Some(at) = rest.find(prefix) {
+        rest = &rest[at + prefix.len()..];
+        if let Some(inner) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = inner
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(inner.len(), |(i, _)| i);
+            let mut depth = 0;
+            let mut item = String::new();
+            for c in inner[..end].chars().chain([',']) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        let path = word(&item);
+                        if !path.is_empty() {
+                            out.push(path);
+                        }
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            let path = word(&rest[..end]);
+            if !path.is_empty() {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Folder -> the folders its files import.
+fn core_folders(files: &Graph) -> Graph {
+    let folder = |id: &str| id.split('/').next().unwrap_or(id).to_owned();
+    let mut graph = Graph::new();
+    for (file, targets) in files {
+        let from = folder(file);
+        let edges = graph.entry(from.clone()).or_default();
+        edges.extend(targets.iter().map(|t| folder(t)).filter(|t| *t != from));
     }
     graph
 }
@@ -241,13 +351,49 @@ fn sim_graph() -> Graph {
 }
 
 #[test]
-fn core_imports_run_one_way() {
-    let graph = core_graph();
-    // The checker itself sees the known layering: the shell imports the
-    // engine, never the other way round.
-    assert!(graph["shared"].contains("engine"), "{graph:#?}");
-    assert!(!graph["engine"].contains("shared"), "{graph:#?}");
-    let found = circles(&graph);
+fn core_folders_import_only_lower_layers() {
+    let files = core_files();
+    let folders = core_folders(&files);
+    let rank = |f: &str| LAYERS.iter().position(|l| *l == f);
+    // Every folder is a layer, and the checker sees the known imports: the
+    // runtime carries the engine, the engine decides with `decide`.
+    for folder in folders.keys() {
+        assert!(
+            rank(folder).is_some(),
+            "{folder} is not a layer of {LAYERS:?}"
+        );
+    }
+    assert!(folders["runtime"].contains("engine"), "{folders:#?}");
+    assert!(folders["engine"].contains("decide"), "{folders:#?}");
+    assert!(
+        files["runtime/context"].contains("engine/mod"),
+        "{files:#?}"
+    );
+    let wrong: Vec<String> = folders
+        .iter()
+        .flat_map(|(from, to)| {
+            to.iter()
+                .filter(|t| rank(t) >= rank(from))
+                .map(move |t| format!("{from} imports {t}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "imports against the layers: {wrong:?}");
+}
+
+#[test]
+fn core_files_import_without_circles() {
+    // A folder's `mod.rs` and its children may import each other (a
+    // directory module keeps its parent/child ties inside); between any
+    // other files, no circle.
+    let mut files = core_files();
+    for (file, targets) in files.iter_mut() {
+        let folder = file.split('/').next().unwrap_or_default().to_owned();
+        targets.retain(|t| {
+            !(t == &format!("{folder}/mod")
+                || file.ends_with("/mod") && t.starts_with(&format!("{folder}/")))
+        });
+    }
+    let found = circles(&files);
     assert!(
         found.is_empty(),
         "circles of files in redlock-core: {found:?}"
@@ -274,7 +420,10 @@ fn the_checker_finds_a_circle() {
     graph.insert("d".into(), ["a".into()].into());
     assert_eq!(circles(&graph).len(), 1);
     assert_eq!(
-        names_after("use crate::{engine::Acquire, Claim};", "crate::"),
-        ["engine", "Claim"]
+        paths_after("use crate::{engine::{Acquire, Lines}, Claim};", "crate::"),
+        [vec!["engine".to_owned()], vec!["Claim".to_owned()]]
     );
+    let layered: Graph = [("engine".into(), ["runtime".into()].into())].into();
+    let rank = |f: &str| LAYERS.iter().position(|l| *l == f);
+    assert!(layered["engine"].iter().any(|t| rank(t) >= rank("engine")));
 }
