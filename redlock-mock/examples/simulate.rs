@@ -2,7 +2,7 @@
 //! one-line summary last:
 //!
 //! ```text
-//! cargo run --release -p redlock-mock --example simulate -- --scenario NAME --seeds N [--seed S] [--threads T] [--trace]
+//! cargo run --release -p redlock-mock --features sim --example simulate -- --scenario NAME --seeds N [--seed S] [--threads T] [--trace]
 //! scenario=NAME runs=N violations=V first_violation_seed=S trace_hash=H
 //! ```
 //!

@@ -5,7 +5,7 @@
 //! machine; the trace hashes show whether they simulated the same runs.
 //!
 //! ```text
-//! cargo run --release -p redlock-mock --example sweep_times -- [N] [--only NAME]
+//! cargo run --release -p redlock-mock --features sim --example sweep_times -- [N] [--only NAME]
 //! in-model 0.061 violations=0 trace_hash=…
 //! ```
 #![allow(clippy::print_stdout)]

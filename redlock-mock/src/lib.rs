@@ -40,4 +40,6 @@ pub use clock::ManualClock;
 pub use cluster::MockCluster;
 pub use node::{MockError, MockNode, MockStats};
 
+#[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
