@@ -1,6 +1,7 @@
 //! The command line: subcommands, options, and the parsing of durations.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -18,6 +19,7 @@ Exit codes:
   69        unavailable: no quorum, servers unreachable (run: for
             --no-quorum-timeout while waiting, default 1m)
   70        an unexpected error (EX_SOFTWARE)
+  74        completions, man: the output could not be written (EX_IOERR)
   75        run: the lock is held by another holder, or with --limit all
             permits are (--no-wait, or --wait ran out); change it with
             --conflict-exit-code
@@ -52,10 +54,44 @@ pub(crate) enum Command {
     /// Show, per server, whether KEY is held, for how long, and the first
     /// bytes of its token; with --limit K, who holds each of the K permits.
     Status(StatusArgs),
-    /// The guardian `run` starts: stops the process group it is told to
-    /// watch if `run` dies (internal).
-    #[command(hide = true)]
-    Guard(GuardArgs),
+    /// Print the completion script for SHELL to stdout (docs/cli.md says
+    /// where to put it).
+    Completions(CompletionsArgs),
+    /// Print the manual page redlock(1) (roff) to stdout, or with --dir
+    /// write it and one page per subcommand into a directory.
+    Man(ManArgs),
+}
+
+/// `redlock guard`: the guardian `run` starts, which stops the process
+/// group it is told to watch if `run` dies. Internal: parsed apart from
+/// [`Cli`] (clap_complete would offer even a hidden subcommand), so no
+/// help, completion script or manual page shows it.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock guard",
+    about = "Internal, started by `redlock run`: stops the process group it watches if `run` dies."
+)]
+pub(crate) struct GuardCli {
+    #[command(flatten)]
+    pub(crate) args: GuardArgs,
+}
+
+/// `redlock completions SHELL`.
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+/// `redlock man [--dir DIR]`.
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// Write redlock.1 and a page per subcommand (redlock-run.1 ...) into
+    /// DIR (e.g. /usr/local/share/man/man1) instead of redlock(1) to
+    /// stdout.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dir: Option<PathBuf>,
 }
 
 /// `redlock guard`: internal, started by `redlock run`.

@@ -6,6 +6,8 @@ pub(crate) const USAGE: u8 = 64;
 pub(crate) const UNAVAILABLE: u8 = 69;
 /// An unexpected error (`EX_SOFTWARE`).
 pub(crate) const SOFTWARE: u8 = 70;
+/// `completions`, `man`: the output could not be written (`EX_IOERR`).
+pub(crate) const IO_ERROR: u8 = 74;
 /// The lock is held by someone else (`EX_TEMPFAIL`, as flock's `-E`).
 pub(crate) const CONFLICT: u8 = 75;
 /// The lock was lost while the command ran; the command was stopped.

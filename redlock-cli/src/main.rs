@@ -10,39 +10,46 @@
 
 mod check;
 mod cli;
+mod completions;
 mod exit;
 mod group;
 mod guard;
+mod man;
+mod output;
 mod run;
 mod servers;
 mod signals;
 mod status;
 mod waiting;
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, GuardCli};
 use crate::exit::{Exit, USAGE};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(err) => {
-            let _ = err.print();
-            return if err.use_stderr() {
-                ExitCode::from(USAGE)
-            } else {
-                ExitCode::SUCCESS
-            };
+    // `run` starts `redlock guard ...`: the guard parses its own arguments
+    // (with "guard" as its program name).
+    let result = if std::env::args_os().nth(1).is_some_and(|arg| arg == "guard") {
+        match parse::<GuardCli>(std::env::args_os().skip(1)) {
+            Ok(guard) => Ok(guard::guard(guard.args.grace)),
+            Err(code) => return code,
         }
-    };
-    let result = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Check(args) => check::check(&args),
-        Command::Status(args) => status::status(&args),
-        Command::Guard(args) => Ok(guard::guard(args.grace)),
+    } else {
+        let cli = match parse::<Cli>(std::env::args_os()) {
+            Ok(cli) => cli,
+            Err(code) => return code,
+        };
+        match cli.command {
+            Command::Run(args) => run::run(args),
+            Command::Check(args) => check::check(&args),
+            Command::Status(args) => status::status(&args),
+            Command::Completions(args) => completions::completions(&args),
+            Command::Man(args) => man::man(&args),
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -51,4 +58,17 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// The parsed arguments, or the exit code after clap printed its message:
+/// 0 for `--help` and `--version`, [`USAGE`] for an error.
+fn parse<P: Parser>(args: impl IntoIterator<Item = OsString>) -> Result<P, ExitCode> {
+    P::try_parse_from(args).map_err(|err| {
+        let _ = err.print();
+        if err.use_stderr() {
+            ExitCode::from(USAGE)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
 }

@@ -8,6 +8,7 @@
 mod check;
 mod limit;
 mod run;
+mod tool;
 mod usage;
 
 use std::io::{BufRead, BufReader};

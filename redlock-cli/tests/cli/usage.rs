@@ -177,7 +177,7 @@ fn help_lists_the_exit_codes() {
     });
     assert_eq!(out.code(), Some(0));
     for code in [
-        "64", "69", "70", "75", "79", "126", "127", "129", "130", "131", "143",
+        "64", "69", "70", "74", "75", "79", "126", "127", "129", "130", "131", "143",
     ] {
         assert!(out.stdout.contains(code), "{code} missing from --help");
     }
