@@ -5,7 +5,7 @@ use redlock_tests::harness::{free_port, RedisCluster, ServerOptions};
 
 use crate::{finish, key, redlock, run_sh};
 
-fn check(urls: &[String]) -> crate::Finished {
+pub(crate) fn check(urls: &[String]) -> crate::Finished {
     let mut command = redlock();
     command.arg("check");
     for url in urls {

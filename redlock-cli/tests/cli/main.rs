@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::panic, missing_docs)]
 
 mod check;
+mod deploy;
 mod limit;
 mod run;
 mod tool;

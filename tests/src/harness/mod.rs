@@ -8,7 +8,8 @@
 //!
 //! - [`RedisServer`]: one server; [`ServerOptions`] picks the variant
 //!   (no persistence, AOF with `appendfsync always`, TLS, password, an ACL
-//!   user, extra `redis.conf` lines). Controls: [`RedisServer::kill`],
+//!   user, extra `redis.conf` lines, a shipped `redis.conf` to start from).
+//!   Controls: [`RedisServer::kill`],
 //!   [`RedisServer::pause`] / [`RedisServer::resume`],
 //!   [`RedisServer::restart`], [`RedisServer::client`].
 //! - [`RedisCluster`]: `n` independent servers of one variant, or one of

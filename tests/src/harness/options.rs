@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{RedisServer, ServerKind};
@@ -146,6 +147,7 @@ pub struct ServerOptions {
     pub(crate) first_port: Option<u16>,
     pub(crate) ready_timeout: Option<Duration>,
     pub(crate) own_session: bool,
+    pub(crate) config_file: Option<PathBuf>,
 }
 
 impl ServerOptions {
@@ -265,6 +267,29 @@ impl ServerOptions {
         self
     }
 
+    /// Starts from this redis.conf, e.g. a shipped one (`deploy/redis.conf`):
+    /// the generated file includes it first, then sets only where the
+    /// server listens and keeps its files (`bind 127.0.0.1`, the port,
+    /// `dir`, `logfile`, `daemonize no`) and what the other options ask
+    /// for ([`password`](Self::password), [`tls`](Self::tls),
+    /// [`acl_user`](Self::acl_user), [`config`](Self::config)), which win.
+    /// Persistence is the file's: [`persistence`](Self::persistence) is
+    /// ignored. Give an absolute path: the server runs in its own
+    /// directory.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redlock_tests::harness::ServerOptions;
+    /// let conf = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/redis.conf");
+    /// let server = ServerOptions::new().config_file(conf).start().unwrap();
+    /// # let _ = server;
+    /// ```
+    pub fn config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config_file = Some(path.into());
+        self
+    }
+
     /// How long a start or restart may take until the server answers `PING`.
     /// Defaults to 10 s.
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {
@@ -289,13 +314,21 @@ impl ServerOptions {
         tls: Option<&super::tls::TlsFiles>,
     ) -> String {
         let path = |p: &std::path::Path| quote(&p.to_string_lossy());
-        let mut lines = vec![
+        // Later lines win: a file included first gives way to these.
+        let mut lines: Vec<String> = self
+            .config_file
+            .iter()
+            .map(|file| format!("include {}", path(file)))
+            .collect();
+        lines.extend([
             "bind 127.0.0.1".to_owned(),
             "daemonize no".to_owned(),
             "logfile \"\"".to_owned(),
             format!("dir {}", path(dir)),
-            "save \"\"".to_owned(),
-        ];
+        ]);
+        if self.config_file.is_none() {
+            lines.push("save \"\"".to_owned());
+        }
         match tls {
             Some(files) => lines.extend([
                 "port 0".to_owned(),
@@ -308,6 +341,8 @@ impl ServerOptions {
             None => lines.push(format!("port {port}")),
         }
         match self.persistence {
+            // The included file's own.
+            _ if self.config_file.is_some() => {}
             Persistence::None => lines.push("appendonly no".to_owned()),
             Persistence::AofAlways => {
                 lines.extend(["appendonly yes".to_owned(), "appendfsync always".to_owned()]);
@@ -343,6 +378,7 @@ impl fmt::Debug for ServerOptions {
             .field("kind", &self.kind)
             .field("first_port", &self.first_port)
             .field("ready_timeout", &self.ready_timeout)
+            .field("config_file", &self.config_file)
             .finish()
     }
 }
