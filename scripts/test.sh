@@ -91,10 +91,16 @@ cargo package --locked --offline --quiet --allow-dirty --no-verify --exclude-loc
 echo "packages: redlock-core, redlock-mock, redlock-redis, redlock-cli"
 
 log "examples on in-memory nodes (the README's main command and the others)"
-for example in quickstart scoped multi_resource fencing; do
+# Each ends with its own checks: a broken promise exits nonzero.
+for example in quickstart scoped multi_resource fencing \
+  semaphore rwlock cancel events dyn_testing; do
   cargo run -q --locked --example "$example" >/dev/null
 done
 echo "examples: all ran"
+# The Redis examples (redlock-redis/examples: keep_alive, fencing_store) ran
+# in the main `cargo test` above, against servers the harness started
+# (tests/tests/integration/examples.rs); `cargo test` builds every example
+# before it runs a test.
 
 # No test may leave a server (or any other process) behind in this run's dir.
 leaked=$(processes_under "$run_dir")

@@ -5,6 +5,7 @@ mod conformance;
 mod differential;
 mod direct;
 mod events;
+mod examples;
 mod guide;
 mod harness_selftest;
 mod hooks;
