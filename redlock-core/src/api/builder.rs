@@ -5,8 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::Settings;
 use crate::events::EventHandler;
 use crate::runtime::config::Config;
+use crate::runtime::manager::Manager;
 use crate::types::timing::check_node_timeout;
 use crate::{
     BuildError, Clock, ConfigError, Connect, ConnectError, LockBackend, Redlock, RetryDelay,
@@ -512,18 +514,24 @@ impl<B: LockBackend + 'static> Builder<B> {
             return Err(ConfigError::DriftFactor(self.drift_factor).into());
         }
         check_node_timeout(self.node_timeout)?;
+        let nodes = self.backends.iter().map(|b| b.node_id().clone()).collect();
         let config = Config {
-            node_timeout: self.node_timeout,
-            drift_factor: self.drift_factor,
-            retry: RetryDelay::new(self.retry_min, self.retry_max)?,
+            settings: Settings::new(nodes)
+                .node_timeout(self.node_timeout)
+                .drift_factor(self.drift_factor)
+                .retry(RetryDelay::new(self.retry_min, self.retry_max)?)
+                .fencing(self.fencing)
+                .observe(self.events.is_some()),
             acquire_timeout: self.acquire_timeout,
             clock: self.clock,
             jitter_seed: self.jitter_seed,
             queue_depth: self.queue_depth,
-            fencing: self.fencing,
             wake_ups: self.wake_ups && !self.own_clock,
             own_rounds: self.own_rounds,
         };
-        Redlock::start(self.backends, config, self.events)
+        let manager = Manager::start(self.backends, config, self.events)?;
+        Ok(Redlock {
+            manager: Arc::new(manager),
+        })
     }
 }

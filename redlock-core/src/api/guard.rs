@@ -300,14 +300,19 @@ impl<B: LockBackend> Lock<B> {
         let decided = match lines.release_handing_off(shared, claim, sent, self.line, true) {
             Some(decided) => decided,
             None => shared.run_single(
-                Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided)
-                    .skipping(skips),
+                Single::new(
+                    &shared.config.settings,
+                    message,
+                    Arc::clone(claim),
+                    Until::Decided,
+                )
+                .skipping(skips),
             ),
         };
         self.state
             .life
             .lock()
-            .end_release(decided, &shared.settings)
+            .end_release(decided, &shared.config.settings)
     }
 
     /// The loss recorded so far, as an error (used by `with_lock`).

@@ -3,26 +3,17 @@
 //! sends each round to every node at once.
 
 use std::fmt;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
-use crate::engine::{Acquire, Acquired, Settings};
-use crate::events::{EventHandler, Observer};
-use crate::runtime::config::Config;
-use crate::runtime::context::{Deadlines, Shared};
-use crate::runtime::keeper::Keeper;
-use crate::runtime::lines::{Baton, Lines, Place};
+use crate::engine::{Acquire, Acquired};
+use crate::runtime::context::Deadlines;
+use crate::runtime::lines::{Baton, Place};
 use crate::runtime::mailbox::Mailbox;
 use crate::runtime::manager::Manager;
-use crate::runtime::names::Names;
-use crate::runtime::wake::Wakeups;
-use crate::runtime::worker::Worker;
 use crate::{
-    BuildError, Cancel, Claim, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason,
-    NodeId, Resources, RoundReport, Stats, Token, Ttl,
+    Cancel, IntoResources, KeepAlive, Lock, LockBackend, LockError, LostReason, NodeId, Resources,
+    RoundReport, Stats, Ttl,
 };
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
@@ -79,78 +70,6 @@ impl<B: LockBackend> fmt::Debug for Redlock<B> {
 }
 
 impl<B: LockBackend + 'static> Redlock<B> {
-    pub(crate) fn start(
-        backends: Vec<B>,
-        config: Config,
-        events: Option<Arc<dyn EventHandler>>,
-    ) -> Result<Self, BuildError> {
-        let depth = config.queue_depth;
-        let observer = Arc::new(Observer::new(events));
-        let feeds: Vec<_> = if config.wake_ups {
-            backends
-                .iter()
-                .filter_map(LockBackend::release_feed)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let workers = backends
-            .into_iter()
-            .enumerate()
-            .map(|(i, backend)| Worker::spawn(i, backend, depth, &observer))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut rng = match config.jitter_seed {
-            Some(seed) => fastrand::Rng::with_seed(seed),
-            None => fastrand::Rng::new(),
-        };
-        let seeded = config.jitter_seed.is_some();
-        let flush_claim = Arc::new(Claim::new(
-            Resources::one("redlock:flush")?,
-            Token::from_bytes([0; crate::TOKEN_LEN]),
-        ));
-        // Names this manager in its waiting marks; only needs to differ from
-        // other managers'.
-        let id = match Token::random_u64() {
-            Ok(id) => id,
-            Err(_) => rng.u64(..),
-        };
-        let mark_ttl = Ttl::new(
-            config
-                .retry
-                .max()
-                .saturating_add(config.node_timeout)
-                .saturating_mul(2)
-                .max(Duration::from_millis(1)),
-        )?;
-        let settings = Settings::new(workers.iter().map(|w| w.id.clone()).collect())
-            .node_timeout(config.node_timeout)
-            .drift_factor(config.drift_factor)
-            .retry(config.retry)
-            .fencing(config.fencing)
-            .observe(observer.wants_events());
-        let lines = Lines::new(config.node_timeout, config.retry.max());
-        let shared = Arc::new(Shared {
-            id,
-            mark_ttl,
-            settings,
-            workers,
-            flush_claim,
-            config,
-            rng: seeded.then(|| Mutex::new(rng)),
-            waiting: AtomicUsize::new(0),
-            observer,
-            wakeups: Wakeups::new(feeds, id, mark_ttl.as_duration()),
-        });
-        Ok(Redlock {
-            manager: Arc::new(Manager {
-                shared,
-                keeper: Keeper::new(),
-                lines,
-                names: Names::default(),
-            }),
-        })
-    }
-
     /// One acquire round: the lock, or why not. Waits at most one per-node
     /// timeout for the round, plus at most one more to release a failed round
     /// on the nodes that may hold its key. With fencing over more than one
@@ -194,7 +113,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
         let started = Instant::now();
         let kept = shared.observer.wants_events().then(|| resources.clone());
         let result = self.acquire_with(
-            Acquire::new(shared.settings.clone(), resources, ttl, None, None),
+            Acquire::new(shared.config.settings.clone(), resources, ttl, None, None),
             None,
         );
         let rounds = result.as_ref().map_or(1, |acquired| acquired.attempts);
@@ -442,7 +361,7 @@ impl<B: LockBackend + 'static> Redlock<B> {
             }
             None => {
                 let mut acquire = Acquire::new(
-                    shared.settings.clone(),
+                    shared.config.settings.clone(),
                     resources.clone(),
                     ttl,
                     Some(deadline),

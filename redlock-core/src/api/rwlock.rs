@@ -568,11 +568,11 @@ impl<B: LockBackend + 'static> RwLock<B> {
                     last: Box::new(waited()),
                 });
             }
-            let pause = shared.settings.retry.pick(shared.entropy().jitter());
+            let pause = shared.config.settings.retry.pick(shared.entropy().jitter());
             clock.sleep(pause.min(deadline - now).max(Duration::from_millis(1)));
         }
         let acquire = Acquire::read(
-            shared.settings.clone(),
+            shared.config.settings.clone(),
             self.resources.clone(),
             ttl,
             deadline,

@@ -375,7 +375,7 @@ pub(crate) fn acquire_one_of<B: LockBackend + 'static>(
     let shared = &manager.shared;
     let ttl = shared.config.check_ttl(ttl)?;
     let acquire = slots.acquire_one(
-        shared.settings.clone(),
+        shared.config.settings.clone(),
         ttl,
         deadline,
         queued.then(|| shared.queued(true)),

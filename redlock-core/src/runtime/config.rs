@@ -4,19 +4,19 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{drift, Clock, ConfigError, RetryDelay, Ttl};
+use crate::engine::Settings;
+use crate::{Clock, ConfigError, Ttl};
 
-/// Validated manager settings (built by [`Builder`]).
+/// Validated manager settings (built by [`Builder`](crate::Builder)): what
+/// the engine decides with ([`Settings`], the one place of the node
+/// timeout, drift, retry delay and fencing) and what only the runtime needs.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) node_timeout: Duration,
-    pub(crate) drift_factor: f64,
-    pub(crate) retry: RetryDelay,
+    pub(crate) settings: Settings,
     pub(crate) acquire_timeout: Duration,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) jitter_seed: Option<u64>,
     pub(crate) queue_depth: usize,
-    pub(crate) fencing: bool,
     /// Waiters are woken by the nodes' release notifications (on by
     /// default; only with the system clock).
     pub(crate) wake_ups: bool,
@@ -27,12 +27,9 @@ pub(crate) struct Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
-            .field("node_timeout", &self.node_timeout)
-            .field("drift_factor", &self.drift_factor)
-            .field("retry", &self.retry)
+            .field("settings", &self.settings)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("clock", &self.clock)
-            .field("fencing", &self.fencing)
             .field("wake_ups", &self.wake_ups)
             .field("own_rounds", &self.own_rounds)
             .finish_non_exhaustive()
@@ -43,7 +40,7 @@ impl Config {
     /// Validates a TTL for a lock request: in range and longer than its drift.
     pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<Ttl, ConfigError> {
         let ttl = Ttl::new(ttl)?;
-        let drift = self.drift(ttl);
+        let drift = self.settings.drift(ttl);
         if drift >= ttl.as_duration() {
             return Err(ConfigError::TtlWithinDrift {
                 ttl: ttl.as_duration(),
@@ -51,9 +48,5 @@ impl Config {
             });
         }
         Ok(ttl)
-    }
-
-    pub(crate) fn drift(&self, ttl: Ttl) -> Duration {
-        drift(ttl.as_duration(), self.drift_factor)
     }
 }

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::backend::Started;
 use crate::decide::deadline::later;
-use crate::engine::{Entropy, Machine as _, RoundId, Settings, Single, Timer, Transmit, Until};
+use crate::engine::{Entropy, Machine as _, RoundId, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
 use crate::runtime::mailbox::{Inbox, Machine, Mailbox, Pause};
@@ -34,8 +34,6 @@ pub(crate) struct Shared<E> {
     /// The (never executed) claim carried by flush barriers.
     pub(crate) flush_claim: Arc<Claim>,
     pub(crate) config: Config,
-    /// What the machines need of the configuration.
-    pub(crate) settings: Settings,
     /// The retry jitter's generator when it is seeded (reproducible runs);
     /// otherwise each thread uses its own, so callers never contend on it.
     pub(crate) rng: Option<Mutex<fastrand::Rng>>,
@@ -231,7 +229,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         inbox: Option<&Arc<dyn Inbox<E>>>,
         full: &mut FullQueues,
     ) -> Instant {
-        self.send_within(t, inbox, self.config.node_timeout, full)
+        self.send_within(t, inbox, self.config.settings.node_timeout, full)
     }
 
     fn send_within(
@@ -319,7 +317,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         }
         let mut full = FullQueues::default();
         let sent_at = Instant::now();
-        let deadline = later(sent_at, self.config.node_timeout);
+        let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
@@ -362,7 +360,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         then: (&Transmit, &Arc<dyn Inbox<E>>),
         full: &mut FullQueues,
     ) -> Instant {
-        let deadline = later(Instant::now(), self.config.node_timeout);
+        let deadline = later(Instant::now(), self.config.settings.node_timeout);
         for (node, worker) in self.workers.iter().enumerate() {
             let a = self.job(first.0, node, deadline, first.1);
             let b = self.job(then.0, node, deadline, Some(then.1));
@@ -437,9 +435,9 @@ impl<E: Send + Sync + 'static> Shared<E> {
             }
             match timer {
                 Some(Timer::Round(round)) => {
-                    let deadline = deadlines
-                        .get(round)
-                        .unwrap_or_else(|| later(Instant::now(), self.config.node_timeout));
+                    let deadline = deadlines.get(round).unwrap_or_else(|| {
+                        later(Instant::now(), self.config.settings.node_timeout)
+                    });
                     if Instant::now() >= deadline {
                         mailbox.lock().handle_expired(clock.now(), round);
                     } else {
@@ -481,7 +479,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 }
                 // A machine with nothing under way and no result does not
                 // exist; wait for a worker all the same rather than spin.
-                None => mailbox.park_until(later(Instant::now(), self.config.node_timeout), false),
+                None => mailbox.park_until(
+                    later(Instant::now(), self.config.settings.node_timeout),
+                    false,
+                ),
             }
         }
     }
@@ -508,7 +509,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
     {
         let n = self.workers.len();
         let mut barrier = Single::new(
-            &self.settings,
+            &self.config.settings,
             crate::engine::Message::Flush,
             Arc::clone(&self.flush_claim),
             Until::AllAnswered,
@@ -617,11 +618,11 @@ impl<E> Drop for Shared<E> {
     /// The last handle of the manager is gone (guards hold one too): the
     /// workers run what is queued (the releases of dropped guards above
     /// all), try failed releases again, and stop. Waits for them until the
-    /// engine's exit deadline ([`Settings::exit_deadline`]: twice the node
+    /// engine's exit deadline ([`Settings::exit_deadline`](crate::engine::Settings::exit_deadline): twice the node
     /// timeout, one for a call under way, one for the rest), which the
     /// simulator's exiting processes keep too.
     fn drop(&mut self) {
-        let by = self.settings.exit_deadline(Instant::now());
+        let by = self.config.settings.exit_deadline(Instant::now());
         for worker in &self.workers {
             worker.close(by);
         }

@@ -59,7 +59,7 @@ fn register<E: std::error::Error + Send + Sync + 'static>(
         keep: Keep::new(
             now,
             valid_until,
-            shared.config.node_timeout,
+            shared.config.settings.node_timeout,
             policy.max_hold,
             policy.max_extensions,
         ),

@@ -182,8 +182,13 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         wait: bool,
     ) -> Option<Decided<E>> {
         let clock = &shared.config.clock;
-        let mut release = Single::new(&shared.settings, message, Arc::clone(claim), Until::Decided)
-            .skipping(skips);
+        let mut release = Single::new(
+            &shared.config.settings,
+            message,
+            Arc::clone(claim),
+            Until::Decided,
+        )
+        .skipping(skips);
         release.start(clock.now());
         let sent = release.poll_transmit()?;
         let mine =
@@ -219,7 +224,7 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
             sent,
             &next,
             yields,
-            &shared.settings,
+            &shared.config.settings,
             shared.queued(true),
             now,
             &mut shared.entropy(),
@@ -250,7 +255,8 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
             Message::Release(_) => my_inbox.clone(),
             _ => Some(Arc::clone(&their_inbox)),
         };
-        let (mut deadline, mut their_round) = (later(now, shared.config.node_timeout), None);
+        let (mut deadline, mut their_round) =
+            (later(now, shared.config.settings.node_timeout), None);
         match batch.as_slice() {
             [first, then] if !matches!(then.message(), Message::Release(_)) => {
                 deadline = shared.send_pair(

@@ -34,19 +34,22 @@ pub(crate) fn extend<E: std::error::Error + Send + Sync + 'static>(
         let (message, skips) = {
             let mut life = state.life.lock();
             (
-                life.begin_extend(now, ttl, &shared.settings)?,
+                life.begin_extend(now, ttl, &shared.config.settings)?,
                 life.skips().cloned(),
             )
         };
         let single = Single::new(
-            &shared.settings,
+            &shared.config.settings,
             message,
             Arc::clone(&state.claim),
             Until::Decided,
         )
         .skipping(skips);
         let decided = shared.run_single(single);
-        state.life.lock().end_extend(ttl, decided, &shared.settings)
+        state
+            .life
+            .lock()
+            .end_extend(ttl, decided, &shared.config.settings)
     })();
     let lost_now = state.life.lock().lost();
     // The hook runs with this lock's turn let go: it may extend it.
