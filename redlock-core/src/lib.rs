@@ -101,7 +101,7 @@ pub use types::error::{BuildError, ConfigError, ConnectError, LockError, LostRea
 pub use types::fencing::FencingToken;
 pub use types::keep_alive::KeepAlive;
 pub use types::keys;
-pub use types::node::NodeId;
+pub use types::node_id::NodeId;
 pub use types::report::{NodeError, NodeFailure, RoundReport};
 pub(crate) use types::resource::{Claim, Queued};
 pub use types::resource::{IntoResources, Resources};

@@ -162,7 +162,7 @@ mod classify;
 mod command;
 mod error;
 mod feed;
-mod line;
+mod ordered;
 mod plan;
 mod pool;
 #[cfg(test)]

@@ -25,7 +25,7 @@ use crate::{RedisErrorKind, RedisNodeError};
 
 /// A connection checked out of a node's pool; dropping it puts it back (or
 /// discards it, if broken).
-pub(crate) type Pooled = PooledConnection<Manager>;
+pub(crate) type Pooled = PooledConnection<ConnectionManager>;
 
 /// The outcome of the latest connection attempts, shared by the manager
 /// (which records them) and checkouts (which wait for them).
@@ -47,13 +47,13 @@ struct HealthState {
 
 /// The r2d2 connection manager: connects within the node timeout, sets read
 /// and write timeouts and loads the scripts.
-pub(crate) struct Manager {
+pub(crate) struct ConnectionManager {
     endpoint: Endpoint,
     timeout: Duration,
     health: Arc<Health>,
 }
 
-impl ManageConnection for Manager {
+impl ManageConnection for ConnectionManager {
     type Connection = Conn;
     type Error = RedisError;
 
@@ -133,7 +133,7 @@ impl Reporter {
 
 /// One node's pool.
 pub(crate) struct NodePool {
-    pool: r2d2::Pool<Manager>,
+    pool: r2d2::Pool<ConnectionManager>,
     /// Where background connection errors go, once attached.
     sink: Arc<OnceLock<ConnectionSink>>,
     health: Arc<Health>,
@@ -150,7 +150,7 @@ impl NodePool {
     /// opened in the background.
     pub(crate) fn new(settings: PoolSettings) -> Self {
         let health = Arc::new(Health::default());
-        let manager = Manager {
+        let manager = ConnectionManager {
             endpoint: settings.endpoint,
             timeout: settings.timeout,
             health: Arc::clone(&health),

@@ -14,7 +14,7 @@ use redlock_core::backend::{
 use redlock_core::{NodeId, Ttl};
 
 use crate::builder::Target;
-use crate::line::{Begun, Line};
+use crate::ordered::{Begun, Ordered};
 use crate::plan::{Planned, Read};
 use crate::pool::NodePool;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
@@ -200,7 +200,7 @@ pub struct RedisBackend {
     tls: bool,
     pool: NodePool,
     /// The connection that owes replies, if any: calls take turns on it.
-    line: Mutex<Line>,
+    line: Mutex<Ordered>,
     /// The server refused `SET ... NX ... GET` (older than Redis 7.0).
     old_set: AtomicBool,
     /// Where it connects, for [`Connect::same_node`]'s own connection.
@@ -313,7 +313,7 @@ impl RedisBackend {
             pool_size,
             tls,
             pool,
-            line: Mutex::new(Line::default()),
+            line: Mutex::new(Ordered::default()),
             old_set: AtomicBool::new(false),
             sink: Arc::default(),
         }
@@ -502,7 +502,7 @@ impl LockBackend for RedisBackend {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<RedisNodeError> + 'a>> {
         let planned = Planned::new(&request)?;
         let line = self.line.try_lock()?;
-        let begun = Line::begin(line, &self.pool, planned, self.deadline(), &self.old_set)?;
+        let begun = Ordered::begin(line, &self.pool, planned, self.deadline(), &self.old_set)?;
         Some(Box::new(Pending {
             backend: self,
             begun,

@@ -14,7 +14,7 @@ use crate::decide::deadline::later;
 use crate::engine::{Entropy, Machine as _, RoundId, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
-use crate::runtime::mailbox::{Inbox, Machine, Mailbox, Pause};
+use crate::runtime::mailbox::{Driven, Inbox, Mailbox, Pause};
 use crate::runtime::wake::Wakeups;
 use crate::runtime::worker::{Job, Worker};
 use crate::{
@@ -386,7 +386,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// node workers), tells it when a round's per-node timeout passed, and
     /// sleeps its pauses on the configured clock. `deadlines` holds rounds
     /// already sent for it by another thread.
-    pub(crate) fn drive<M: Machine<E> + 'static>(
+    pub(crate) fn drive<M: Driven<E> + 'static>(
         &self,
         mailbox: &Arc<Mailbox<M>>,
         mut deadlines: Deadlines,

@@ -17,7 +17,7 @@ use crate::{Cancel, Clock, NodeFailure, Resources, Response};
 
 /// A machine as the shell drives it: the engine's [`Machine`] and its
 /// result.
-pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
+pub(crate) trait Driven<E>: crate::engine::Machine<E> + Send {
     type Output;
     fn poll(&mut self) -> Option<Self::Output>;
     /// The result of a machine cancelled between rounds (see [`Cancel`]),
@@ -37,7 +37,7 @@ pub(crate) trait Machine<E>: crate::engine::Machine<E> + Send {
     }
 }
 
-impl<E: Send + Sync> Machine<E> for Acquire<E> {
+impl<E: Send + Sync> Driven<E> for Acquire<E> {
     type Output = Result<crate::engine::Acquired, crate::LockError<E>>;
     fn poll(&mut self) -> Option<Self::Output> {
         Acquire::poll(self)
@@ -56,7 +56,7 @@ impl<E: Send + Sync> Machine<E> for Acquire<E> {
     }
 }
 
-impl<E: Send + Sync> Machine<E> for Single<E> {
+impl<E: Send + Sync> Driven<E> for Single<E> {
     type Output = crate::engine::Decided<E>;
     fn poll(&mut self) -> Option<Self::Output> {
         Single::poll(self)
@@ -222,7 +222,7 @@ impl<M> Mailbox<M> {
     }
 }
 
-impl<E, M: Machine<E>> Inbox<E> for Mailbox<M> {
+impl<E, M: Driven<E>> Inbox<E> for Mailbox<M> {
     fn deliver(
         &self,
         round: RoundId,

@@ -45,9 +45,9 @@ impl Writers {
 
     /// The writer that arrived as `seq` waits until the returned guard
     /// drops.
-    pub(crate) fn wait(self: &Arc<Self>, seq: u64) -> Waiting {
+    pub(crate) fn wait(self: &Arc<Self>, seq: u64) -> WaitingWriter {
         self.waiting.lock().insert(seq);
-        Waiting {
+        WaitingWriter {
             writers: Arc::clone(self),
             seq,
         }
@@ -63,12 +63,12 @@ impl Writers {
 }
 
 /// A writer waiting; dropped when it acquired or gave up.
-pub(crate) struct Waiting {
+pub(crate) struct WaitingWriter {
     writers: Arc<Writers>,
     seq: u64,
 }
 
-impl Drop for Waiting {
+impl Drop for WaitingWriter {
     fn drop(&mut self) {
         self.writers.waiting.lock().remove(&self.seq);
     }

@@ -63,7 +63,7 @@ impl Wakeups {
     /// Registers the calling thread as waiting for `keys` until the
     /// returned guard drops; a release of one reported since `since` (the
     /// start of the call) counts as if it came now.
-    pub(crate) fn wait_for(&self, keys: &Resources, since: Instant) -> Waiting<'_> {
+    pub(crate) fn wait_for(&self, keys: &Resources, since: Instant) -> WakeRegistration<'_> {
         let id = self.hub.next_id.fetch_add(1, Ordering::Relaxed);
         let flag = Arc::new(Flag {
             raised: AtomicBool::new(false),
@@ -86,7 +86,7 @@ impl Wakeups {
         }
         waiters.push((id, keys.clone(), Arc::clone(&flag)));
         drop(waiters);
-        Waiting {
+        WakeRegistration {
             hub: &self.hub,
             id,
             flag,
@@ -139,19 +139,19 @@ impl Drop for Wakeups {
 }
 
 /// A caller registered as waiting; unregisters on drop.
-pub(crate) struct Waiting<'a> {
+pub(crate) struct WakeRegistration<'a> {
     hub: &'a Hub,
     id: u64,
     flag: Arc<Flag>,
 }
 
-impl Waiting<'_> {
+impl WakeRegistration<'_> {
     pub(crate) fn flag(&self) -> &Flag {
         &self.flag
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for WakeRegistration<'_> {
     fn drop(&mut self) {
         self.hub.waiters.lock().retain(|(id, _, _)| *id != self.id);
     }

@@ -7,7 +7,7 @@ pub(crate) mod error;
 pub(crate) mod fencing;
 pub(crate) mod keep_alive;
 pub mod keys;
-pub(crate) mod node;
+pub(crate) mod node_id;
 pub(crate) mod report;
 pub(crate) mod resource;
 pub(crate) mod timing;

@@ -71,7 +71,7 @@ const WRITE_BEHIND: Duration = Duration::from_millis(2);
 /// What one node's connection still owes, and what the backend refused
 /// while it does. Calls hold it one at a time.
 #[derive(Default)]
-pub(crate) struct Line {
+pub(crate) struct Ordered {
     owing: Option<Owing>,
     /// Tokens of acquires refused unsent while the node was behind: the
     /// manager never acquires a claim twice, so their releases have
@@ -161,7 +161,7 @@ impl Owing {
     }
 }
 
-impl Line {
+impl Ordered {
     /// Runs `planned` within `deadline`, in order behind anything owed: one
     /// result per request.
     ///
@@ -214,7 +214,7 @@ impl Line {
     /// [`Begun::finish`]. `None` when it would have to wait (for the
     /// line or a connection) or nothing could be written.
     pub(crate) fn begin<'a>(
-        line: MutexGuard<'a, Line>,
+        line: MutexGuard<'a, Ordered>,
         pool: &'a NodePool,
         planned: Planned<'a>,
         deadline: Instant,
@@ -351,10 +351,10 @@ fn form(old_set: &AtomicBool, conn: &Conn) -> Form {
 /// The longest a [`Begun`] request's read waits at a time.
 const READ_SLICE: Duration = Duration::from_millis(1);
 
-/// One request [`Line::begin`] wrote, holding the node's line (nothing else
+/// One request [`Ordered::begin`] wrote, holding the node's line (nothing else
 /// is sent to the node until its reply is read) and the connection.
 pub(crate) struct Begun<'a> {
-    line: MutexGuard<'a, Line>,
+    line: MutexGuard<'a, Ordered>,
     /// Taken when the answer is read.
     conn: Option<Pooled>,
     planned: Planned<'a>,
@@ -410,14 +410,14 @@ impl<'a> Begun<'a> {
     }
 
     /// Reads the reply by `deadline` (at the latest the node timeout from
-    /// the start), as [`Line::run`] would have.
+    /// the start), as [`Ordered::run`] would have.
     pub(crate) fn finish(mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
         self.wait(deadline);
         self.settle(deadline)
     }
 
     /// Reads what is left by `deadline` and settles the connection as
-    /// [`Line::run`] would; once only (the connection is taken).
+    /// [`Ordered::run`] would; once only (the connection is taken).
     fn settle(&mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
         let no_answer = || {
             Err(self.pool.error_of(Failure::Reply {
