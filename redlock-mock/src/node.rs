@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redlock_core::backend::{
-    AcquireOutcome, Claim, LockBackend, ReleaseFeed, ReleaseSink, Request, Response, Started,
-    Token, TOKEN_LEN,
+    AcquireOutcome, Claim, Fencing, LockBackend, ReleaseFeed, ReleaseSink, Request, Response,
+    SharedClaims, Started, Token, TOKEN_LEN,
 };
 use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 use redlock_core::model::{Command, ErrorReply, Node, Outcome, Published, Value, READERS_MARKER};
@@ -696,16 +696,14 @@ fn released(message: &[u8]) -> Option<(u64, String)> {
     Some((manager, key))
 }
 
+/// In-memory nodes keep fencing counters and shared claims as Redis does
+/// (the same node model).
+impl Fencing for MockNode {}
+
+impl SharedClaims for MockNode {}
+
 impl LockBackend for MockNode {
     type Error = MockError;
-
-    fn supports_fencing(&self) -> bool {
-        true
-    }
-
-    fn supports_shared(&self) -> bool {
-        true
-    }
 
     fn node_id(&self) -> &NodeId {
         &self.inner.id

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Connect, ConnectionSink, LockBackend, ReleaseFeed, ReleaseSink, Request,
-    Response, Started,
+    AcquireOutcome, Claim, Connect, ConnectionSink, Fencing, LockBackend, ReleaseFeed, ReleaseSink,
+    Request, Response, SharedClaims, Started,
 };
 use redlock_core::{NodeId, Ttl};
 
@@ -390,6 +390,12 @@ impl RedisBackend {
     }
 }
 
+/// Fencing counters are keys beside each lock; readers are kept in a sorted
+/// set next to the lock key (see "Commands and keys" on [`RedisBackend`]).
+impl Fencing for RedisBackend {}
+
+impl SharedClaims for RedisBackend {}
+
 impl LockBackend for RedisBackend {
     type Error = RedisNodeError;
 
@@ -409,16 +415,6 @@ impl LockBackend for RedisBackend {
             reporter: self.pool.reporter(),
             sink: Arc::clone(&self.sink),
         }))
-    }
-
-    fn supports_fencing(&self) -> bool {
-        true
-    }
-
-    /// Readers are kept in a sorted set next to the lock key (see
-    /// "Commands and keys" on [`RedisBackend`]).
-    fn supports_shared(&self) -> bool {
-        true
     }
 
     fn node_id(&self) -> &NodeId {

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::Fencing;
 use crate::engine::Settings;
 use crate::events::EventHandler;
 use crate::runtime::config::Config;
@@ -362,25 +363,6 @@ impl<B: LockBackend + 'static> Builder<B> {
         self
     }
 
-    /// Gives every lock a [`FencingToken`](crate::FencingToken)
-    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)). Costs a second
-    /// round per acquire on more than one node. Defaults to off.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # let backends = redlock_mock::MockCluster::new(3).backends();
-    /// let locks = redlock_core::Redlock::builder(backends)
-    ///     .fencing(true)
-    ///     .build()?;
-    /// # Ok::<(), redlock_core::BuildError>(())
-    /// ```
-    pub fn fencing(mut self, on: bool) -> Self {
-        self.fencing = on;
-        self
-    }
-
     /// How many requests may wait for one node before further requests to it
     /// fail fast as [`NodeFailure::Overloaded`](crate::NodeFailure::Overloaded).
     /// Defaults to 1024; zero is raised to 1.
@@ -476,7 +458,7 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// # Errors
     ///
     /// [`BuildError::Config`] with [`ConfigError::NoNodes`],
-    /// [`ConfigError::DuplicateNode`], [`ConfigError::NoFencing`],
+    /// [`ConfigError::DuplicateNode`],
     /// [`ConfigError::DriftFactor`], [`ConfigError::JitterRange`],
     /// [`ConfigError::NodeTimeoutZero`] or [`ConfigError::NodeTimeoutTooLarge`];
     /// [`BuildError::Spawn`]
@@ -502,14 +484,6 @@ impl<B: LockBackend + 'static> Builder<B> {
                 return Err(ConfigError::DuplicateNode(backend.node_id().clone()).into());
             }
         }
-        if self.fencing {
-            if let Some(backend) = self.backends.iter().find(|b| !b.supports_fencing()) {
-                return Err(ConfigError::NoFencing {
-                    node: backend.node_id().clone(),
-                }
-                .into());
-            }
-        }
         if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {
             return Err(ConfigError::DriftFactor(self.drift_factor).into());
         }
@@ -533,5 +507,27 @@ impl<B: LockBackend + 'static> Builder<B> {
         Ok(Redlock {
             manager: Arc::new(manager),
         })
+    }
+}
+
+impl<B: Fencing + 'static> Builder<B> {
+    /// Gives every lock a [`FencingToken`](crate::FencingToken)
+    /// ([`Lock::fencing_token`](crate::Lock::fencing_token)). Costs a second
+    /// round per acquire on more than one node. Defaults to off. Only for
+    /// backends with the [`Fencing`](crate::backend::Fencing) ability.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .fencing(true)
+    ///     .build()?;
+    /// # Ok::<(), redlock_core::BuildError>(())
+    /// ```
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
     }
 }

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::backend::ReleaseFeed;
+use crate::backend::{Fencing, ReleaseFeed, SharedClaims};
 use crate::{
     events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
     Ttl,
@@ -56,13 +56,16 @@ pub struct DynBackend {
 }
 
 impl DynBackend {
-    /// Erases `backend`'s type.
+    /// Erases `backend`'s type. The backend must have every ability
+    /// ([`Fencing`], [`SharedClaims`]), as the Redis and in-memory ones do,
+    /// since the erased type declares them all; a backend without them is
+    /// used through its own type.
     ///
     /// # Examples
     ///
     /// See [`DynBackend`].
     #[must_use]
-    pub fn new<B: LockBackend + 'static>(backend: B) -> Self {
+    pub fn new<B: Fencing + SharedClaims + 'static>(backend: B) -> Self {
         DynBackend {
             inner: Box::new(backend),
         }
@@ -155,8 +158,6 @@ trait Erased: Send + Sync {
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, DynError>;
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
-    fn supports_fencing(&self) -> bool;
-    fn supports_shared(&self) -> bool;
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>>;
 }
 
@@ -184,12 +185,6 @@ impl<B: LockBackend> Erased for B {
     }
     fn attach(&self, sink: ConnectionSink) {
         LockBackend::attach(self, sink);
-    }
-    fn supports_fencing(&self) -> bool {
-        LockBackend::supports_fencing(self)
-    }
-    fn supports_shared(&self) -> bool {
-        LockBackend::supports_shared(self)
     }
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         LockBackend::release_feed(self)
@@ -220,12 +215,6 @@ impl LockBackend for DynBackend {
     fn attach(&self, sink: ConnectionSink) {
         self.inner.attach(sink);
     }
-    fn supports_fencing(&self) -> bool {
-        self.inner.supports_fencing()
-    }
-    fn supports_shared(&self) -> bool {
-        self.inner.supports_shared()
-    }
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         self.inner.release_feed()
     }
@@ -254,7 +243,7 @@ pub fn connect_dyn<B, I>(
     node_timeout: Duration,
 ) -> Result<DynRedlock, crate::ConnectError<DynError>>
 where
-    B: crate::Connect + 'static,
+    B: crate::Connect + Fencing + SharedClaims + 'static,
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
@@ -269,3 +258,7 @@ where
         .node_timeout(node_timeout)
         .build()?)
 }
+
+impl Fencing for DynBackend {}
+
+impl SharedClaims for DynBackend {}

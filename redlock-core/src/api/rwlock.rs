@@ -25,12 +25,13 @@ use std::time::{Duration, Instant};
 
 use crate::api::guard::Lock;
 use crate::api::redlock::{kept, Redlock};
+use crate::backend::SharedClaims;
 use crate::engine::{Acquire, Entropy};
 use crate::runtime::names::Writers;
 use crate::KeepAlive;
 use crate::{ConfigError, LockBackend, LockError, Resources, RoundReport};
 
-impl<B: LockBackend + 'static> Redlock<B> {
+impl<B: SharedClaims + 'static> Redlock<B> {
     /// The read-write lock `name` on this manager's nodes: any number of
     /// readers at once, or one writer, across every process.
     ///
@@ -39,9 +40,8 @@ impl<B: LockBackend + 'static> Redlock<B> {
     ///
     /// # Errors
     ///
-    /// [`ConfigError::EmptyKey`], [`ConfigError::RwLockName`],
-    /// [`ConfigError::NoSharedClaims`] when a node's backend does not keep
-    /// shared claims ([`LockBackend::supports_shared`]).
+    /// [`ConfigError::EmptyKey`], [`ConfigError::RwLockName`]. Only for
+    /// backends with the [`SharedClaims`] ability.
     ///
     /// # Examples
     ///
@@ -61,17 +61,6 @@ impl<B: LockBackend + 'static> Redlock<B> {
     pub fn rwlock(&self, name: &str) -> Result<RwLock<B>, ConfigError> {
         // The key first: a name is recorded only for a lock made.
         let resources = Resources::one(name)?;
-        if let Some(worker) = self
-            .manager
-            .shared
-            .workers
-            .iter()
-            .find(|w| !w.shared_claims)
-        {
-            return Err(ConfigError::NoSharedClaims {
-                node: worker.id.clone(),
-            });
-        }
         let writers = self.manager.names.define_rwlock(name)?;
         Ok(RwLock {
             locks: self.clone(),

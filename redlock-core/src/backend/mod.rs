@@ -335,11 +335,16 @@ pub trait LockBackend: Send + Sync {
     /// Raises each key's fencing counter to at least `at_least`, only if every
     /// key still holds `claim`'s token. Returns whether it did. Used to make
     /// fencing tokens rise across holders (see the crate docs on fencing).
+    /// A backend with the [`Fencing`] ability implements it; it is sent only
+    /// to those, and the default (for the others) answers `false`.
     ///
     /// # Errors
     ///
     /// Any failure to get a definite answer from the node.
-    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, Self::Error>;
+    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, Self::Error> {
+        let _ = (claim, at_least);
+        Ok(false)
+    }
 
     /// Runs `requests` in order, as if one after the other, and appends one
     /// result per request to `out`. The manager hands a node every request
@@ -386,25 +391,6 @@ pub trait LockBackend: Send + Sync {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<Self::Error> + 'a>> {
         let _ = request;
         None
-    }
-
-    /// Whether [`acquire`](Self::acquire) with `fence` keeps and returns
-    /// fencing counters. A manager with fencing on refuses, when it is
-    /// built, a backend that does not declare it
-    /// ([`ConfigError::NoFencing`](crate::ConfigError::NoFencing)). The
-    /// default is `false`.
-    fn supports_fencing(&self) -> bool {
-        false
-    }
-
-    /// Whether this backend keeps shared claims as [`Claim::shared`]
-    /// describes: read-write locks need it, and
-    /// [`Redlock::rwlock`](crate::Redlock::rwlock) refuses a manager with
-    /// a node that does not
-    /// ([`ConfigError::NoSharedClaims`](crate::ConfigError::NoSharedClaims)).
-    /// The default is `false`.
-    fn supports_shared(&self) -> bool {
-        false
     }
 
     /// Called once by the manager when it starts, with a sink for errors
@@ -456,20 +442,83 @@ macro_rules! forward_backend {
             fn attach(&self, sink: ConnectionSink) {
                 (**self).attach(sink)
             }
-            fn supports_fencing(&self) -> bool {
-                (**self).supports_fencing()
-            }
-            fn supports_shared(&self) -> bool {
-                (**self).supports_shared()
-            }
             fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
                 (**self).release_feed()
             }
         }
+        impl<B: Fencing + ?Sized> Fencing for $ty {}
+        impl<B: SharedClaims + ?Sized> SharedClaims for $ty {}
     )*};
 }
 
 forward_backend!(&B, Arc<B>, Box<B>);
+
+/// The ability to keep fencing counters: [`LockBackend::acquire`] with
+/// `fence` returns the node's counter for the claim's resources (raised by
+/// every fenced grant, durable as the locks are) and
+/// [`LockBackend::raise_fence`] raises it. Only a manager over a backend
+/// that declares it can turn fencing on
+/// ([`Builder::fencing`](crate::Builder::fencing)); the conformance suite
+/// of `redlock-mock` checks it (`Conformance::with_fencing`).
+///
+/// A backend declares it with an empty impl:
+///
+/// ```
+/// use redlock_core::backend::{Fencing, SharedClaims};
+/// # use redlock_core::{backend::{AcquireOutcome, Claim, LockBackend}, NodeId, Ttl};
+/// # struct MyNode(NodeId);
+/// # impl LockBackend for MyNode {
+/// #     type Error = std::io::Error;
+/// #     fn node_id(&self) -> &NodeId { &self.0 }
+/// #     fn acquire(&self, _: &Claim, _: Ttl, _: bool) -> Result<AcquireOutcome, Self::Error> { Ok(AcquireOutcome::HeldByOther) }
+/// #     fn extend(&self, _: &Claim, _: Ttl) -> Result<bool, Self::Error> { Ok(false) }
+/// #     fn release(&self, _: &Claim) -> Result<bool, Self::Error> { Ok(false) }
+/// # }
+/// impl Fencing for MyNode {}
+/// impl SharedClaims for MyNode {}
+/// ```
+///
+/// Without it, turning fencing on does not compile:
+///
+/// ```compile_fail
+/// # use std::time::Duration;
+/// # use redlock_core::{backend::{AcquireOutcome, Claim, LockBackend}, NodeId, Redlock, Ttl};
+/// # struct MyNode(NodeId);
+/// # impl LockBackend for MyNode {
+/// #     type Error = std::io::Error;
+/// #     fn node_id(&self) -> &NodeId { &self.0 }
+/// #     fn acquire(&self, _: &Claim, _: Ttl, _: bool) -> Result<AcquireOutcome, Self::Error> { Ok(AcquireOutcome::HeldByOther) }
+/// #     fn extend(&self, _: &Claim, _: Ttl) -> Result<bool, Self::Error> { Ok(false) }
+/// #     fn release(&self, _: &Claim) -> Result<bool, Self::Error> { Ok(false) }
+/// # }
+/// let locks = Redlock::builder(vec![MyNode(NodeId::new("a"))]).fencing(true).build();
+/// ```
+pub trait Fencing: LockBackend {}
+
+/// The ability to keep shared claims as [`Claim::shared`] describes: any
+/// number of readers, or one writer, per key. Read-write locks need it:
+/// [`Redlock::rwlock`](crate::Redlock::rwlock) exists only for a manager
+/// over a backend that declares it; the conformance suite of
+/// `redlock-mock` checks it (`Conformance::with_shared_claims`).
+///
+/// # Examples
+///
+/// See [`Fencing`]. Without it, a read-write lock does not compile:
+///
+/// ```compile_fail
+/// # use redlock_core::{backend::{AcquireOutcome, Claim, LockBackend}, NodeId, Redlock, Ttl};
+/// # struct MyNode(NodeId);
+/// # impl LockBackend for MyNode {
+/// #     type Error = std::io::Error;
+/// #     fn node_id(&self) -> &NodeId { &self.0 }
+/// #     fn acquire(&self, _: &Claim, _: Ttl, _: bool) -> Result<AcquireOutcome, Self::Error> { Ok(AcquireOutcome::HeldByOther) }
+/// #     fn extend(&self, _: &Claim, _: Ttl) -> Result<bool, Self::Error> { Ok(false) }
+/// #     fn release(&self, _: &Claim) -> Result<bool, Self::Error> { Ok(false) }
+/// # }
+/// let locks = Redlock::new(vec![MyNode(NodeId::new("a"))]).unwrap();
+/// let doc = locks.rwlock("doc");
+/// ```
+pub trait SharedClaims: LockBackend {}
 
 /// A backend that can be opened from an address string (a Redis URL, say), so
 /// that [`Redlock::connect`](crate::Redlock::connect) works for it.

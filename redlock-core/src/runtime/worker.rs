@@ -153,8 +153,6 @@ pub(crate) struct Worker<E> {
     direct: Arc<dyn Direct<E>>,
     /// Counts what a caller's own round saw, as the worker thread does.
     watch: Watch,
-    /// Whether the backend keeps shared claims ([`LockBackend::supports_shared`]).
-    pub(crate) shared_claims: bool,
 }
 
 /// A backend as callers reach it without its worker: [`LockBackend::start`].
@@ -254,7 +252,6 @@ impl<E: Send + 'static> Worker<E> {
     {
         let backend = Arc::new(backend);
         let id = backend.node_id().clone();
-        let shared_claims = backend.supports_shared();
         let counters = Arc::new(NodeCounters::default());
         backend.attach(ConnectionSink::new(
             id.clone(),
@@ -301,7 +298,6 @@ impl<E: Send + 'static> Worker<E> {
             observer: Arc::clone(observer),
             direct: backend,
             watch: caller_watch,
-            shared_claims,
         })
     }
 }

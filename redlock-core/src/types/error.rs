@@ -71,13 +71,6 @@ pub enum ConfigError {
     },
     /// An empty list of resources.
     NoKeys,
-    /// Fencing is on, but this node's backend does not declare it
-    /// ([`LockBackend::supports_fencing`](crate::LockBackend::supports_fencing)):
-    /// found when the manager is built.
-    NoFencing {
-        /// The node.
-        node: NodeId,
-    },
     /// Two addresses reach the same node (two host names for one server,
     /// two databases of one server), as the backend found when connecting
     /// (see [`Connect::same_node`](crate::Connect::same_node)): it would
@@ -106,13 +99,6 @@ pub enum ConfigError {
         name: String,
         /// Its permits, as first defined.
         permits: u32,
-    },
-    /// A read-write lock was asked of a manager with a node whose backend
-    /// does not keep shared claims
-    /// ([`LockBackend::supports_shared`](crate::LockBackend::supports_shared)).
-    NoSharedClaims {
-        /// The node.
-        node: NodeId,
     },
     /// The name is a read-write lock on this manager: it was asked for as
     /// a semaphore, or locked as a mutex.
@@ -159,10 +145,6 @@ impl fmt::Display for ConfigError {
                  for the keys kept beside a lock"
             ),
             ConfigError::NoKeys => f.write_str("at least one resource name is needed"),
-            ConfigError::NoFencing { node } => write!(
-                f,
-                "fencing is on, but the backend of node {node} does not support it"
-            ),
             ConfigError::SameNode { first, second } => write!(
                 f,
                 "{first} and {second} are the same server: it would count twice towards a quorum"
@@ -176,11 +158,6 @@ impl fmt::Display for ConfigError {
                 f,
                 "{name:?} is a semaphore of {permits} permits on this manager: \
                  use it only as that semaphore"
-            ),
-            ConfigError::NoSharedClaims { node } => write!(
-                f,
-                "the backend of node {node} does not keep shared claims, \
-                 which a read-write lock needs"
             ),
             ConfigError::RwLockName { name } => write!(
                 f,

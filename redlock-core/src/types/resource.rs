@@ -348,9 +348,8 @@ impl Claim {
     }
 
     /// This claim, made shared: a read of a read-write lock
-    /// ([`Redlock::read`](crate::Redlock::read)). A backend that supports
-    /// shared claims ([`LockBackend::supports_shared`](crate::LockBackend::supports_shared))
-    /// keeps, for each key, a set of shared holders, each with its own
+    /// ([`Redlock::read`](crate::Redlock::read)). A backend with the
+    /// [`SharedClaims`](crate::backend::SharedClaims) ability keeps, for each key, a set of shared holders, each with its own
     /// time-to-live, next to the key's one exclusive holder:
     ///
     /// - an acquire of a shared claim is granted when no key has a live

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use redlock_core::backend::LockBackend;
-use redlock_core::{ConfigError, LockError};
+use redlock_core::backend::{Fencing, LockBackend, SharedClaims};
+use redlock_core::{LockError, Redlock};
 
-use super::failure::{bail, ensure};
+use super::failure::{bail, ensure, Context as _};
 use super::{Conformance, Result, EXPIRY_BOUND, TTL};
 
 impl<B: LockBackend + 'static> Conformance<B> {
@@ -84,13 +84,9 @@ impl<B: LockBackend + 'static> Conformance<B> {
         }
     }
 
-    /// A semaphore admits its permits and no more, across managers; a
-    /// read-write lock admits readers together and a writer alone. The
-    /// semaphore is built on the backend's one-key acquire, the read-write
-    /// lock on shared claims (a backend without them gets
-    /// [`ConfigError::NoSharedClaims`],
-    /// which this check accepts); this shows both end to end.
-    pub fn manager_semaphore_and_rwlock(&self) -> Result<()> {
+    /// A semaphore admits its permits and no more, across managers; it is
+    /// built on the backend's one-key acquire (the base contract).
+    pub fn manager_semaphore(&self) -> Result<()> {
         let (first, second) = (self.manager(3)?, self.manager(3)?);
         let name = self.key("semaphore");
         let a = first.semaphore(&name, 2)?.try_acquire(TTL)?;
@@ -103,11 +99,40 @@ impl<B: LockBackend + 'static> Conformance<B> {
         }
         a.release()?;
         b.release()?;
-        let name = self.key("rwlock");
-        let (one, two) = match (first.rwlock(&name), second.rwlock(&name)) {
-            (Err(ConfigError::NoSharedClaims { .. }), _) => return Ok(()),
-            (one, two) => (one?, two?),
+        Ok(())
+    }
+}
+
+impl<B: Fencing + 'static> Conformance<B> {
+    /// (Backends with fencing.) Through a manager with fencing on, each
+    /// holder's token is larger than the last one's, across managers.
+    pub fn manager_fencing_tokens_rise(&self) -> Result<()> {
+        let build = || -> Result<Redlock<B>> {
+            Ok(Redlock::builder((self.make)(3))
+                .node_timeout(Duration::from_secs(2))
+                .fencing(true)
+                .build()?)
         };
+        let (first, second) = (build()?, build()?);
+        let name = self.key("fenced");
+        let a = first.try_lock(name.as_str(), TTL)?;
+        let ta = a.fencing_token().context("fencing is on: a token")?;
+        a.release()?;
+        let b = second.try_lock(name.as_str(), TTL)?;
+        let tb = b.fencing_token().context("fencing is on: a token")?;
+        b.release()?;
+        ensure!(tb > ta, "a later holder's token {tb} is not above {ta}");
+        Ok(())
+    }
+}
+
+impl<B: SharedClaims + 'static> Conformance<B> {
+    /// (Backends with shared claims.) A read-write lock, built on shared
+    /// claims, admits readers together and a writer alone, across managers.
+    pub fn manager_rwlock(&self) -> Result<()> {
+        let (first, second) = (self.manager(3)?, self.manager(3)?);
+        let name = self.key("rwlock");
+        let (one, two) = (first.rwlock(&name)?, second.rwlock(&name)?);
         let r1 = one.try_read(TTL)?;
         let r2 = two.try_read(TTL)?;
         let r3 = second.try_read(&name, TTL)?;

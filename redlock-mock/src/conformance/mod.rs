@@ -11,7 +11,9 @@
 //! // the same nodes on every call: each check uses keys of its own.
 //! let cluster = MockCluster::new(5);
 //! let nodes = cluster.backends();
-//! let suite = Conformance::new(move |n| nodes[..n].to_vec());
+//! // The base contract's checks, and those of each ability the backend
+//! // declares (`Fencing`, `SharedClaims`; the mock declares both).
+//! let suite = Conformance::new(move |n| nodes[..n].to_vec()).with_all_abilities();
 //! suite.run_all()?;
 //! # Ok::<(), redlock_mock::conformance::ConformanceError>(())
 //! ```
@@ -24,7 +26,11 @@
 //! Behind the `conformance` feature of `redlock-mock`: a backend crate adds
 //! `redlock-mock = { version = "...", features = ["conformance"] }` to its
 //! dev-dependencies and runs [`Conformance::run_all`] in a test against its
-//! own nodes (this workspace runs it on the mock and on real Redis).
+//! own nodes (this workspace runs it on the mock and on real Redis), after
+//! adding the checks of each ability its type declares
+//! ([`Conformance::with_fencing`], [`Conformance::with_shared_claims`],
+//! [`Conformance::with_all_abilities`]): a backend of the base contract
+//! alone runs the base checks and serves mutexes and semaphores.
 
 mod failure;
 mod manager;
@@ -37,7 +43,9 @@ pub use failure::{ConformanceError, Failure};
 use failure::{bail, ensure, Context as _};
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
-use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Queued, Request, Response, Token};
+use redlock_core::backend::{
+    AcquireOutcome, Claim, Fencing, LockBackend, Queued, Request, Response, SharedClaims, Token,
+};
 use redlock_core::{Redlock, Resources, Ttl};
 
 /// One named check.
@@ -50,6 +58,10 @@ type Factory<B> = Box<dyn Fn(usize) -> Vec<B> + Send + Sync>;
 pub struct Conformance<B> {
     make: Factory<B>,
     prefix: String,
+    /// The checks this suite runs: the base contract's, plus those of each
+    /// ability added with `with_fencing`, `with_shared_claims` or
+    /// `with_all_abilities`.
+    checks: Vec<(&'static str, Check<B>)>,
 }
 
 impl<B> std::fmt::Debug for Conformance<B> {
@@ -78,12 +90,13 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Conformance {
             make: Box::new(make),
             prefix: format!("conformance:{}:", tag.unwrap_or_else(|_| "fixed".into())),
+            checks: Self::base_checks(),
         }
     }
 
-    /// Every check, by name.
-    #[must_use]
-    pub fn checks() -> Vec<(&'static str, Check<B>)> {
+    /// The checks of the base contract ([`LockBackend`]), which every
+    /// backend must pass.
+    fn base_checks() -> Vec<(&'static str, Check<B>)> {
         vec![
             ("acquire_is_exclusive", Self::acquire_is_exclusive),
             ("release_needs_the_token", Self::release_needs_the_token),
@@ -102,28 +115,12 @@ impl<B: LockBackend + 'static> Conformance<B> {
                 Self::multi_key_release_and_extend_need_every_key,
             ),
             (
-                "fencing_counters_rise_and_can_be_raised",
-                Self::fencing_counters_rise_and_can_be_raised,
-            ),
-            (
                 "a_batch_answers_as_one_request_at_a_time",
                 Self::a_batch_answers_as_one_request_at_a_time,
             ),
             (
-                "multi_key_fencing_leaves_every_counter_at_the_top",
-                Self::multi_key_fencing_leaves_every_counter_at_the_top,
-            ),
-            (
                 "node_ids_are_distinct_and_stable",
                 Self::node_ids_are_distinct_and_stable,
-            ),
-            (
-                "shared_claims_admit_readers_and_exclude_a_writer",
-                Self::shared_claims_admit_readers_and_exclude_a_writer,
-            ),
-            (
-                "shared_claims_expire_and_give_way_to_marks",
-                Self::shared_claims_expire_and_give_way_to_marks,
             ),
             ("manager_lock_cycle", Self::manager_lock_cycle),
             (
@@ -131,11 +128,34 @@ impl<B: LockBackend + 'static> Conformance<B> {
                 Self::manager_contention_and_handover,
             ),
             ("manager_extend_and_expiry", Self::manager_extend_and_expiry),
-            (
-                "manager_semaphore_and_rwlock",
-                Self::manager_semaphore_and_rwlock,
-            ),
+            ("manager_semaphore", Self::manager_semaphore),
         ]
+    }
+
+    /// The checks this suite runs, by name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::conformance::Conformance;
+    /// use redlock_mock::MockCluster;
+    /// let nodes = MockCluster::new(5).backends();
+    /// let base = Conformance::new(move |n| nodes[..n].to_vec());
+    /// let n = base.checks().len();
+    /// assert!(base.with_fencing().checks().len() > n);
+    /// ```
+    #[must_use]
+    pub fn checks(&self) -> &[(&'static str, Check<B>)] {
+        &self.checks
+    }
+
+    fn add(mut self, checks: &[(&'static str, Check<B>)]) -> Self {
+        for check in checks {
+            if !self.checks.iter().any(|(name, _)| name == &check.0) {
+                self.checks.push(*check);
+            }
+        }
+        self
     }
 
     /// Runs one check by name.
@@ -145,8 +165,10 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// [`ConformanceError::Failed`] with the check's failure, or
     /// [`ConformanceError::UnknownCheck`].
     pub fn run(&self, name: &str) -> Result<(), ConformanceError> {
-        let (name, check) = Self::checks()
-            .into_iter()
+        let (name, check) = self
+            .checks
+            .iter()
+            .copied()
             .find(|(n, _)| *n == name)
             .ok_or_else(|| ConformanceError::UnknownCheck(name.to_owned()))?;
         check(self).map_err(|failure| ConformanceError::Failed(vec![(name, failure)]))
@@ -158,8 +180,10 @@ impl<B: LockBackend + 'static> Conformance<B> {
     ///
     /// [`ConformanceError::Failed`] listing every failed check with why.
     pub fn run_all(&self) -> Result<(), ConformanceError> {
-        let failures: Vec<(&'static str, Failure)> = Self::checks()
-            .into_iter()
+        let failures: Vec<(&'static str, Failure)> = self
+            .checks
+            .iter()
+            .copied()
             .filter_map(|(name, check)| check(self).err().map(|failure| (name, failure)))
             .collect();
         if failures.is_empty() {
@@ -322,16 +346,12 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Ok(())
     }
 
-    /// Shared claims ([`Claim::shared`]), for a backend that declares them
-    /// ([`LockBackend::supports_shared`]; others pass at once): readers
+    /// (Backends with shared claims.) Shared claims ([`Claim::shared`]): readers
     /// are granted together, a writer is refused while any reader lives and
     /// a reader while the writer lives; extend and release touch only the
     /// reader's own entry; the last reader's release frees the key.
     pub fn shared_claims_admit_readers_and_exclude_a_writer(&self) -> Result<()> {
         let node = self.one()?;
-        if !node.supports_shared() {
-            return Ok(());
-        }
         let read = || -> Result<Claim> { Ok(self.claim(&["shared"])?.shared()) };
         let (r1, r2, r3) = (read()?, read()?, read()?);
         let writer = self.claim(&["shared"])?;
@@ -378,41 +398,46 @@ impl<B: LockBackend + 'static> Conformance<B> {
         ensure!(!node.extend(&r3, ttl)?, "a refused reader extended");
         ensure!(!node.release(&r3)?, "a refused reader released");
         ensure!(node.release(&writer)?, "the writer could not release");
-        if node.supports_fencing() {
-            let before = match node.acquire(&r3, ttl, true)? {
-                AcquireOutcome::Granted { fence: Some(f) } => f,
-                other => bail!("a fenced read: expected a counter, got {other:?}"),
-            };
-            ensure!(
-                node.raise_fence(&r3, before + 10)?,
-                "a reader could not raise its counter"
-            );
-            ensure!(node.release(&r3)?, "a fenced reader could not release");
-            match node.acquire(&writer, ttl, true)? {
-                AcquireOutcome::Granted { fence: Some(f) } if f > before + 10 => {}
-                other => bail!(
-                    "a write after a raised read: expected a counter above {}, got {other:?}",
-                    before + 10
-                ),
-            }
-            ensure!(
-                node.release(&writer)?,
-                "the fenced writer could not release"
-            );
+        Ok(())
+    }
+
+    /// (Backends with fencing and shared claims.) A fenced read returns a
+    /// counter and can raise it; a fenced write after it gets a larger one.
+    pub fn fenced_readers_raise_their_counter(&self) -> Result<()> {
+        let node = self.one()?;
+        let ttl = Self::ttl(TTL)?;
+        let r3 = self.claim(&["fenced-read"])?.shared();
+        let writer = self.claim(&["fenced-read"])?;
+        let before = match node.acquire(&r3, ttl, true)? {
+            AcquireOutcome::Granted { fence: Some(f) } => f,
+            other => bail!("a fenced read: expected a counter, got {other:?}"),
+        };
+        ensure!(
+            node.raise_fence(&r3, before + 10)?,
+            "a reader could not raise its counter"
+        );
+        ensure!(node.release(&r3)?, "a fenced reader could not release");
+        match node.acquire(&writer, ttl, true)? {
+            AcquireOutcome::Granted { fence: Some(f) } if f > before + 10 => {}
+            other => bail!(
+                "a write after a raised read: expected a counter above {}, got {other:?}",
+                before + 10
+            ),
         }
+        ensure!(
+            node.release(&writer)?,
+            "the fenced writer could not release"
+        );
         Ok(())
     }
 
     /// Shared claims expire after their own TTL (one long-lived reader
     /// keeps the key from a writer after a short-lived one expired), and a
     /// queued, yielding one gives way to another manager's waiting mark
-    /// but not to its own manager's, and never leaves a mark. Backends
-    /// without shared claims pass at once.
+    /// but not to its own manager's, and never leaves a mark. (Backends with
+    /// shared claims.)
     pub fn shared_claims_expire_and_give_way_to_marks(&self) -> Result<()> {
         let node = self.one()?;
-        if !node.supports_shared() {
-            return Ok(());
-        }
         let ttl = Self::ttl(TTL)?;
         let short = self.claim(&["expiring"])?.shared();
         let long = self.claim(&["expiring"])?.shared();
@@ -545,10 +570,6 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// the holder only.
     pub fn fencing_counters_rise_and_can_be_raised(&self) -> Result<()> {
         let node = self.one()?;
-        if !node.supports_fencing() {
-            // Not declared: a manager refuses fencing over it when built.
-            return Ok(());
-        }
         let ttl = Self::ttl(TTL)?;
         let mut last = 0;
         for _ in 0..3 {
@@ -593,9 +614,63 @@ impl<B: LockBackend + 'static> Conformance<B> {
         Ok(())
     }
 
-    /// `run_batch` answers each request as if the requests had run one after
-    /// the other, in order (later requests see what earlier ones did).
+    /// A batch of requests ([`LockBackend::run_batch`]) is answered in
+    /// order, each as if it ran alone after the ones before it.
     pub fn a_batch_answers_as_one_request_at_a_time(&self) -> Result<()> {
+        let node = self.one()?;
+        let ttl = Self::ttl(TTL)?;
+        let (a, other_a) = (
+            self.claim(&["plain-batch-a"])?,
+            self.claim(&["plain-batch-a"])?,
+        );
+        let bc = self.claim(&["plain-batch-b", "plain-batch-c"])?;
+        let acquire = |claim| Request::Acquire {
+            claim,
+            ttl,
+            fence: false,
+        };
+        let batch = [
+            acquire(&a),
+            acquire(&other_a),
+            acquire(&bc),
+            Request::Extend { claim: &a, ttl },
+            Request::Extend {
+                claim: &other_a,
+                ttl,
+            },
+            Request::Release { claim: &a },
+            Request::Release { claim: &a },
+            acquire(&other_a),
+            Request::Release { claim: &other_a },
+            Request::Release { claim: &bc },
+        ];
+        let mut out = Vec::new();
+        node.run_batch(&batch, &mut out);
+        let answers = out
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.with_context(|| format!("request {i} failed")))
+            .collect::<Result<Vec<_>>>()?;
+        let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
+        let expected = [
+            granted,
+            Response::Acquire(AcquireOutcome::HeldByOther),
+            granted,
+            Response::Held(true),
+            Response::Held(false),
+            Response::Held(true),
+            Response::Held(false),
+            granted,
+            Response::Held(true),
+            Response::Held(true),
+        ];
+        ensure!(answers == expected, "answers in order: {answers:?}");
+        Ok(())
+    }
+
+    /// (Backends with fencing.) The same with fenced acquires and a raise
+    /// inside the batch.
+    pub fn a_fenced_batch_answers_as_one_request_at_a_time(&self) -> Result<()> {
         let node = self.one()?;
         let ttl = Self::ttl(TTL)?;
         let (a, other_a) = (self.claim(&["batch-a"])?, self.claim(&["batch-a"])?);
@@ -697,10 +772,6 @@ impl<B: LockBackend + 'static> Conformance<B> {
     /// the keys gets a larger value.
     pub fn multi_key_fencing_leaves_every_counter_at_the_top(&self) -> Result<()> {
         let node = self.one()?;
-        if !node.supports_fencing() {
-            // Not declared: a manager refuses fencing over it when built.
-            return Ok(());
-        }
         let ttl = Self::ttl(TTL)?;
         let fenced = |keys: &[&str]| -> Result<u64> {
             let claim = self.claim(keys)?;
@@ -747,5 +818,81 @@ impl<B: LockBackend + 'static> Conformance<B> {
             "node ids are not distinct: {first:?}"
         );
         Ok(())
+    }
+}
+
+impl<B: Fencing + 'static> Conformance<B> {
+    /// Adds the checks of the [`Fencing`] ability.
+    ///
+    /// # Examples
+    ///
+    /// See [`Conformance::checks`].
+    #[must_use]
+    pub fn with_fencing(self) -> Self {
+        self.add(&[
+            (
+                "fencing_counters_rise_and_can_be_raised",
+                Self::fencing_counters_rise_and_can_be_raised,
+            ),
+            (
+                "multi_key_fencing_leaves_every_counter_at_the_top",
+                Self::multi_key_fencing_leaves_every_counter_at_the_top,
+            ),
+            (
+                "a_fenced_batch_answers_as_one_request_at_a_time",
+                Self::a_fenced_batch_answers_as_one_request_at_a_time,
+            ),
+            (
+                "manager_fencing_tokens_rise",
+                Self::manager_fencing_tokens_rise,
+            ),
+        ])
+    }
+}
+
+impl<B: SharedClaims + 'static> Conformance<B> {
+    /// Adds the checks of the [`SharedClaims`] ability.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::conformance::Conformance;
+    /// use redlock_mock::MockCluster;
+    /// let nodes = MockCluster::new(5).backends();
+    /// Conformance::new(move |n| nodes[..n].to_vec())
+    ///     .with_shared_claims()
+    ///     .run("shared_claims_admit_readers_and_exclude_a_writer")?;
+    /// # Ok::<(), redlock_mock::conformance::ConformanceError>(())
+    /// ```
+    #[must_use]
+    pub fn with_shared_claims(self) -> Self {
+        self.add(&[
+            (
+                "shared_claims_admit_readers_and_exclude_a_writer",
+                Self::shared_claims_admit_readers_and_exclude_a_writer,
+            ),
+            (
+                "shared_claims_expire_and_give_way_to_marks",
+                Self::shared_claims_expire_and_give_way_to_marks,
+            ),
+            ("manager_rwlock", Self::manager_rwlock),
+        ])
+    }
+}
+
+impl<B: Fencing + SharedClaims + 'static> Conformance<B> {
+    /// Adds the checks of every ability, and of the two together (fenced
+    /// reads), for a backend that declares them all (the Redis and
+    /// in-memory ones do).
+    ///
+    /// # Examples
+    ///
+    /// See the [module](self) documentation.
+    #[must_use]
+    pub fn with_all_abilities(self) -> Self {
+        self.with_fencing().with_shared_claims().add(&[(
+            "fenced_readers_raise_their_counter",
+            Self::fenced_readers_raise_their_counter,
+        )])
     }
 }

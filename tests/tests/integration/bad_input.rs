@@ -167,40 +167,18 @@ fn bad_extend_ttl_keeps_the_lock() {
     lock.release().expect("still held");
 }
 
-/// A mock node that declares fencing or not (the trait's default is not),
-/// and may grant without counters although it declares them (a bug).
+/// A mock node that declares fencing but grants without counters (a bug).
 #[derive(Debug)]
-struct Fencing {
+struct Lying {
     node: MockNode,
-    declares: bool,
-    counters: bool,
 }
 
-impl Fencing {
-    fn undeclared(node: MockNode) -> Self {
-        Fencing {
-            node,
-            declares: false,
-            counters: true,
-        }
-    }
+impl redlock_core::backend::Fencing for Lying {}
 
-    fn lying(node: MockNode) -> Self {
-        Fencing {
-            node,
-            declares: true,
-            counters: false,
-        }
-    }
-}
-
-impl redlock_core::backend::LockBackend for Fencing {
+impl redlock_core::backend::LockBackend for Lying {
     type Error = redlock_mock::MockError;
     fn node_id(&self) -> &NodeId {
         self.node.node_id()
-    }
-    fn supports_fencing(&self) -> bool {
-        self.declares
     }
     fn acquire(
         &self,
@@ -210,9 +188,7 @@ impl redlock_core::backend::LockBackend for Fencing {
     ) -> Result<redlock_core::backend::AcquireOutcome, Self::Error> {
         use redlock_core::backend::AcquireOutcome;
         Ok(match self.node.acquire(claim, ttl, fence)? {
-            AcquireOutcome::Granted { .. } if !self.counters => {
-                AcquireOutcome::Granted { fence: None }
-            }
+            AcquireOutcome::Granted { .. } => AcquireOutcome::Granted { fence: None },
             other => other,
         })
     }
@@ -232,42 +208,13 @@ impl redlock_core::backend::LockBackend for Fencing {
 }
 
 #[test]
-fn fencing_over_a_backend_that_does_not_declare_it_fails_when_built() {
-    use redlock_core::backend::LockBackend as _;
-    let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
-    let err = Redlock::builder(
-        nodes
-            .iter()
-            .cloned()
-            .map(Fencing::undeclared)
-            .collect::<Vec<_>>(),
-    )
-    .fencing(true)
-    .build()
-    .expect_err("refused at build");
-    assert_eq!(
-        err,
-        BuildError::Config(ConfigError::NoFencing {
-            node: NodeId::new("a")
-        })
-    );
-    // Without fencing the same backends are fine, and the mock declares it.
-    assert!(Redlock::new(nodes.iter().cloned().map(Fencing::undeclared)).is_ok());
-    assert!(nodes[0].supports_fencing());
-    assert!(Redlock::builder(nodes.to_vec())
-        .fencing(true)
-        .build()
-        .is_ok());
-}
-
-#[test]
 fn a_backend_that_declares_fencing_but_returns_no_counters_is_refused_and_released() {
     let nodes = [MockNode::new("a"), MockNode::new("b"), MockNode::new("c")];
     let locks = Redlock::builder(
         nodes
             .iter()
             .cloned()
-            .map(Fencing::lying)
+            .map(|node| Lying { node })
             .collect::<Vec<_>>(),
     )
     .fencing(true)

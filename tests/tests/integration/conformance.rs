@@ -8,6 +8,7 @@ fn mock_backend_conforms() {
     let cluster = MockCluster::new(5);
     let nodes = cluster.backends();
     Conformance::new(move |n| nodes[..n].to_vec())
+        .with_all_abilities()
         .run_all()
         .expect("conformance");
 }

@@ -58,12 +58,6 @@ impl LockBackend for Node {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
         self.node.start(request)
     }
-    fn supports_fencing(&self) -> bool {
-        true
-    }
-    fn supports_shared(&self) -> bool {
-        true
-    }
     fn attach(&self, sink: ConnectionSink) {
         let _ = self.sink.set(sink);
     }
@@ -71,6 +65,10 @@ impl LockBackend for Node {
         self.node.release_feed()
     }
 }
+
+impl redlock_core::backend::Fencing for Node {}
+
+impl redlock_core::backend::SharedClaims for Node {}
 
 type Locks = Redlock<Node>;
 

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use redlock_core::backend::LockBackend;
+use redlock_core::backend::SharedClaims;
 use redlock_core::keys::{FENCE_SUFFIX, PERMIT_INFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
 use redlock_core::{ConfigError, Lock, LockError, Redlock};
 use redlock_mock::MockCluster;
@@ -30,7 +30,7 @@ enum Kind {
 const KINDS: [Kind; 4] = [Kind::Mutex, Kind::Read, Kind::Write, Kind::Permit];
 
 /// Takes `name` as `kind` (a permit: of a one-permit semaphore `name`).
-fn take<B: LockBackend + 'static>(
+fn take<B: SharedClaims + 'static>(
     locks: &Redlock<B>,
     kind: Kind,
     name: &str,
@@ -50,7 +50,7 @@ fn take<B: LockBackend + 'static>(
 /// Runs `kind`'s whole life on `name` with two managers: contention that
 /// leaves waiting marks, the release that tells the waiter, fencing, two
 /// readers, both permits of a semaphore.
-fn whole_life<B: LockBackend + 'static>(
+fn whole_life<B: SharedClaims + 'static>(
     x: &Redlock<B>,
     y: &Redlock<B>,
     kind: Kind,
@@ -112,7 +112,7 @@ fn look_alikes(name: &str) -> [String; 6] {
 /// Every kind on a name against every kind on each of its look-alikes:
 /// the look-alike's holder keeps its lock (it extends it, another manager
 /// is refused it, its release finds it held) and the name's kind works.
-fn every_kind_against_every_kind<B: LockBackend + 'static>(
+fn every_kind_against_every_kind<B: SharedClaims + 'static>(
     make: &dyn Fn() -> Redlock<B>,
     prefix: &str,
 ) -> Vec<String> {
@@ -160,7 +160,7 @@ fn every_kind_against_every_kind<B: LockBackend + 'static>(
 
 /// The repro, kept as it was written: A holds `job:waiting`, B
 /// takes and releases `job`, C is granted `job:waiting` while A holds it.
-fn release_of_one_name_frees_no_other<B: LockBackend + 'static>(
+fn release_of_one_name_frees_no_other<B: SharedClaims + 'static>(
     make: &dyn Fn() -> Redlock<B>,
     job: &str,
 ) {

@@ -285,6 +285,7 @@ fn conformance_suite_on_redis() {
             })
             .collect()
     })
+    .with_all_abilities()
     .run_all()
     .expect("redis conforms");
 }

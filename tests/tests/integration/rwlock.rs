@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use redlock_core::backend::{AcquireOutcome, Claim, LockBackend};
+use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, SharedClaims};
 use redlock_core::{ConfigError, LockError, NodeId, Redlock, Ttl};
 use redlock_mock::{MockCluster, MockError, MockNode};
 
@@ -200,7 +200,7 @@ fn readers_and_writers_of_several_managers_never_meet() {
 /// Two threads per manager of `managers` take turns reading and writing
 /// `name` (every third round writes), `rounds` each, every one within
 /// `wait`; each stay in `room` lasts `inside`.
-pub(crate) fn readers_and_writers<B: LockBackend + 'static>(
+pub(crate) fn readers_and_writers<B: SharedClaims + 'static>(
     managers: &[Redlock<B>],
     name: &str,
     rounds: usize,
@@ -230,7 +230,7 @@ pub(crate) fn readers_and_writers<B: LockBackend + 'static>(
     });
 }
 
-pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
+pub(crate) fn a_writer_against_a_stream_of_readers<B: SharedClaims + 'static>(
     readers_on: &Redlock<B>,
     writer_on: &Redlock<B>,
     name: &str,
@@ -273,7 +273,7 @@ pub(crate) fn a_writer_against_a_stream_of_readers<B: LockBackend + 'static>(
 /// hold, decided at a quorum, may be missing on the other nodes, where the
 /// reader then reads). Returns the writes granted while the reader waited
 /// (the bound: those of the writers in line before it, here none).
-pub(crate) fn writes_before_a_waiting_reader<B: LockBackend + 'static>(
+pub(crate) fn writes_before_a_waiting_reader<B: SharedClaims + 'static>(
     holder: &Redlock<B>,
     reader_on: &Redlock<B>,
     writers_on: &[Redlock<B>],
@@ -500,7 +500,7 @@ fn bad_input_gets_a_typed_error() {
     );
 }
 
-/// A third-party backend that keeps no shared claims (the trait's default).
+/// A third-party backend of the base contract alone: no abilities declared.
 struct NoShared(MockNode);
 
 impl LockBackend for NoShared {
@@ -523,27 +523,29 @@ impl LockBackend for NoShared {
 }
 
 #[test]
-fn a_backend_without_shared_claims_gets_a_typed_error_and_mutexes_still_work() {
-    let cluster = MockCluster::new(3);
-    let nodes = (0..3)
-        .map(|i| NoShared(cluster.node(i).clone()))
-        .collect::<Vec<_>>();
-    let locks = Redlock::new(nodes).expect("valid");
-    let err = locks.rwlock("doc").expect_err("no shared claims");
-    assert!(
-        matches!(&err, ConfigError::NoSharedClaims { node } if node.as_str() == "mock-0"),
-        "{err}"
-    );
-    let err = locks.try_read("doc", TTL).expect_err("no shared claims");
-    assert!(
-        matches!(err, LockError::Config(ConfigError::NoSharedClaims { .. })),
-        "{err}"
-    );
+fn a_backend_without_shared_claims_conforms_to_the_base_and_serves_mutexes_and_semaphores() {
+    // Read-write locks over it do not compile (the doc tests of
+    // `redlock_core::backend::SharedClaims` check that).
+    let cluster = MockCluster::new(5);
+    let nodes = cluster.backends();
+    redlock_mock::conformance::Conformance::new(move |n| {
+        nodes[..n].iter().cloned().map(NoShared).collect()
+    })
+    .run_all()
+    .expect("the base contract");
+    let locks = Redlock::new((0..3).map(|i| NoShared(cluster.node(i).clone()))).expect("valid");
     locks
         .try_lock("doc", TTL)
         .expect("a mutex")
         .release()
-        .expect("released");
+        .expect("held");
+    locks
+        .semaphore("jobs", 2)
+        .expect("a semaphore")
+        .try_acquire(TTL)
+        .expect("a permit")
+        .release()
+        .expect("held");
 }
 
 #[test]
