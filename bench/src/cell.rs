@@ -118,7 +118,15 @@ impl Mode {
         use Impl::*;
         match self {
             Mode::One => &[RawSeq, RawFloor, Ours, Rslock, Redlock],
-            Mode::Distinct(8) => &[RawFloor, RawCeiling, Ours, OursStats, Rslock, Redlock],
+            Mode::Distinct(8) => &[
+                RawFloor,
+                RawCeiling,
+                Ours,
+                OursStats,
+                OursMetrics,
+                Rslock,
+                Redlock,
+            ],
             Mode::Distinct(_) => &[RawFloor, RawCeiling, Ours, Rslock, Redlock],
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
@@ -157,6 +165,10 @@ pub(crate) enum Impl {
     /// Our manager while another thread reads `Redlock::stats` every
     /// second (8x distinct only): what reading the counters costs.
     OursStats,
+    /// Our manager with `MetricsEvents` (feature `metrics`) recording into
+    /// an in-process registry that another thread scrapes every second
+    /// (8x distinct only): what recording the metrics costs.
+    OursMetrics,
     /// `rslock` on a tokio multi-thread runtime, its defaults.
     Rslock,
     /// `redlock` (sync), its defaults.
@@ -172,10 +184,11 @@ pub(crate) enum Impl {
 
 impl Impl {
     /// Every implementation with its command-line name.
-    pub(crate) const ALL: [(Impl, &'static str); 8] = [
+    pub(crate) const ALL: [(Impl, &'static str); 9] = [
         (Impl::Ours, "ours"),
         (Impl::OursDefaultJitter, "ours-default-jitter"),
         (Impl::OursStats, "ours-stats"),
+        (Impl::OursMetrics, "ours-metrics"),
         (Impl::Rslock, "rslock"),
         (Impl::Redlock, "redlock"),
         (Impl::RawSeq, "raw-seq"),

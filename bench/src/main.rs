@@ -22,6 +22,7 @@ mod procs;
 mod raw;
 mod report;
 mod runner;
+mod scrape;
 mod semaphore;
 
 use std::collections::btree_map::Entry;
@@ -199,6 +200,7 @@ fn run_cell(
         }
         Impl::OursDefaultJitter => ours::run(&cell, ours::Jitter::Default),
         Impl::OursStats => ours::run_reading_stats(&cell),
+        Impl::OursMetrics => ours::run_recording_metrics(&cell),
         Impl::Rslock => peers::rslock(&cell),
         Impl::Redlock => peers::redlock(&cell),
         Impl::RawSeq => raw::run(&cell, raw::Shape::Sequential),

@@ -1,13 +1,16 @@
 //! Our manager (`redlock-redis`), shared by all client threads of a cell.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use redlock_core::{EventHandler, MetricsEvents};
 use redlock_redis::{RedisBackend, Redlock};
 
 use crate::cell::{Cell, Outcome, TTL};
 use crate::measure::{OverlapDetector, Recorder, Usage};
 use crate::runner;
+use crate::scrape::Scraped;
 
 /// The per-node timeout, for the backends and the manager (the default).
 pub(crate) const NODE_TIMEOUT: Duration = Duration::from_millis(50);
@@ -34,6 +37,15 @@ pub(crate) fn manager(
     urls: &[String],
     retry: Option<(Duration, Duration)>,
 ) -> anyhow::Result<Redlock> {
+    manager_with(urls, retry, None)
+}
+
+/// As [`manager`], sending its events to `events`.
+fn manager_with(
+    urls: &[String],
+    retry: Option<(Duration, Duration)>,
+    events: Option<Arc<dyn EventHandler>>,
+) -> anyhow::Result<Redlock> {
     let backends = urls
         .iter()
         .map(|url| {
@@ -49,6 +61,9 @@ pub(crate) fn manager(
     if let Some((min, max)) = retry {
         builder = builder.retry_delay(min, max);
     }
+    if let Some(events) = events {
+        builder = builder.events(events);
+    }
     builder.build().context("building the manager")
 }
 
@@ -60,29 +75,53 @@ pub(crate) fn own_rounds() -> bool {
 
 /// As [`run`], while another thread reads `Redlock::stats` every second.
 pub(crate) fn run_reading_stats(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
-    run_with(cell, Jitter::Default, true)
+    run_with(cell, Jitter::Default, Beside::Stats)
+}
+
+/// As [`run`], with `MetricsEvents` recording every event into a registry
+/// of atomics (`Scraped`) that another thread scrapes every second.
+pub(crate) fn run_recording_metrics(cell: &Cell<'_>) -> anyhow::Result<Outcome> {
+    run_with(cell, Jitter::Default, Beside::Metrics(Scraped::new()))
 }
 
 /// Cycles of `lock_timeout` + confirmed `release`.
 pub(crate) fn run(cell: &Cell<'_>, jitter: Jitter) -> anyhow::Result<Outcome> {
-    run_with(cell, jitter, false)
+    run_with(cell, jitter, Beside::Nothing)
 }
 
-fn run_with(cell: &Cell<'_>, jitter: Jitter, read_stats: bool) -> anyhow::Result<Outcome> {
+/// What runs beside the cycles, once a second.
+enum Beside {
+    Nothing,
+    /// Reads `Redlock::stats`.
+    Stats,
+    /// Scrapes the registry the manager's `MetricsEvents` records into.
+    Metrics(Scraped),
+}
+
+fn run_with(cell: &Cell<'_>, jitter: Jitter, beside: Beside) -> anyhow::Result<Outcome> {
     let hot = cell.mode.is_hot();
     let retry = match jitter {
         Jitter::Hot(min, max) if hot => Some((min, max)),
         _ => None,
     };
-    let locks = manager(&cell.urls, retry)?;
+    let events = match &beside {
+        Beside::Metrics(registry) => {
+            Some(Arc::new(MetricsEvents::with_recorder(registry.clone())) as Arc<dyn EventHandler>)
+        }
+        _ => None,
+    };
+    let locks = manager_with(&cell.urls, retry, events)?;
     let detector = hot.then(OverlapDetector::default);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (record, usage) = std::thread::scope(|s| {
-        if read_stats {
+        if !matches!(beside, Beside::Nothing) {
             s.spawn(|| {
                 let mut reads = 0_u64;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    reads += std::hint::black_box(locks.stats()).manager.acquired.min(1);
+                    reads += match &beside {
+                        Beside::Metrics(registry) => registry.scrape().min(1),
+                        _ => std::hint::black_box(locks.stats()).manager.acquired.min(1),
+                    };
                     // Once a second, waking often enough to stop promptly.
                     for _ in 0..100 {
                         if stop.load(std::sync::atomic::Ordering::Relaxed) {

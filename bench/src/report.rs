@@ -452,6 +452,8 @@ pub(crate) struct Summary {
     pub(crate) fair_min_share: Option<f64>,
     /// 8x distinct ok/s while `stats()` is read every second, over without.
     pub(crate) stats8_vs_ours: Option<f64>,
+    /// 8x distinct ok/s while `MetricsEvents` records, over without.
+    pub(crate) metrics8_vs_ours: Option<f64>,
     /// 1×1: our client CPU per cycle over the floor's.
     pub(crate) cpu1_vs_floor: Option<f64>,
     /// 1×1: our client context switches per cycle.
@@ -506,6 +508,10 @@ impl Summary {
             fair_min_share: find(rows, Mode::Fair, Impl::Ours).and_then(Row::fair_min_share),
             stats8_vs_ours: ratio(
                 rate(Mode::Distinct(8), Impl::OursStats),
+                rate(Mode::Distinct(8), Impl::Ours),
+            ),
+            metrics8_vs_ours: ratio(
+                rate(Mode::Distinct(8), Impl::OursMetrics),
                 rate(Mode::Distinct(8), Impl::Ours),
             ),
             cpu1_vs_floor: ratio(
@@ -602,6 +608,7 @@ impl Summary {
                 "(% of acquisitions; 50 = an even split)",
             ),
             ("stats8_vs_ours", self.stats8_vs_ours, ">= 0.97"),
+            ("metrics8_vs_ours", self.metrics8_vs_ours, ">= 0.97"),
             (
                 "cpu1_vs_floor",
                 self.cpu1_vs_floor,
@@ -662,8 +669,8 @@ impl Summary {
         format!(
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
              distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
-             n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={} cpu1_vs_floor={} \
-             ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={} \
+             n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={} metrics8_vs_ours={} \
+             cpu1_vs_floor={} ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={} \
              sem_okps={} sem_vs_mutex4x4={} sem_wait_p50_ms={} sem_wait_p99_ms={} \
              sem_wait_p99_vs_mutex4x4={} sem_peak={}",
             number(self.p50_vs_floor),
@@ -676,6 +683,7 @@ impl Summary {
             number(self.n9_vs_n3_p50),
             number(self.fair_min_share),
             number(self.stats8_vs_ours),
+            number(self.metrics8_vs_ours),
             number(self.cpu1_vs_floor),
             number(self.ctxsw1_per_cycle),
             number(self.procs_okps),
@@ -902,8 +910,8 @@ mod tests {
             line,
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
              distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
-             n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan cpu1_vs_floor=nan \
-             ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan \
+             n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan metrics8_vs_ours=nan \
+             cpu1_vs_floor=nan ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan \
              sem_okps=nan sem_vs_mutex4x4=nan sem_wait_p50_ms=nan sem_wait_p99_ms=nan \
              sem_wait_p99_vs_mutex4x4=nan sem_peak=nan"
         );

@@ -67,8 +67,9 @@
     deny(clippy::panic, clippy::print_stdout, clippy::print_stderr)
 )]
 
-// The folders are the layers, lowest first: a folder imports only folders
-// listed before it (tests/tests/integration/layering.rs checks it).
+// The folders are the layers: decide, types, events, backend, model,
+// engine, runtime, api, lowest first; a folder imports only the layers
+// before it (tests/tests/integration/layering.rs checks it).
 mod api;
 pub mod backend;
 pub mod decide;
@@ -89,6 +90,8 @@ pub(crate) use decide::{
     drift, fence_step, judge, quorum, validity, Decision, FenceStep, Tally, Verdict, Vote,
 };
 pub use engine::MAX_PERMITS;
+#[cfg(feature = "metrics")]
+pub use events::MetricsEvents;
 #[cfg(feature = "tracing")]
 pub use events::TracingEvents;
 pub use events::{

@@ -8,6 +8,8 @@
 mod counters;
 mod hook;
 mod logging;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod stats;
 
 pub use counters::ConnectionSink;
@@ -18,4 +20,6 @@ pub use hook::{
 pub(crate) use logging::call_span;
 #[cfg(feature = "tracing")]
 pub use logging::TracingEvents;
+#[cfg(feature = "metrics")]
+pub use metrics::MetricsEvents;
 pub use stats::{FailureCounts, ManagerStats, NodeStats, RoundSummary, Stats};

@@ -15,6 +15,7 @@ mod leaving;
 mod lifetime;
 mod line;
 mod manager;
+mod metrics;
 mod redis_acl;
 mod redis_common;
 mod redis_dyn;
