@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -288,6 +288,7 @@ impl<B: LockBackend> Lock<B> {
     /// ```
     pub fn release(mut self) -> Result<(), LockError<B::Error>> {
         crate::events::call_span!("redlock.release", self.state.claim.resources());
+        let started = Instant::now();
         self.released = true;
         let (message, skips) = {
             let mut life = self.state.life.lock();
@@ -309,10 +310,13 @@ impl<B: LockBackend> Lock<B> {
                 .skipping(skips),
             ),
         };
-        self.state
+        let result = self
+            .state
             .life
             .lock()
-            .end_release(decided, &shared.config.settings)
+            .end_release(decided, &shared.config.settings);
+        shared.observe_release(claim.resources(), started, Some(&result));
+        result
     }
 
     /// The loss recorded so far, as an error (used by `with_lock`).
@@ -324,6 +328,7 @@ impl<B: LockBackend> Lock<B> {
 impl<B: LockBackend> Drop for Lock<B> {
     fn drop(&mut self) {
         if !self.released {
+            let started = Instant::now();
             let sent = {
                 let mut life = self.state.life.lock();
                 (life.begin_release(), life.skips().cloned())
@@ -336,6 +341,9 @@ impl<B: LockBackend> Drop for Lock<B> {
                 self.line,
                 false,
             );
+            manager
+                .shared
+                .observe_release(self.state.claim.resources(), started, None);
         }
     }
 }

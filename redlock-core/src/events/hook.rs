@@ -75,7 +75,9 @@ pub enum CallKind {
     Lock,
     /// An extension, by the caller or the keeper.
     Extend,
-    /// A release (confirmed by `release`, or fire-and-forget by `Drop`).
+    /// A release: confirmed by [`Lock::release`](crate::Lock::release)
+    /// (its outcome is the nodes' answer), or sent by a guard's `Drop`
+    /// without waiting for the nodes (its outcome is `Ok` once sent).
     Release,
 }
 

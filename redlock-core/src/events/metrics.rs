@@ -32,7 +32,7 @@ const LOCK_WAIT_HELP: &str =
     "Time a lock call spent outside its rounds: retry pauses and waiting in the manager's line.";
 const LOCK_HOLD: &str = "redlock_lock_hold_seconds";
 const LOCK_HOLD_HELP: &str =
-    "Time from a lock call's success to the lock's release round or its loss.";
+    "Time from a lock call's success to the lock's release (confirmed, or sent by a dropped guard) or its loss.";
 const ROUND_DURATION: &str = "redlock_round_duration_seconds";
 const ROUND_DURATION_HELP: &str =
     "Duration of one round sent to every node, from its start to its decision.";
@@ -90,11 +90,11 @@ thread_local! {
 /// for tests and for a process that keeps several registries.
 ///
 /// Hold times are derived from the events: from a lock call's success to
-/// the next release round of the same resources (a confirmed
-/// [`release`](crate::Lock::release)) or its loss. A guard dropped sends
-/// no event, so its hold is not recorded, nor is one that another hold of
-/// the same resources in this hook overlapped (reads, a hand-off), since
-/// the events do not say which lock ended.
+/// the next release call of the same resources (a confirmed
+/// [`release`](crate::Lock::release) or a guard dropped) or its loss. A
+/// hold that another hold of the same resources in this hook overlapped
+/// (reads, a hand-off) is not recorded, since the events do not say which
+/// lock ended.
 ///
 /// To add your own handling, keep a `MetricsEvents` in your hook and pass
 /// it each event (see the second example).
@@ -248,6 +248,8 @@ impl MetricsEvents {
                     if outcome == CallOutcome::Ok {
                         self.opened(resources);
                     }
+                } else if kind == CallKind::Release {
+                    self.closed(resources, RELEASED);
                 }
             }
             Event::Round(round) => {
@@ -265,8 +267,7 @@ impl MetricsEvents {
                     RoundKind::Acquire | RoundKind::RaiseFence => {
                         IN_ROUNDS.with(|t| t.set(t.get().saturating_add(round.elapsed)));
                     }
-                    RoundKind::Release => self.closed(&round.resources, RELEASED),
-                    RoundKind::Extend => {}
+                    RoundKind::Release | RoundKind::Extend => {}
                 }
             }
             Event::NodeFailed {
@@ -441,7 +442,7 @@ fn decision_index(decision: Decision) -> usize {
 
 /// The values of the label `end` of the hold time.
 const END_LABELS: [&str; 2] = ["released", "lost"];
-/// A hold ended by a release round.
+/// A hold ended by a release (confirmed, or sent by a dropped guard).
 const RELEASED: usize = 0;
 /// A hold ended by the lock's loss.
 const LOST: usize = 1;

@@ -169,6 +169,26 @@ impl<E: Send + Sync + 'static> Shared<E> {
         });
     }
 
+    /// Reports a release: confirmed by `release` (`Some` of its result),
+    /// or sent by a dropped guard without waiting for the nodes (`None`,
+    /// reported as [`CallOutcome::Ok`]).
+    pub(crate) fn observe_release(
+        &self,
+        resources: &Resources,
+        started: Instant,
+        result: Option<&Result<(), LockError<E>>>,
+    ) {
+        let summary = result.and_then(|result| self.last_round(result));
+        self.observer.emit(|| Event::Call {
+            kind: CallKind::Release,
+            resources,
+            outcome: result.map_or(CallOutcome::Ok, CallOutcome::of),
+            rounds: 1,
+            elapsed: started.elapsed(),
+            last_round: summary.as_ref(),
+        });
+    }
+
     /// The summary of a failed call's last round, for a hook only.
     fn last_round<T>(&self, result: &Result<T, LockError<E>>) -> Option<RoundSummary> {
         if !self.observer.wants_events() {

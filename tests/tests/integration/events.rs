@@ -125,7 +125,7 @@ fn calls_are_reported_and_counted_by_outcome() {
         .filter(|s| matches!(s, Seen::Call(..)))
         .cloned()
         .collect();
-    assert_eq!(calls.len(), 4, "{seen:?}");
+    assert_eq!(calls.len(), 5, "{seen:?}");
     assert_eq!(calls[0], Seen::Call(CallKind::Lock, CallOutcome::Ok, 1));
     assert_eq!(calls[1], Seen::Call(CallKind::Extend, CallOutcome::Ok, 1));
     assert_eq!(
@@ -136,6 +136,7 @@ fn calls_are_reported_and_counted_by_outcome() {
         panic!("{:?}", calls[3]);
     };
     assert!(rounds >= 1, "{rounds}");
+    assert_eq!(calls[4], Seen::Call(CallKind::Release, CallOutcome::Ok, 1));
 
     let stats = locks.stats().manager;
     assert_eq!(
@@ -146,6 +147,47 @@ fn calls_are_reported_and_counted_by_outcome() {
             stats.extended
         ),
         (1, 1, 1, 1)
+    );
+}
+
+#[test]
+fn releases_are_reported_confirmed_by_release_or_sent_by_drop() {
+    let clock = redlock_mock::ManualClock::new();
+    let cluster = MockCluster::with_clock(3, Arc::new(clock.clone()));
+    let record = Arc::new(Record::default());
+    let locks = Redlock::builder(cluster.backends())
+        .clock(Arc::new(clock.clone()))
+        .events(Arc::clone(&record) as Arc<dyn EventHandler>)
+        .build()
+        .expect("config");
+    locks
+        .try_lock("a", TTL)
+        .expect("free")
+        .release()
+        .expect("held");
+    drop(locks.try_lock("b", TTL).expect("free"));
+    assert!(
+        locks.flush(Duration::from_secs(5)),
+        "the dropped release ran"
+    );
+    assert!(cluster.nodes().iter().all(|n| !n.is_locked("b")));
+    let expiring = locks.try_lock("c", Duration::from_secs(1)).expect("free");
+    assert!(locks.flush(Duration::from_secs(5)), "every node granted");
+    clock.advance(Duration::from_secs(2));
+    let err = expiring.release().expect_err("expired");
+    assert!(matches!(err, LockError::NotHeld(_)), "{err:?}");
+    let releases: Vec<_> = record
+        .take()
+        .into_iter()
+        .filter(|s| matches!(s, Seen::Call(CallKind::Release, ..)))
+        .collect();
+    assert_eq!(
+        releases,
+        [
+            Seen::Call(CallKind::Release, CallOutcome::Ok, 1),
+            Seen::Call(CallKind::Release, CallOutcome::Ok, 1),
+            Seen::Call(CallKind::Release, CallOutcome::Contended, 1),
+        ]
     );
 }
 

@@ -260,11 +260,27 @@ fn a_locks_life_and_a_node_failure_record_every_documented_metric() {
         );
         assert_eq!(rounds.len(), 1, "{round}: {got:#?}");
     }
+    assert_eq!(
+        counter(&got, calls, &[("call", "release"), ("outcome", "ok")]),
+        1
+    );
     let held = samples(&got, "redlock_lock_hold_seconds", &[("end", "released")]);
     assert!(
         matches!(held.as_slice(), [h] if *h > 0.0 && *h <= life),
         "{got:#?}"
     );
+
+    // A guard dropped ends its hold too (its release is sent, not awaited).
+    let started = Instant::now();
+    drop(locks.try_lock("invoice:43", TTL).expect("free"));
+    let life = started.elapsed().as_secs_f64();
+    let got = metrics.take();
+    let held = samples(&got, "redlock_lock_hold_seconds", &[("end", "released")]);
+    assert!(
+        matches!(held.as_slice(), [h] if *h > 0.0 && *h <= life),
+        "{got:#?}"
+    );
+    assert!(locks.flush(Duration::from_secs(5)), "the release ran");
 
     // Contention: another manager holds the lock until the call times out;
     // its wait is its duration less its (lost) rounds.
