@@ -18,9 +18,12 @@ use crate::{
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
 ///
-/// Each node gets one long-lived worker thread; a round hands one request to
-/// every worker at once and is decided as soon as a quorum granted or can no
-/// longer grant. Cloning is cheap and shares the workers.
+/// Each node gets one long-lived worker thread. A round sends one request
+/// to every node at once, through their workers or, for a caller alone on
+/// the manager, by the caller itself
+/// ([`Builder::own_rounds`](crate::Builder::own_rounds)), and is decided as
+/// soon as a quorum granted or can no longer grant. Cloning is cheap and
+/// shares the workers.
 ///
 /// # Examples
 ///

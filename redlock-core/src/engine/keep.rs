@@ -24,9 +24,10 @@ pub enum KeepStep {
 /// and in number of extensions.
 ///
 /// Extensions are due when about a third of the validity is left, or
-/// earlier when a failing round (up to one per-node timeout) would end
-/// after the validity, so that a loss is known while the lock is still
-/// valid; never before two thirds are left, so short TTLs do not spin.
+/// earlier, when two per-node timeouts are left, if that comes first (a
+/// failing extend round takes up to one, and a loss must be known while
+/// the lock is still valid); never before two thirds are left, so short
+/// TTLs do not spin.
 ///
 /// # Examples
 ///
