@@ -2,6 +2,8 @@
 //! around each call.
 
 #[cfg(feature = "tracing")]
+use super::stats::FailedNodes;
+#[cfg(feature = "tracing")]
 use super::{Event, EventHandler};
 
 /// An event hook that logs through [`tracing`](https://docs.rs/tracing)
@@ -46,7 +48,7 @@ impl EventHandler for TracingEvents {
                 outcome = %outcome,
                 rounds,
                 elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-                last_round = ?last_round,
+                last_round = last_round.map(tracing::field::display),
                 "call ended"
             ),
             Event::NodeFailed {
@@ -97,7 +99,7 @@ impl EventHandler for TracingEvents {
                 elapsed_us = u64::try_from(round.elapsed.as_micros()).unwrap_or(u64::MAX),
                 granted = round.summary.granted,
                 refused = round.summary.refused,
-                failed = ?round.summary.failed,
+                failed = %FailedNodes(&round.summary.failed),
                 "round decided"
             ),
             Event::Connection { node, error } => {

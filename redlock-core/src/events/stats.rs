@@ -1,6 +1,8 @@
 //! What [`Redlock::stats`](crate::Redlock::stats) returns: snapshots of
 //! the counters.
 
+use std::fmt;
+
 use super::*;
 use crate::NodeId;
 
@@ -37,6 +39,67 @@ impl RoundSummary {
                 .map(|f| (f.node().clone(), FailureKind::of(f.failure())))
                 .collect(),
         }
+    }
+}
+
+/// `2 granted, 0 refused of 3 (quorum 2), failed: mock-1 (timed out)`: for
+/// logs.
+///
+/// # Examples
+///
+/// ```
+/// # use std::time::Duration;
+/// use std::sync::{Arc, Mutex};
+/// use redlock_core::{Event, EventHandler, Redlock};
+///
+/// #[derive(Default)]
+/// struct Last(Mutex<Option<String>>);
+/// impl EventHandler for Last {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::Call { last_round: Some(round), .. } = event {
+///             *self.0.lock().unwrap() = Some(round.to_string());
+///         }
+///     }
+/// }
+///
+/// let cluster = redlock_mock::MockCluster::new(3);
+/// let last = Arc::new(Last::default());
+/// let locks = Redlock::builder(cluster.backends()).events(last.clone()).build()?;
+/// cluster.node(1).go_down();
+/// cluster.node(2).go_down();
+/// assert!(locks.try_lock("k", Duration::from_secs(1)).is_err());
+/// assert_eq!(
+///     last.0.lock().unwrap().as_deref(),
+///     Some("1 granted, 0 refused of 3 (quorum 2), failed: mock-1 (backend error), mock-2 (backend error)")
+/// );
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+impl fmt::Display for RoundSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} granted, {} refused of {} (quorum {})",
+            self.granted, self.refused, self.nodes, self.quorum
+        )?;
+        if !self.failed.is_empty() {
+            write!(f, ", failed: {}", FailedNodes(&self.failed))?;
+        }
+        Ok(())
+    }
+}
+
+/// Failed nodes as `a (backend), b (timed out)`.
+pub(crate) struct FailedNodes<'a>(pub(crate) &'a [(NodeId, FailureKind)]);
+
+impl fmt::Display for FailedNodes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (node, kind)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{node} ({kind})")?;
+        }
+        Ok(())
     }
 }
 

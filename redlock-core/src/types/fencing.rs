@@ -14,6 +14,11 @@ use std::fmt;
 /// [`FencingToken::holder`] still tells them apart; tokens order by value,
 /// then holder.
 ///
+/// Values rise, but not one by one: every fenced grant increments each
+/// node's counter it reaches and the raise lifts a quorum to the largest
+/// plus one, so successive tokens on three nodes typically differ by two,
+/// and failed attempts leave gaps too. A store must only compare them.
+///
 /// # Examples
 ///
 /// ```
