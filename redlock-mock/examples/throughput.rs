@@ -1,5 +1,5 @@
 //! The in-memory nodes' throughput, for the benchmarks (docs/benchmarks.md,
-//! "Mock throughput"): how many lock cycles a second the mock serves, on
+//! "Mock throughput and simulator sweeps"): how many lock cycles a second the mock serves, on
 //! its own (requests straight to five nodes) and under a manager (one
 //! caller on distinct keys, one on a hot key, four threads contending for
 //! one key with `lock`). Prints one line per mode; compare two builds by

@@ -324,8 +324,8 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// answers, with backends that can
     /// ([`start`](LockBackend::start): Redis and the mock), instead of
     /// handing them to the node worker threads. On by default: it costs
-    /// about 4 context switches per lock-and-release cycle instead of
-    /// 23–28, and a third less CPU. Off, every round goes through the
+    /// far fewer context switches and less CPU per lock-and-release cycle
+    /// (docs/benchmarks.md measures both). Off, every round goes through the
     /// workers, which read the nodes in parallel and return once a quorum
     /// answered: on a client short of CPU that can be the shorter latency
     /// (docs/benchmarks.md measures both).

@@ -237,6 +237,22 @@ impl<B: LockBackend + 'static> Conformance<B> {
         }
     }
 
+    /// `node`'s answers to `batch`, one per request, each a success.
+    fn answers(node: &B, batch: &[Request<'_>]) -> Result<Vec<Response>> {
+        let mut out = Vec::new();
+        node.run_batch(batch, &mut out);
+        ensure!(
+            out.len() == batch.len(),
+            "{} answers to {} requests",
+            out.len(),
+            batch.len()
+        );
+        out.into_iter()
+            .enumerate()
+            .map(|(i, r)| r.with_context(|| format!("request {i} failed")))
+            .collect()
+    }
+
     fn ttl(d: Duration) -> Result<Ttl> {
         Ok(Ttl::new(d)?)
     }
@@ -644,13 +660,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
             Request::Release { claim: &other_a },
             Request::Release { claim: &bc },
         ];
-        let mut out = Vec::new();
-        node.run_batch(&batch, &mut out);
-        let answers = out
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.with_context(|| format!("request {i} failed")))
-            .collect::<Result<Vec<_>>>()?;
+        let answers = Self::answers(&node, &batch)?;
         let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
         let expected = [
             granted,
@@ -710,19 +720,7 @@ impl<B: LockBackend + 'static> Conformance<B> {
             Request::Release { claim: &other_a },
             Request::Release { claim: &bc },
         ];
-        let mut out = Vec::new();
-        node.run_batch(&batch, &mut out);
-        ensure!(
-            out.len() == batch.len(),
-            "{} answers to {} requests",
-            out.len(),
-            batch.len()
-        );
-        let answers = out
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| r.with_context(|| format!("request {i} failed")))
-            .collect::<Result<Vec<_>>>()?;
+        let answers = Self::answers(&node, &batch)?;
         let granted = Response::Acquire(AcquireOutcome::Granted { fence: None });
         let held_by_other = Response::Acquire(AcquireOutcome::HeldByOther);
         let expected_head = [granted, held_by_other];

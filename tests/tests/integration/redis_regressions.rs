@@ -125,7 +125,7 @@ fn bug_one_process_starved_another_through_its_local_line() {
     );
 }
 
-/// README: "an uncontended `lock` is one plain round". Every `lock` owner's
+/// docs/design.md (local lines): an uncontended `lock` "stays one plain round". Every `lock` owner's
 /// first round used to be a queued acquire, a Lua script on each master
 /// (the cause of the wave's 1x1 and 32x slowdown); it is one `SET NX` now,
 /// and the release the only script.

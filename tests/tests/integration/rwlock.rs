@@ -500,7 +500,8 @@ fn bad_input_gets_a_typed_error() {
     );
 }
 
-/// A third-party backend of the base contract alone: no abilities declared.
+/// A third-party backend of the base contract alone: the four required
+/// methods, no abilities declared.
 struct NoShared(MockNode);
 
 impl LockBackend for NoShared {
@@ -516,9 +517,6 @@ impl LockBackend for NoShared {
     }
     fn release(&self, claim: &Claim) -> Result<bool, MockError> {
         self.0.release(claim)
-    }
-    fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, MockError> {
-        self.0.raise_fence(claim, at_least)
     }
 }
 
