@@ -125,10 +125,10 @@ fn bug_one_process_starved_another_through_its_local_line() {
     );
 }
 
-/// docs/design.md (local lines): an uncontended `lock` "stays one plain round". Every `lock` owner's
-/// first round used to be a queued acquire, a Lua script on each master
-/// (the cause of the wave's 1x1 and 32x slowdown); it is one `SET NX` now,
-/// and the release the only script.
+/// docs/design.md (local lines): an uncontended `lock` "stays one plain
+/// round". Every `lock` owner's first round used to be a queued acquire, a
+/// Lua script on each master (the cause of the wave's 1x1 and 32x
+/// slowdown); it is one `SET NX` now, and the release the only script.
 #[test]
 fn bug_an_uncontended_lock_ran_a_script_instead_of_one_set() {
     use crate::redis_common::calls;
