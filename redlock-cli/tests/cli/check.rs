@@ -47,13 +47,7 @@ fn a_replica_an_evicting_server_and_an_alias_each_fail_naming_the_server() {
     let out = check(&[urls[0].clone(), urls[1].clone(), replica.url()]);
     assert_eq!(out.code(), Some(1), "{out:?}");
     let named = format!("127.0.0.1:{}/0", replica.port());
-    assert!(
-        out.stdout
-            .lines()
-            .any(|l| l.contains("error") && l.contains(&named) && l.contains("replica")),
-        "{}",
-        out.stdout
-    );
+    assert!(out.says(&["error", &named, "replica"]), "{}", out.stdout);
 
     let evicting = ServerOptions::new()
         .config("maxmemory-policy", "allkeys-lru")
@@ -63,9 +57,7 @@ fn a_replica_an_evicting_server_and_an_alias_each_fail_naming_the_server() {
     assert_eq!(out.code(), Some(1), "{out:?}");
     let named = format!("127.0.0.1:{}/0", evicting.port());
     assert!(
-        out.stdout
-            .lines()
-            .any(|l| l.contains("error") && l.contains(&named) && l.contains("allkeys-lru")),
+        out.says(&["error", &named, "allkeys-lru"]),
         "{}",
         out.stdout
     );
@@ -74,13 +66,7 @@ fn a_replica_an_evicting_server_and_an_alias_each_fail_naming_the_server() {
     let out = check(&[urls[0].clone(), urls[1].clone(), alias.clone()]);
     assert_eq!(out.code(), Some(1), "{out:?}");
     let named = format!("localhost:{}/0", port(0));
-    assert!(
-        out.stdout
-            .lines()
-            .any(|l| l.contains("same server") && l.contains(&named)),
-        "{}",
-        out.stdout
-    );
+    assert!(out.says(&["same server", &named]), "{}", out.stdout);
     // `run` refuses the alias before locking: a usage error naming both.
     let run = finish(run_sh(
         &[urls[0].clone(), urls[1].clone(), alias],

@@ -66,9 +66,7 @@ fn the_shipped_redis_conf_passes_redlock_check_on_every_server_kind() {
     assert_eq!(out.code(), Some(1), "{out:?}");
     let named = format!("127.0.0.1:{}/0", evicting.port());
     assert!(
-        out.stdout
-            .lines()
-            .any(|l| l.contains("error") && l.contains(&named) && l.contains("allkeys-lru")),
+        out.says(&["error", &named, "allkeys-lru"]),
         "{}",
         out.stdout
     );
@@ -76,13 +74,7 @@ fn the_shipped_redis_conf_passes_redlock_check_on_every_server_kind() {
     config_set(evicting, "appendfsync", "everysec");
     let out = check(&urls);
     assert_eq!(out.code(), Some(0), "{out:?}");
-    assert!(
-        out.stdout
-            .lines()
-            .any(|l| l.contains("warning") && l.contains(&named) && l.contains("everysec")),
-        "{}",
-        out.stdout
-    );
+    assert!(out.says(&["warning", &named, "everysec"]), "{}", out.stdout);
 }
 
 #[test]

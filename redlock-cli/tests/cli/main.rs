@@ -83,6 +83,13 @@ impl Finished {
     pub(crate) fn code(&self) -> Option<i32> {
         self.status.code()
     }
+
+    /// Whether one line of stdout contains every one of `words`.
+    pub(crate) fn says(&self, words: &[&str]) -> bool {
+        self.stdout
+            .lines()
+            .any(|line| words.iter().all(|w| line.contains(w)))
+    }
 }
 
 /// Runs `command` to its end (killed after [`HANG`]).
