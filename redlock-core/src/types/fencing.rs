@@ -16,8 +16,23 @@ use std::fmt;
 ///
 /// Values rise, but not one by one: every fenced grant increments each
 /// node's counter it reaches and the raise lifts a quorum to the largest
-/// plus one, so successive tokens on three nodes typically differ by two,
-/// and failed attempts leave gaps too. A store must only compare them.
+/// plus one, so successive tokens on three nodes that all answer differ by
+/// two, and failed attempts leave gaps too. A store must only compare them:
+///
+/// ```
+/// # use std::time::Duration;
+/// let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends())
+///     .fencing(true)
+///     .build()?;
+/// let token = |_| -> Result<u64, Box<dyn std::error::Error>> {
+///     let lock = locks.try_lock("ledger", Duration::from_secs(5))?;
+///     let value = lock.fencing_token().expect("fencing is on").value();
+///     lock.release()?;
+///     Ok(value)
+/// };
+/// assert_eq!((token(1)?, token(2)?), (2, 4));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
 /// # Examples
 ///
