@@ -525,7 +525,7 @@ impl<E> Acquire<E> {
             fence: self.settings.fencing,
         };
         self.send(id, message, &claim, None);
-        let round = Round::new(id, self.settings.nodes.len(), now);
+        let round = Round::new(id, self.settings.nodes.len(), now, self.settings.observe);
         self.phase = Phase::Acquiring {
             claim,
             round,
@@ -583,7 +583,12 @@ impl<E> Acquire<E> {
                             let id = self.round_id();
                             self.send(id, Message::RaiseFence(value), &claim, None);
                             // Validity counts from the acquire's start.
-                            let raise = Round::new(id, self.settings.nodes.len(), round.started);
+                            let raise = Round::new(
+                                id,
+                                self.settings.nodes.len(),
+                                round.started,
+                                self.settings.observe,
+                            );
                             self.phase = Phase::Raising {
                                 claim,
                                 acquired: round,
@@ -782,7 +787,7 @@ impl<E> Machine<E> for Acquire<E> {
             Phase::Acquiring { round: r, .. } | Phase::Raising { raise: r, .. }
                 if r.id == round =>
             {
-                decided = r.record(node, result) != Decision::Pending;
+                decided = r.record(node, result, Some(now)) != Decision::Pending;
             }
             Phase::Abandoning {
                 round: id,

@@ -49,28 +49,40 @@ pub(crate) struct Round<E> {
     pub(crate) failures: Vec<(usize, NodeFailure<E>)>,
     /// Fencing counters returned by the granting nodes.
     pub(crate) fences: Vec<u64>,
+    /// Each answer's node and time since `started`, when the round's
+    /// record is wanted (`Settings::observe`); `None` otherwise, so that
+    /// an unobserved round allocates nothing for it.
+    pub(crate) answers: Option<Vec<(usize, Duration)>>,
 }
 
 impl<E> Round<E> {
-    pub(crate) fn new(id: RoundId, nodes: usize, started: Instant) -> Self {
+    /// A round of `nodes` started at `started`; `timed`: keep each
+    /// answer's time for the round's record.
+    pub(crate) fn new(id: RoundId, nodes: usize, started: Instant, timed: bool) -> Self {
         Round {
             id,
             tally: Tally::new(nodes),
             started,
             failures: Vec::new(),
             fences: Vec::new(),
+            answers: timed.then(Vec::new),
         }
     }
 
-    /// Records `node`'s reply (the first one counts) and returns the
+    /// Records `node`'s reply (the first one counts), handled at `at` (none
+    /// for an answer the machine knew without asking), and returns the
     /// decision so far.
     pub(crate) fn record(
         &mut self,
         node: usize,
         result: Result<Response, NodeFailure<E>>,
+        at: Option<Instant>,
     ) -> Decision {
         if node >= self.tally.nodes() || self.tally.has_voted(node) {
             return self.tally.decision();
+        }
+        if let (Some(answers), Some(at), Ok(_)) = (self.answers.as_mut(), at, &result) {
+            answers.push((node, at.saturating_duration_since(self.started)));
         }
         let vote = match result {
             Ok(Response::Acquire(AcquireOutcome::Granted { fence })) => {
@@ -91,7 +103,7 @@ impl<E> Round<E> {
     pub(crate) fn expire(&mut self) {
         for node in 0..self.tally.nodes() {
             if !self.tally.has_voted(node) {
-                self.record(node, Err(NodeFailure::TimedOut));
+                self.record(node, Err(NodeFailure::TimedOut), None);
             }
         }
     }
@@ -129,6 +141,18 @@ impl<E> Round<E> {
             })
             .collect();
         failed.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        let id = |node: usize| {
+            nodes
+                .get(node)
+                .cloned()
+                .unwrap_or_else(|| NodeId::new(format!("node {node}")))
+        };
+        let answers = self
+            .answers
+            .iter()
+            .flatten()
+            .map(|&(node, after)| (id(node), after))
+            .collect();
         super::RoundRecord {
             kind,
             resources: resources.clone(),
@@ -141,6 +165,7 @@ impl<E> Round<E> {
                 refused: self.tally.refused(),
                 failed,
             },
+            answers,
         }
     }
 

@@ -161,7 +161,7 @@ impl<E> Single<E> {
                 .as_ref()
                 .map(|skip| skip.iter().map(|s| !s).collect()),
         });
-        let mut round = Round::new(id, self.nodes, now);
+        let mut round = Round::new(id, self.nodes, now, self.observe.is_some());
         self.answered = 0;
         for (node, _) in self
             .skip
@@ -169,7 +169,7 @@ impl<E> Single<E> {
             .flat_map(|s| s.iter().enumerate())
             .filter(|(_, s)| **s)
         {
-            round.record(node, Ok(Response::Held(false)));
+            round.record(node, Ok(Response::Held(false)), None);
             self.answered += 1;
         }
         let over = match self.until {
@@ -222,7 +222,7 @@ impl<E> Machine<E> for Single<E> {
         if node >= self.nodes || r.tally.has_voted(node) {
             return;
         }
-        r.record(node, result);
+        r.record(node, result, Some(now));
         self.answered += 1;
         let over = match self.until {
             Until::Decided => r.is_decided(),

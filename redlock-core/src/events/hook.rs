@@ -325,4 +325,9 @@ pub struct RoundRecord {
     pub elapsed: Duration,
     /// The votes and each failed node.
     pub summary: RoundSummary,
+    /// Each node that answered (granted or refused) before the decision,
+    /// in the order the answers came, with the time from the round's start
+    /// to its answer (manager's clock, read when the answer was handled).
+    /// Nodes that failed, or answered after the decision, are not in it.
+    pub answers: Vec<(NodeId, Duration)>,
 }

@@ -15,7 +15,7 @@ use ::metrics::{
     Histogram, Recorder, SharedString, Unit,
 };
 use foldhash::fast::RandomState;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::decide::Decision;
 use crate::events::RoundKind;
@@ -36,6 +36,9 @@ const LOCK_HOLD_HELP: &str =
 const ROUND_DURATION: &str = "redlock_round_duration_seconds";
 const ROUND_DURATION_HELP: &str =
     "Duration of one round sent to every node, from its start to its decision.";
+const NODE_ANSWER: &str = "redlock_node_answer_duration_seconds";
+const NODE_ANSWER_HELP: &str =
+    "Time from a round's start to a node's answer (grant or refusal), for answers that came before the round's decision.";
 const NODE_FAILURES: &str = "redlock_node_failures_total";
 const NODE_FAILURES_HELP: &str = "Requests to a node that failed, by node and kind of failure.";
 const NODE_RECOVERIES: &str = "redlock_node_recoveries_total";
@@ -72,7 +75,7 @@ thread_local! {
 /// An event hook that records a manager's [`Event`]s as metrics through
 /// the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`):
 /// calls by outcome, node failures by kind, lost locks, dropped releases,
-/// and histograms of call, wait, hold and round durations. The names
+/// and histograms of call, wait, hold, round and node answer durations. The names
 /// follow Prometheus' conventions (`redlock_` prefix, `_total` counters,
 /// `_seconds` in seconds); `docs/metrics.md` lists each with its type and
 /// labels. Labels stay few: never a resource's name (unbounded), and a
@@ -174,6 +177,24 @@ struct Handles {
     wait: [OnceLock<Histogram>; OUTCOME_LABELS.len()],
     rounds: [[OnceLock<Histogram>; DECISION_LABELS.len()]; ROUND_LABELS.len()],
     hold: [OnceLock<Histogram>; END_LABELS.len()],
+    /// Each node's answer times, by node (the nodes a hook sees are the
+    /// managers' own: few, and fixed).
+    answers: RwLock<HashMap<crate::NodeId, Histogram, RandomState>>,
+}
+
+impl Handles {
+    /// Records that `node` answered `after` its round's start.
+    fn answered(&self, node: &crate::NodeId, after: Duration) {
+        if let Some(h) = self.answers.read().get(node) {
+            h.record(after);
+            return;
+        }
+        self.answers
+            .write()
+            .entry(node.clone())
+            .or_insert_with(|| histogram!(NODE_ANSWER, "node" => node_label(node)))
+            .record(after);
+    }
 }
 
 /// Holds of one resource set whose end was not seen yet.
@@ -263,6 +284,9 @@ impl MetricsEvents {
                         )
                     })
                     .record(round.elapsed);
+                for (node, after) in &round.answers {
+                    self.handles.answered(node, *after);
+                }
                 match round.kind {
                     RoundKind::Acquire | RoundKind::RaiseFence => {
                         IN_ROUNDS.with(|t| t.set(t.get().saturating_add(round.elapsed)));
@@ -369,6 +393,7 @@ fn describe() {
     describe_histogram!(LOCK_WAIT, Unit::Seconds, LOCK_WAIT_HELP);
     describe_histogram!(LOCK_HOLD, Unit::Seconds, LOCK_HOLD_HELP);
     describe_histogram!(ROUND_DURATION, Unit::Seconds, ROUND_DURATION_HELP);
+    describe_histogram!(NODE_ANSWER, Unit::Seconds, NODE_ANSWER_HELP);
     describe_counter!(NODE_FAILURES, NODE_FAILURES_HELP);
     describe_counter!(NODE_RECOVERIES, NODE_RECOVERIES_HELP);
     describe_gauge!(NODE_CONSECUTIVE, NODE_CONSECUTIVE_HELP);

@@ -730,7 +730,7 @@ mod tests {
             node: usize,
             result: Result<Response, NodeFailure<Never>>,
         ) -> bool {
-            self.0.lock().record(node, result);
+            self.0.lock().record(node, result, None);
             false
         }
     }
@@ -781,6 +781,7 @@ mod tests {
             RoundId::FIRST,
             ops.len(),
             Instant::now(),
+            false,
         ))));
         let inbox: Arc<dyn Inbox<Never>> = Arc::clone(&collect) as Arc<dyn Inbox<Never>>;
         let claim = Arc::new(Claim::new(

@@ -260,6 +260,23 @@ fn a_locks_life_and_a_node_failure_record_every_documented_metric() {
         );
         assert_eq!(rounds.len(), 1, "{round}: {got:#?}");
     }
+    // Each node's answers before its rounds' decisions: at least the
+    // quorum of each of the three rounds, each no longer than the call.
+    let answers: Vec<Vec<f64>> = (0..3)
+        .map(|i| {
+            let node = cluster.node(i).node_id().to_string();
+            samples(
+                &got,
+                "redlock_node_answer_duration_seconds",
+                &[("node", node.as_str())],
+            )
+        })
+        .collect();
+    assert!(
+        answers.iter().map(Vec::len).sum::<usize>() >= 3 * 2,
+        "{got:#?}"
+    );
+    assert!(answers.iter().flatten().all(|&a| a <= life), "{answers:?}");
     assert_eq!(
         counter(&got, calls, &[("call", "release"), ("outcome", "ok")]),
         1
