@@ -10,7 +10,7 @@ use redlock_core::backend::{
     AcquireOutcome, Claim, Fencing, LockBackend, ReleaseFeed, ReleaseSink, Request, Response,
     SharedClaims, Started, Token, TOKEN_LEN,
 };
-use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 use redlock_core::model::{Command, ErrorReply, Node, Outcome, Published, Value, READERS_MARKER};
 use redlock_core::{Clock, NodeId, Ttl};
 
@@ -47,6 +47,38 @@ pub enum MockError {
         /// The node.
         node: NodeId,
     },
+    /// An acquire found the resource's keys in another wire format: its
+    /// format key (`R` + [`FORMAT_SUFFIX`](redlock_core::keys::FORMAT_SUFFIX),
+    /// written by another version of the library, or here by
+    /// [`MockNode::set_string`]) holds something but
+    /// [`WIRE_FORMAT`](redlock_core::keys::WIRE_FORMAT): refused before
+    /// anything was written, as a Redis node refuses it (`WIREFORMAT`).
+    /// Releases and extends still work.
+    ///
+    /// ```
+    /// use redlock_mock::{MockError, MockNode};
+    /// # use redlock_core::{Resources, Ttl};
+    /// # use redlock_core::backend::{LockBackend, Claim, Token};
+    /// let node = MockNode::new("n0");
+    /// node.set_string("job\u{1f}format", b"2");
+    /// let claim = Claim::new(Resources::one("job")?, Token::from_bytes([1; 20]));
+    /// let err = node.acquire(&claim, Ttl::new(std::time::Duration::from_secs(1))?, true).unwrap_err();
+    /// assert!(matches!(err, MockError::WireFormat { found: Some(2), .. }));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "mock node n0: the resource's keys are in wire format 2, this client speaks 1: \
+    ///      upgrade every client of it together"
+    /// );
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    WireFormat {
+        /// The node.
+        node: NodeId,
+        /// The format found, when the value is a decimal of 1 to 9 digits
+        /// without a leading zero (else `None`: another value, or a key of
+        /// another type).
+        found: Option<u32>,
+    },
     /// The node answered with another error, as a Redis master would (a
     /// helper key of another shape: `WRONGTYPE`), or with a reply the
     /// request never gets.
@@ -66,6 +98,18 @@ impl fmt::Display for MockError {
                 f,
                 "mock node {node}: a fencing counter is at its largest value and cannot rise"
             ),
+            MockError::WireFormat { node, found } => {
+                write!(f, "mock node {node}: the resource's keys are in ")?;
+                match found {
+                    Some(found) => write!(f, "wire format {found}")?,
+                    None => f.write_str("an unknown wire format")?,
+                }
+                write!(
+                    f,
+                    ", this client speaks {}: upgrade every client of it together",
+                    redlock_core::keys::WIRE_FORMAT
+                )
+            }
             MockError::Refused { node, code } => {
                 write!(f, "mock node {node} refused the request: {code}")
             }
@@ -506,6 +550,24 @@ impl MockNode {
             .set(now, counter.as_bytes(), value.as_bytes(), None);
     }
 
+    /// Sets the string `key` to `value` without a TTL, as another client of
+    /// the node could (`SET key value`): for tests of keys another writer
+    /// left, such as another wire format's marker (see
+    /// [`MockError::WireFormat`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// node.set_string("k\u{1f}fence", b"7");
+    /// assert_eq!(node.fence("k"), 7);
+    /// ```
+    pub fn set_string(&self, key: &str, value: &[u8]) {
+        let mut state = self.state();
+        let now = self.now(&state);
+        state.node.keys.set(now, key.as_bytes(), value, None);
+    }
+
     /// What the node has executed so far.
     ///
     /// # Examples
@@ -622,6 +684,7 @@ fn is_helper(key: &[u8]) -> bool {
     let ends = |suffix: &str| key.ends_with(suffix.as_bytes());
     let place = [WAIT_SUFFIX.as_bytes(), b":"].concat();
     ends(FENCE_SUFFIX)
+        || ends(FORMAT_SUFFIX)
         || ends(WAIT_SUFFIX)
         || ends(READERS_SUFFIX)
         || key.windows(place.len()).any(|w| w == place.as_slice())
@@ -682,6 +745,10 @@ impl MockNode {
             Ok(Outcome::Refused(ErrorReply::Script("FENCEMAX"))) => {
                 Err(MockError::FenceExhausted { node: id.clone() })
             }
+            Ok(Outcome::Refused(ErrorReply::WireFormat(found))) => Err(MockError::WireFormat {
+                node: id.clone(),
+                found,
+            }),
             Ok(Outcome::Refused(e)) => Err(refused(e.code())),
             Err(_) => Err(refused("ERR")),
         }

@@ -9,7 +9,7 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 use crate::RedisErrorKind;
 
 /// Error codes that a pre-7.0 server wraps into `ERR Error running script`.
-const SCRIPT_WRAPPED_CODES: [&str; 9] = [
+const SCRIPT_WRAPPED_CODES: [&str; 10] = [
     "NOAUTH",
     "WRONGPASS",
     "NOPERM",
@@ -19,6 +19,7 @@ const SCRIPT_WRAPPED_CODES: [&str; 9] = [
     "MISCONF",
     "LOADING",
     "FENCEMAX",
+    "WIREFORMAT",
 ];
 
 /// Maps a redis-rs error to a kind, from its I/O error kind, its redis-rs
@@ -56,6 +57,7 @@ fn by_code(code: &str, detail: &str) -> RedisErrorKind {
         "OOM" => RedisErrorKind::OutOfMemory,
         "WRONGTYPE" => RedisErrorKind::WrongType,
         "FENCEMAX" => RedisErrorKind::FenceExhausted,
+        "WIREFORMAT" => RedisErrorKind::WireFormat,
         "MISCONF" => RedisErrorKind::Misconf,
         "LOADING" => RedisErrorKind::Loading,
         "ERR" if detail.starts_with("unknown command") => RedisErrorKind::UnknownCommand,
@@ -213,6 +215,10 @@ mod tests {
             (
                 "-ERR Error running script (call to f_1): @user_script:3: WRONGTYPE Operation against a key holding the wrong kind of value",
                 RedisErrorKind::WrongType,
+            ),
+            (
+                "-WIREFORMAT the resource's keys are in wire format 2, this client speaks 1",
+                RedisErrorKind::WireFormat,
             ),
             ("-ERR syntax error", RedisErrorKind::Server),
             ("-BUSY Redis is busy running a script.", RedisErrorKind::Server),

@@ -64,6 +64,15 @@ pub enum RedisErrorKind {
     /// counter there; delete the counter key (`R` + [`crate::FENCE_SUFFIX`])
     /// once no holder's token is in use.
     FenceExhausted,
+    /// An acquire found the resource's keys in another wire format
+    /// (`WIREFORMAT`, a reply of the backend's acquiring scripts): another
+    /// version of the library, with another layout of the keys kept beside
+    /// a lock, wrote its format in `R` + [`FORMAT_SUFFIX`](crate::keys::FORMAT_SUFFIX)
+    /// (see [`keys`](crate::keys), Versions). The node refused and wrote
+    /// nothing; the message names the format found. Releases and extends of
+    /// locks already held still work. Upgrade every client of the resource
+    /// together.
+    WireFormat,
     /// The node refuses writes because it cannot persist (`MISCONF`).
     Misconf,
     /// The node is loading its dataset after a restart (`LOADING`).
@@ -112,6 +121,7 @@ impl RedisErrorKind {
                 | RedisErrorKind::ReadOnly
                 | RedisErrorKind::WrongType
                 | RedisErrorKind::FenceExhausted
+                | RedisErrorKind::WireFormat
                 | RedisErrorKind::UnknownCommand
                 | RedisErrorKind::UnsupportedServer
                 | RedisErrorKind::Tls
@@ -132,6 +142,9 @@ impl RedisErrorKind {
             RedisErrorKind::WrongType => "a lock key holds a value of another type (WRONGTYPE)",
             RedisErrorKind::FenceExhausted => {
                 "a fencing counter is at its largest value and cannot rise (FENCEMAX)"
+            }
+            RedisErrorKind::WireFormat => {
+                "the resource's keys are in another wire format (WIREFORMAT)"
             }
             RedisErrorKind::Misconf => "the node refuses writes: it cannot persist (MISCONF)",
             RedisErrorKind::Loading => "the node is loading its dataset (LOADING)",
@@ -395,6 +408,28 @@ mod tests {
         assert!(refused
             .to_string()
             .starts_with("redis node a:1/0: connection refused while connecting"));
+    }
+
+    #[test]
+    fn another_wire_format_is_named_with_the_format_found() {
+        let err = RedisNodeError::from_redis(
+            NodeId::new("a:6379/0"),
+            Stage::Command,
+            reply(
+                "-WIREFORMAT the resource's keys are in wire format 2, this client speaks 1: \
+                 upgrade every client of it together",
+            ),
+            None,
+        );
+        assert_eq!(err.kind(), RedisErrorKind::WireFormat);
+        assert!(err.is_misconfiguration());
+        assert_eq!(err.server_code(), Some("WIREFORMAT"));
+        assert_eq!(
+            err.to_string(),
+            "redis node a:6379/0: the resource's keys are in another wire format (WIREFORMAT): \
+             WIREFORMAT the resource's keys are in wire format 2, this client speaks 1: \
+             upgrade every client of it together"
+        );
     }
 
     #[test]

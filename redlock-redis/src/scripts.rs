@@ -14,6 +14,40 @@ use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 
+/// Lua that refuses, with an error reply and before any other read or
+/// write, a lock key `KEYS[1..n]` whose format key (its resource, the part
+/// before its first U+001F, then [`FORMAT_SUFFIX`](crate::keys::FORMAT_SUFFIX))
+/// holds anything but this version's
+/// [`WIRE_FORMAT`](redlock_core::keys::WIRE_FORMAT) (`WIREFORMAT`; written
+/// out here and checked by a test), or is a key of another type
+/// (`redis.pcall`: a `WRONGTYPE` is a value; another error, such as an
+/// ACL's `NOPERM`, is the script's reply as it would be from
+/// `redis.call`). Absent means format 1, which
+/// never writes it. The message names the format found when it is a
+/// decimal of 1 to 9 digits without a leading zero. Expects the local `n`.
+/// One text for every script that acquires or joins state (not the
+/// releases and extends: a holder can always let go of its token).
+macro_rules! check_format {
+    () => {
+        r"
+for i = 1, n do
+  local f = redis.pcall('GET', string.match(KEYS[i], '^[^\031]*') .. '\031format')
+  if type(f) == 'table' and not string.find(tostring(f.err), 'WRONGTYPE', 1, true) then
+    return f
+  end
+  if f and f ~= '1' then
+    local found = 'an unknown wire format'
+    if type(f) == 'string' and #f <= 9 and string.match(f, '^[1-9]%d*$') then
+      found = 'wire format ' .. f
+    end
+    return redis.error_reply('WIREFORMAT the resource\'s keys are in ' .. found ..
+      ', this client speaks 1: upgrade every client of it together')
+  end
+end
+"
+    };
+}
+
 /// Lua that increments the fencing counters `KEYS[first..last]` and raises
 /// every one of them to the largest, `top` (0 when there are none), so
 /// that a later lock on any of the keys gets a larger value; then returns
@@ -247,6 +281,9 @@ pub(crate) use shared::{SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE, SHARE
 const ACQUIRE_LUA: &str = concat!(
     r"
 local n = tonumber(ARGV[3])
+",
+    check_format!(),
+    r"
 for i = 1, n do
   if redis.call('GET', KEYS[i]) then
     return -1
@@ -295,6 +332,9 @@ const QUEUED_ACQUIRE_LUA: &str = concat!(
     is_line!(),
     r"
 local n = tonumber(ARGV[3])
+",
+    check_format!(),
+    r"
 local c = 0
 if ARGV[4] == '1' then
   c = n
@@ -443,8 +483,12 @@ return 1
 /// The node model's [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) must equal it
 /// (its twin: `fn raise_fence` in `redlock-core/src/model/scripts.rs`; the
 /// differential tests prove it on every server kind).
-const RAISE_FENCE_LUA: &str = r"
+const RAISE_FENCE_LUA: &str = concat!(
+    r"
 local n = #KEYS / 2
+",
+    check_format!(),
+    r"
 for i = 1, n do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then
     return 0
@@ -469,7 +513,8 @@ for i = n + 1, #KEYS do
   end
 end
 return 1
-";
+"
+);
 
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
@@ -733,6 +778,46 @@ mod tests {
         }
         // Below 2^53: Lua's doubles hold every counter exactly.
         assert!(limit < 1 << 53);
+    }
+
+    #[test]
+    fn the_scripts_spell_the_wire_format_as_the_core_defines_it() {
+        use redlock_core::keys::{FORMAT_SUFFIX, SEPARATOR, WIRE_FORMAT};
+        let ours = format!("f ~= '{WIRE_FORMAT}'");
+        let speaks = format!("this client speaks {WIRE_FORMAT}:");
+        // Lua's decimal escape for the separator, then the suffix's name.
+        let escape = format!("\\{:03}", u32::from(SEPARATOR));
+        let name = FORMAT_SUFFIX.strip_prefix(SEPARATOR).unwrap_or_default();
+        let key = format!("'^[^{escape}]*') .. '{escape}{name}'");
+        let acquiring = [
+            &ACQUIRE,
+            &QUEUED_ACQUIRE,
+            &RAISE_FENCE,
+            &SHARED_ACQUIRE,
+            &SHARED_RAISE_FENCE,
+        ];
+        for script in acquiring {
+            for text in [&ours, &speaks, &key, &"WIREFORMAT ".to_owned()] {
+                assert!(
+                    script.code.contains(text.as_str()),
+                    "{text}: {}",
+                    script.code
+                );
+            }
+            // Before anything else is read: the first `GET` is the format's.
+            let first_get = script.code.find("'GET'").unwrap_or_default();
+            let format_get = script.code.find(&key).unwrap_or(usize::MAX);
+            assert!(
+                format_get > first_get && format_get - first_get < 40,
+                "{}",
+                script.code
+            );
+        }
+        // Releases and extends never read it: a holder can always let go.
+        for script in [&RELEASE, &EXTEND, &SHARED_RELEASE, &SHARED_EXTEND] {
+            assert!(!script.code.contains("WIREFORMAT"), "{}", script.code);
+            assert!(!script.code.contains(&escape), "{}", script.code);
+        }
     }
 
     fn written(script: &LuaScript, via: Via, keys: Keys<'_>, args: &[Arg<'_>]) -> Vec<u8> {

@@ -9,7 +9,17 @@
 //! release and raise), and the plain commands another client of the node
 //! may send. `PUBLISH` is an output ([`Published`]). Helper keys (fencing
 //! counters, waiting lines, readers: [`crate::keys`]) are keys in the same
-//! space as users' locks, as on Redis. No threads, no clock of its own,
+//! space as users' locks, as on Redis.
+//!
+//! The layout is versioned ([`crate::keys`], Versions): every script that
+//! acquires or joins state (acquire, queued acquire, fence raise, and the
+//! shared acquire and raise) first reads each lock key's format key and
+//! refuses ([`ErrorReply::WireFormat`], nothing written) unless it is
+//! absent or holds [`WIRE_FORMAT`](crate::keys::WIRE_FORMAT); releases,
+//! extends and `SET NX` never read it. This version never writes it. A
+//! future version that changes the layout writes its number there (with
+//! a TTL at least as long as its helper keys') and refuses resources whose
+//! helper keys it finds without one. No threads, no clock of its own,
 //! no faults: time (milliseconds on the node's clock) is passed in.
 //!
 //! Who uses it: `redlock-mock`'s in-memory node is this model behind a
@@ -249,6 +259,14 @@ pub enum ErrorReply {
     /// The script refused with `redis.error_reply`: `WRONGTYPE` (a helper
     /// key of another shape) or `FENCEMAX` (a counter at its limit).
     Script(&'static str),
+    /// An acquiring script refused with `redis.error_reply('WIREFORMAT
+    /// ...')`: a lock key's format key ([`crate::keys::format_key`]) says
+    /// another wire format than [`WIRE_FORMAT`](crate::keys::WIRE_FORMAT)
+    /// (see [`crate::keys`], Versions). Carries the format found when the
+    /// value is a decimal of 1 to 9 digits without a leading zero (the
+    /// scripts name it in their message), else `None` (another value, or a
+    /// key of another type).
+    WireFormat(Option<u32>),
 }
 
 impl ErrorReply {
@@ -260,12 +278,14 @@ impl ErrorReply {
     /// use redlock_core::model::{CallError, ErrorReply};
     /// assert_eq!(ErrorReply::Script("FENCEMAX").code(), "FENCEMAX");
     /// assert_eq!(ErrorReply::Call(CallError::WrongType).code(), "WRONGTYPE");
+    /// assert_eq!(ErrorReply::WireFormat(Some(2)).code(), "WIREFORMAT");
     /// ```
     #[must_use]
     pub fn code(self) -> &'static str {
         match self {
             ErrorReply::Call(e) => e.code(),
             ErrorReply::Script(code) => code,
+            ErrorReply::WireFormat(_) => "WIREFORMAT",
         }
     }
 }

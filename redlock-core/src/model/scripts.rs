@@ -9,7 +9,7 @@ use super::lua::{
 };
 use super::{ErrorReply, Published, Reply};
 use crate::decide::FENCE_LIMIT;
-use crate::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use crate::keys::{format_key_in, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WIRE_FORMAT};
 
 /// The value of a lock key while it has readers (never a 20-byte token).
 pub const READERS_MARKER: &[u8] = b"redlock:readers";
@@ -23,6 +23,32 @@ fn call<T>(r: Result<T, CallError>) -> Step<T> {
 
 fn refuse(code: &'static str) -> Reply {
     Reply::Error(ErrorReply::Script(code))
+}
+
+/// `check_format!`: refuses (`WIREFORMAT`, before any other read) when the
+/// format key of a lock key ([`crate::keys::format_key`]) holds anything
+/// but [`WIRE_FORMAT`] in decimal, or is of another type
+/// (`redis.pcall('GET', ...)`: the error is a value); absent is format 1.
+fn check_format(ks: &Keyspace, place: &mut Vec<u8>, now: i64, keys: &[String]) -> Step<()> {
+    let ours = Decimal::of_u64(u64::from(WIRE_FORMAT));
+    for k in keys {
+        match ks.get(now, format_key_in(place, k.as_bytes())) {
+            Ok(None) => {}
+            Ok(Some(v)) if v == ours.bytes() => {}
+            Ok(Some(v)) => return Err(Reply::Error(ErrorReply::WireFormat(found_format(v)))),
+            Err(_) => return Err(Reply::Error(ErrorReply::WireFormat(None))),
+        }
+    }
+    Ok(())
+}
+
+/// The format a format key's value names, as the scripts name it in their
+/// refusal: a decimal of 1 to 9 digits without a leading zero, else none.
+fn found_format(v: &[u8]) -> Option<u32> {
+    let canonical = (1..=9).contains(&v.len()) && v[0] != b'0' && v.iter().all(u8::is_ascii_digit);
+    canonical
+        .then(|| std::str::from_utf8(v).ok()?.parse().ok())
+        .flatten()
 }
 
 /// Buffers the scripts reuse from one command to the next, so that a
@@ -184,6 +210,7 @@ pub(crate) fn acquire(
     ttl: i64,
     fence: bool,
 ) -> Step<Reply> {
+    check_format(ks, &mut sc.place, now, keys)?;
     for k in keys {
         if call(ks.get(now, k.as_bytes()))?.is_some() {
             return Ok(Reply::Int(-1));
@@ -328,6 +355,7 @@ pub(crate) fn queued_acquire(
     fence: bool,
     line: Line<'_>,
 ) -> Step<Reply> {
+    check_format(ks, &mut sc.place, now, keys)?;
     sc.helpers.fill(keys, WAIT_SUFFIX, true);
     let found = read_lines(ks, sc, now, line.me, true)?;
     let mut held = false;
@@ -482,6 +510,7 @@ pub(crate) fn raise_fence(
     token: &[u8],
     want: &[u8],
 ) -> Step<Reply> {
+    check_format(ks, &mut sc.place, now, keys)?;
     for k in keys {
         if call(ks.get(now, k.as_bytes()))? != Some(token) {
             return Ok(Reply::Int(0));
@@ -544,6 +573,7 @@ pub(crate) fn shared_acquire(
     fence: bool,
     line: Option<Line<'_>>,
 ) -> Step<Reply> {
+    check_format(ks, &mut sc.place, now, keys)?;
     let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
     let mut held = false;
     for (k, r) in keys.iter().zip(readers.iter()) {
@@ -666,6 +696,7 @@ pub(crate) fn shared_raise_fence(
     token: &[u8],
     want: &[u8],
 ) -> Step<Reply> {
+    check_format(ks, &mut sc.place, now, keys)?;
     let readers = sc.helpers.fill(keys, READERS_SUFFIX, true);
     let held = shared_held(ks, now, keys, readers, token)?;
     let counters = sc.counters.fill(keys, FENCE_SUFFIX, true);

@@ -470,3 +470,121 @@ fn fenced_grants_raise_every_counter_to_the_largest() {
         Reply::Error(ErrorReply::Script("FENCEMAX"))
     );
 }
+
+#[test]
+fn acquiring_scripts_refuse_another_wire_format_and_the_rest_go_on() {
+    use crate::keys::FORMAT_SUFFIX;
+    let mut out = Vec::new();
+    let (k, ab) = (keys(&["r"]), keys(&["a", "r"]));
+    let format = format!("r{FORMAT_SUFFIX}");
+    let set = |node: &mut Node, value: &[u8]| {
+        let set = Command::Set {
+            key: format.as_bytes(),
+            value,
+            px: None,
+        };
+        node.apply(0, &set, &mut Vec::new());
+    };
+    let acquire = |keys, fence| Command::Acquire {
+        keys,
+        token: b"A",
+        ttl_ms: 100,
+        fence,
+    };
+    let read = Command::SharedAcquire {
+        keys: &k,
+        token: b"R",
+        ttl_ms: 100,
+        fence: false,
+        manager: None,
+        yields: false,
+        mark_ttl_ms: 0,
+        ticket: 0,
+    };
+    let raise = Command::RaiseFence {
+        keys: &k,
+        token: b"A",
+        at_least: 5,
+    };
+    let read_raise = Command::SharedRaiseFence {
+        keys: &k,
+        token: b"R",
+        at_least: 5,
+    };
+    // Taken before the marker: held, then the marker appears.
+    let mut node = Node::new();
+    assert_eq!(node.apply(0, &acquire(&k, true), &mut out), Reply::Int(1));
+    set(&mut node, b"1");
+    assert_eq!(node.apply(0, &raise, &mut out), Reply::Int(1));
+    for (value, found) in [
+        (&b"2"[..], Some(2)),
+        (b"123456789", Some(123_456_789)),
+        (b"1234567890", None),
+        (b"02", None),
+        (b"0", None),
+        (b"x", None),
+        (b"", None),
+    ] {
+        set(&mut node, value);
+        let refused = Reply::Error(ErrorReply::WireFormat(found));
+        let before = node.keys.clone();
+        // Refused first, before contention: the key is held by A.
+        assert_eq!(node.apply(1, &acquire(&k, false), &mut out), refused);
+        assert_eq!(node.apply(1, &acquire(&ab, true), &mut out), refused);
+        assert_eq!(node.apply(1, &queued(&k, b"B", 1, 1), &mut out), refused);
+        assert_eq!(node.apply(1, &read, &mut out), refused);
+        assert_eq!(node.apply(1, &raise, &mut out), refused);
+        assert_eq!(node.apply(1, &read_raise, &mut out), refused);
+        assert_eq!(
+            format!("{:?}", node.keys.live(1).collect::<Vec<_>>()),
+            format!("{:?}", before.live(1).collect::<Vec<_>>()),
+            "a refusal wrote"
+        );
+        // Extend and SET NX never read it.
+        let extend = Command::Extend {
+            keys: &k,
+            token: b"A",
+            ttl_ms: 100,
+        };
+        assert_eq!(node.apply(1, &extend, &mut out), Reply::Int(1));
+        let set_nx = Command::SetNxGet {
+            key: "r",
+            token: b"B",
+            ttl_ms: 1,
+        };
+        assert_eq!(node.apply(1, &set_nx, &mut out), Reply::Bulk(b"A".to_vec()));
+    }
+    // A key of another type: refused, format unknown.
+    node.keys.del(1, format.as_bytes());
+    let zadd = Command::ZAdd {
+        key: format.as_bytes(),
+        score: 1,
+        member: b"m",
+    };
+    node.apply(1, &zadd, &mut out);
+    assert_eq!(
+        node.apply(1, &acquire(&k, true), &mut out),
+        Reply::Error(ErrorReply::WireFormat(None))
+    );
+    // Release always lets go.
+    let release = Command::Release {
+        keys: &k,
+        token: b"A",
+        channel: b"ch",
+        leave: None,
+    };
+    assert_eq!(node.apply(1, &release, &mut out), Reply::Int(1));
+    // The permits of a semaphore read the semaphore's format key.
+    node.keys.del(1, format.as_bytes());
+    let permit = keys(&["r\u{1f}permit:0"]);
+    assert_eq!(
+        node.apply(1, &acquire(&permit, true), &mut out),
+        Reply::Int(1)
+    );
+    set(&mut node, b"2");
+    let other = keys(&["r\u{1f}permit:1"]);
+    assert_eq!(
+        node.apply(1, &acquire(&other, true), &mut out),
+        Reply::Error(ErrorReply::WireFormat(Some(2)))
+    );
+}

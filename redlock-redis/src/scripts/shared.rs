@@ -93,6 +93,9 @@ const SHARED_ACQUIRE_LUA: &str = concat!(
     is_line!(),
     r"
 local n = tonumber(ARGV[3])
+",
+    check_format!(),
+    r"
 local c = 0
 if ARGV[4] == '1' then
   c = n
@@ -256,6 +259,7 @@ const SHARED_RAISE_FENCE_LUA: &str = concat!(
     r"
 local n = #KEYS / 3
 ",
+    check_format!(),
     shared_held!(),
     r"
 local current = {}

@@ -28,7 +28,8 @@
 //! Names include other resources' helper keys (a lock on `a␟fence`), a
 //! 2,000-byte name and non-ASCII ones; tokens include the readers' marker
 //! and bytes that are not text; other clients write helper keys of every
-//! shape. Resource names are Rust strings in this library's API, so names
+//! shape, and another wire format's marker (`R␟format`: `2`, `1`, other
+//! values, a sorted set), which every acquiring script reads first. Resource names are Rust strings in this library's API, so names
 //! that are not UTF-8 cannot reach a node and are not generated.
 //!
 //! The sequences that ever disagreed (`corpus`) run first. A failing run
@@ -41,7 +42,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use redis::Value as Wire;
-use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
+use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
 use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, READERS_MARKER};
 use redlock_redis::testing::command_words;
 use redlock_tests::harness::RedisServer;
@@ -89,6 +90,9 @@ fn suffixes() -> Vec<String> {
         READERS_SUFFIX.to_owned(),
         format!("{WAIT_SUFFIX}:1"),
         format!("{WAIT_SUFFIX}:2"),
+        // Another wire format's marker (a later version's, or `1`, or a
+        // value or type no version writes).
+        FORMAT_SUFFIX.to_owned(),
     ]
 }
 
@@ -390,6 +394,8 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             "7:3",
             "1",
             "r",
+            "2",
+            "1234567890",
         ])
         .prop_flat_map(|v| prop_oneof![Just(Write::Str(v, None)), Just(Write::Str(v, Some(30)))]),
         (0i64..5).prop_map(Write::Zset),
@@ -914,9 +920,89 @@ fn queued(keys: Vec<usize>, who: usize, ttl: u64, manager: usize, mark_ttl: u64)
 /// a breakage of the scripts or of the model (applied on purpose, one at a
 /// time, and not committed: see the closing note of the node-model issue).
 /// Names: 0 `a`, 1 `b`, 2 `a␟fence`, 3 `b␟waiting`, 4 `a␟readers`;
-/// token 5 is the readers' marker.
+/// token 5 is the readers' marker. Suffix 6 is the format key's.
 fn corpus() -> Vec<Vec<Step>> {
+    let format = |write| Step::Other {
+        name: 0,
+        suffix: 6,
+        write,
+    };
+    // Every acquiring script on `a` (and on `a␟fence`, whose format key is
+    // `a`'s), then the release and extend of a lock held before.
+    let every_script = || {
+        let read = |keys: Vec<usize>, manager| Step::Read {
+            keys,
+            who: 2,
+            ttl: 60_000,
+            fence: true,
+            manager,
+            yields: true,
+            mark_ttl: 400,
+            ticket: 3,
+        };
+        vec![
+            Step::Acquire {
+                keys: vec![1, 0],
+                who: 1,
+                ttl: 60_000,
+                fence: true,
+            },
+            Step::Acquire {
+                keys: vec![2],
+                who: 1,
+                ttl: 60_000,
+                fence: false,
+            },
+            queued(vec![0], 1, 60_000, 1, 400),
+            read(vec![0], None),
+            read(vec![1, 2], Some(1)),
+            Step::Raise {
+                keys: vec![0],
+                who: 0,
+                at_least: 7,
+            },
+            Step::ReadRaise {
+                keys: vec![0],
+                who: 0,
+                at_least: 7,
+            },
+            Step::SetNx {
+                key: 0,
+                who: 1,
+                ttl: 60_000,
+            },
+            Step::Extend {
+                keys: vec![0],
+                who: 0,
+                ttl: 60_000,
+            },
+        ]
+    };
+    let mut formats = vec![Step::Acquire {
+        keys: vec![0],
+        who: 0,
+        ttl: 60_000,
+        fence: true,
+    }];
+    for write in [
+        Write::Str("2", None),
+        Write::Str("1", None),
+        Write::Str("1234567890", Some(30)),
+        Write::Del,
+        Write::Zset(1),
+    ] {
+        formats.push(format(write));
+        formats.extend(every_script());
+    }
+    formats.push(Step::Release {
+        keys: vec![0],
+        who: 0,
+        leave: None,
+    });
     vec![
+        // Another wire format's marker: every acquiring script refuses
+        // before anything else, the others go on.
+        formats,
         // A line of spaces is a line with nobody in it: a grant that
         // rewrote the line (and dropped its own place) deleted it.
         vec![
