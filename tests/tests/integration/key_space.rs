@@ -6,11 +6,19 @@
 //! may have it: each lock kind, with its whole life on one name, leaves
 //! every other kind's lock on a look-alike name alone, on real masters and
 //! on in-memory nodes alike.
+//!
+//! And the key space is versioned (`redlock_core::keys`, Versions): a
+//! resource whose format key another version wrote (`R␟format` = `2`)
+//! refuses every acquire that would read or write its helper keys with a
+//! typed error, while the plain `SET NX` mutex and the release and extend
+//! of locks held before still work.
 
 use std::time::Duration;
 
 use redlock_core::backend::SharedClaims;
-use redlock_core::keys::{FENCE_SUFFIX, PERMIT_INFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
+use redlock_core::keys::{
+    FENCE_SUFFIX, FORMAT_SUFFIX, PERMIT_INFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX,
+};
 use redlock_core::{ConfigError, Lock, LockError, Redlock};
 use redlock_mock::MockCluster;
 
@@ -271,4 +279,197 @@ fn no_entry_point_accepts_a_name_with_the_separator() {
     for i in 0..3 {
         assert_eq!(nodes.node(i).live_keys(), 0, "node {i}");
     }
+}
+
+/// What a test of another wire format needs of a backend: managers with
+/// and without fencing, a foreign `SET name␟format value` on every node,
+/// and whether a node's error is the typed "another wire format" naming
+/// format 2.
+struct Formats<'a, B: SharedClaims + 'static> {
+    make: &'a dyn Fn(bool) -> Redlock<B>,
+    mark: &'a dyn Fn(&str, &[u8]),
+    is_format_2: &'a dyn Fn(&B::Error) -> bool,
+}
+
+/// Every node failed with the typed wire-format error, named in the
+/// call's report (a `NoQuorum`, or a timeout whose last round was one):
+/// not contention, not a panic.
+fn refused_for_format<B: SharedClaims + 'static>(
+    f: &Formats<'_, B>,
+    what: &str,
+    result: Result<(), LockError<B::Error>>,
+) -> Result<(), String> {
+    let err = match result {
+        Ok(()) => return Err(format!("{what}: granted on a resource of wire format 2")),
+        Err(err) => err,
+    };
+    let no_quorum = match &err {
+        LockError::NoQuorum(_) => true,
+        LockError::Timeout { last, .. } => matches!(**last, LockError::NoQuorum(_)),
+        _ => false,
+    };
+    let report = err.report().filter(|_| no_quorum);
+    let typed = report.is_some_and(|r| {
+        !r.failures().is_empty()
+            && r.failures().iter().all(|n| {
+                matches!(n.failure(), redlock_core::NodeFailure::Backend(e) if (f.is_format_2)(e))
+            })
+    });
+    if typed {
+        Ok(())
+    } else {
+        Err(format!("{what}: not the typed wire-format error: {err:?}"))
+    }
+}
+
+/// A foreign format-2 marker on every node: the fenced mutex, a queued
+/// (waiting) mutex, a fenced semaphore and a read-write lock's reader are
+/// refused with the typed error; the plain mutex is granted (the layout
+/// every version shares); the extend and release of a lock and of a read
+/// taken before the marker appeared succeed. Returns what went wrong.
+fn another_wire_format_fails_loudly<B: SharedClaims + 'static>(
+    f: &Formats<'_, B>,
+    prefix: &str,
+) -> Vec<String> {
+    let (fenced, plain) = ((f.make)(true), (f.make)(false));
+    let [job, doc, jobs, free] = ["job", "doc", "jobs", "free"].map(|n| format!("{prefix}:{n}"));
+    let mut failures = Vec::new();
+    let mut check = |r: Result<(), String>| {
+        if let Err(e) = r {
+            failures.push(e);
+        }
+    };
+    let mut held = fenced
+        .try_lock(job.as_str(), TTL)
+        .expect("job before the marker");
+    let mut read = plain.try_read(&doc, TTL).expect("doc before the marker");
+    for name in [&job, &doc, &jobs, &free] {
+        (f.mark)(name, b"2");
+    }
+    // Refused before contention: `job` is held, yet the answer is the format.
+    let fenced_again = fenced.try_lock(job.as_str(), TTL).map(drop);
+    check(refused_for_format(f, "fenced try_lock", fenced_again));
+    let fenced_free = fenced.try_lock(free.as_str(), TTL).map(drop);
+    check(refused_for_format(
+        f,
+        "fenced try_lock of a free name",
+        fenced_free,
+    ));
+    // A waiting caller's rounds go in line (the queued acquire).
+    let waited = plain
+        .lock_timeout(job.as_str(), TTL, Duration::from_millis(300))
+        .map(drop);
+    check(refused_for_format(f, "queued lock_timeout", waited));
+    let permit = fenced
+        .semaphore(&jobs, 2)
+        .expect("semaphore")
+        .try_acquire(TTL)
+        .map(drop);
+    check(refused_for_format(f, "fenced semaphore", permit));
+    let reader = plain.try_read(&doc, TTL).map(drop);
+    check(refused_for_format(f, "try_read", reader));
+    let other_reader = fenced.try_read(&free, TTL).map(drop);
+    check(refused_for_format(
+        f,
+        "fenced try_read of a free name",
+        other_reader,
+    ));
+    // The interoperable layout: a plain mutex is one `SET NX PX`.
+    match plain.try_lock(free.as_str(), TTL) {
+        Ok(lock) => check(
+            lock.release()
+                .map(drop)
+                .map_err(|e| format!("plain release: {e:?}")),
+        ),
+        Err(e) => failures.push(format!("plain try_lock refused: {e:?}")),
+    }
+    // What was held before the marker can be kept and let go.
+    if let Err(e) = held.extend(TTL) {
+        failures.push(format!("extend of a lock held before: {e:?}"));
+    }
+    if let Err(e) = read.extend(TTL) {
+        failures.push(format!("extend of a read held before: {e:?}"));
+    }
+    if let Err(e) = held.release() {
+        failures.push(format!("release of a lock held before: {e:?}"));
+    }
+    if let Err(e) = read.release() {
+        failures.push(format!("release of a read held before: {e:?}"));
+    }
+    // With the marker gone (or `1`), the same calls are granted again.
+    (f.mark)(&job, b"1");
+    match fenced.try_lock(job.as_str(), TTL) {
+        Ok(lock) => drop(lock),
+        Err(e) => failures.push(format!("format 1 written out refused: {e:?}")),
+    }
+    assert!(fenced.flush(Duration::from_secs(10)) && plain.flush(Duration::from_secs(10)));
+    failures
+}
+
+#[test]
+fn another_wire_format_is_a_typed_error_on_mock_nodes() {
+    use redlock_mock::{MockError, MockNode};
+    let nodes = MockCluster::new(5);
+    let make = |fencing: bool| {
+        Redlock::builder(nodes.backends())
+            .fencing(fencing)
+            .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
+            .build()
+            .expect("valid manager")
+    };
+    let mark = |name: &str, value: &[u8]| {
+        for i in 0..nodes.len() {
+            nodes
+                .node(i)
+                .set_string(&format!("{name}{FORMAT_SUFFIX}"), value);
+        }
+    };
+    let is_format_2 = |e: &MockError| {
+        matches!(e, MockError::WireFormat { found: Some(2), .. })
+            && e.to_string()
+                .contains("wire format 2, this client speaks 1")
+    };
+    let formats: Formats<'_, MockNode> = Formats {
+        make: &make,
+        mark: &mark,
+        is_format_2: &is_format_2,
+    };
+    let failures = another_wire_format_fails_loudly(&formats, "formats");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn another_wire_format_is_a_typed_error_on_real_masters() {
+    use redlock_redis::{RedisBackend, RedisErrorKind, RedisNodeError};
+    let servers = cluster(3);
+    let make = |fencing: bool| {
+        redlock_redis::Redlock::builder(backends(&servers, NODE_TIMEOUT))
+            .node_timeout(NODE_TIMEOUT)
+            .fencing(fencing)
+            .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
+            .build()
+            .expect("valid manager")
+    };
+    let mark = |name: &str, value: &[u8]| {
+        for server in servers.iter() {
+            let mut admin = server.client().expect("client");
+            redis::cmd("SET")
+                .arg(format!("{name}{FORMAT_SUFFIX}"))
+                .arg(value)
+                .exec(&mut admin)
+                .expect("SET");
+        }
+    };
+    let is_format_2 = |e: &RedisNodeError| {
+        e.kind() == RedisErrorKind::WireFormat
+            && e.to_string()
+                .contains("wire format 2, this client speaks 1")
+    };
+    let formats: Formats<'_, RedisBackend> = Formats {
+        make: &make,
+        mark: &mark,
+        is_format_2: &is_format_2,
+    };
+    let failures = another_wire_format_fails_loudly(&formats, &key("formats"));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
