@@ -27,8 +27,9 @@ use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 ///
 /// ```
 /// assert_eq!(format!("doc:7{}", redlock_redis::READERS_SUFFIX), "doc:7\u{1f}readers");
+/// assert_eq!(format!("doc:7{}", redlock_redis::FORMAT_SUFFIX), "doc:7\u{1f}format");
 /// ```
-pub use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+pub use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -86,6 +87,15 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 ///   without readers loses `R␟readers` and the marker, and its first
 ///   waiting manager is told as for an exclusive release. Nothing but the
 ///   counter stays once the last reader left.
+/// - Wire format: every script that acquires or joins state (the acquire
+///   and queued acquire, the shared acquire, both fence raises) first
+///   `GET`s the format key of each lock key, `R␟format` (see
+///   [`FORMAT_SUFFIX`]; a permit reads its semaphore's), and refuses with
+///   `WIREFORMAT` ([`RedisErrorKind::WireFormat`]), having written nothing,
+///   unless it is absent or holds this version's
+///   [`WIRE_FORMAT`](redlock_core::keys::WIRE_FORMAT), `1`. Nothing here
+///   writes it; release, extend and `SET ... NX` never read it (see
+///   [`keys`](crate::keys), Versions).
 ///
 /// Scripts are hashed once per process and sent by `EVALSHA`. Each new
 /// connection first loads them (`SCRIPT LOAD`, in the round trip that also
