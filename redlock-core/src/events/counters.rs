@@ -21,6 +21,7 @@ pub(crate) struct NodeCounters {
     unanswered: AtomicU64,
     consecutive: AtomicU64,
     queued_past_deadline: AtomicU64,
+    releases_kept: AtomicU64,
     releases_dropped: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
@@ -45,6 +46,11 @@ impl NodeCounters {
     /// Counts a request dropped unsent, still queued past its deadline.
     pub(crate) fn queued_past_deadline(&self) {
         self.queued_past_deadline.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `count` failed releases kept for another try.
+    pub(crate) fn releases_kept(&self, count: u64) {
+        self.releases_kept.fetch_add(count, Ordering::Relaxed);
     }
 
     /// Counts `count` failed releases dropped unsent.
@@ -76,6 +82,7 @@ impl NodeCounters {
             last_error: self.last_error.lock().clone(),
             queue_depth,
             queued_past_deadline: self.queued_past_deadline.load(Ordering::Relaxed),
+            releases_kept: self.releases_kept.load(Ordering::Relaxed),
             releases_dropped: self.releases_dropped.load(Ordering::Relaxed),
         }
     }

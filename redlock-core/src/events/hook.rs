@@ -260,6 +260,17 @@ pub enum Event<'a> {
         /// The error (its `Display` never contains secrets).
         error: &'a (dyn std::error::Error + 'static),
     },
+    /// Releases a node failed were kept for another try: the node's worker
+    /// tries each again, with pauses from 10 ms doubling up to 1 s, until
+    /// the node answers it or every key it could delete has expired. Each
+    /// failed release is counted once, at its first failure. Counted in
+    /// [`NodeStats::releases_kept`]; sent on the node's worker thread.
+    ReleasesKept {
+        /// The node.
+        node: &'a NodeId,
+        /// How many releases were kept (since the last such event).
+        count: u64,
+    },
     /// Releases a node failed were dropped instead of being tried again:
     /// a node's worker keeps at most 4096 failed releases for another try,
     /// and drops the oldest first. Their keys on that node (if it had set

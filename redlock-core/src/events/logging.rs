@@ -105,6 +105,12 @@ impl EventHandler for TracingEvents {
             Event::Connection { node, error } => {
                 tracing::warn!(target: "redlock", node = %node, error = %error, "connection error");
             }
+            Event::ReleasesKept { node, count } => tracing::debug!(
+                target: "redlock",
+                node = %node,
+                count,
+                "failed releases kept for another try"
+            ),
             Event::ReleasesDropped { node, count } => tracing::warn!(
                 target: "redlock",
                 node = %node,

@@ -49,6 +49,9 @@ const NODE_CONSECUTIVE_HELP: &str =
 const CONNECTION_ERRORS: &str = "redlock_node_connection_errors_total";
 const CONNECTION_ERRORS_HELP: &str =
     "Errors a backend reported outside any request, such as a pool's background connect.";
+const RELEASES_KEPT: &str = "redlock_releases_kept_total";
+const RELEASES_KEPT_HELP: &str =
+    "Failed releases a node's worker kept for another try, each counted once, at its first failure.";
 const RELEASES_DROPPED: &str = "redlock_releases_dropped_total";
 const RELEASES_DROPPED_HELP: &str =
     "Failed releases a node's worker dropped instead of trying again; their keys expire by TTL.";
@@ -74,7 +77,7 @@ thread_local! {
 
 /// An event hook that records a manager's [`Event`]s as metrics through
 /// the [`metrics`](https://docs.rs/metrics) facade (feature `metrics`):
-/// calls by outcome, node failures by kind, lost locks, dropped releases,
+/// calls by outcome, node failures by kind, lost locks, kept and dropped releases,
 /// and histograms of call, wait, hold, round and node answer durations. The names
 /// follow Prometheus' conventions (`redlock_` prefix, `_total` counters,
 /// `_seconds` in seconds); `docs/metrics.md` lists each with its type and
@@ -326,6 +329,9 @@ impl MetricsEvents {
             Event::Connection { node, .. } => {
                 counter!(CONNECTION_ERRORS, "node" => node_label(node)).increment(1);
             }
+            Event::ReleasesKept { node, count } => {
+                counter!(RELEASES_KEPT, "node" => node_label(node)).increment(count);
+            }
             Event::ReleasesDropped { node, count } => {
                 counter!(RELEASES_DROPPED, "node" => node_label(node)).increment(count);
             }
@@ -398,6 +404,7 @@ fn describe() {
     describe_counter!(NODE_RECOVERIES, NODE_RECOVERIES_HELP);
     describe_gauge!(NODE_CONSECUTIVE, NODE_CONSECUTIVE_HELP);
     describe_counter!(CONNECTION_ERRORS, CONNECTION_ERRORS_HELP);
+    describe_counter!(RELEASES_KEPT, RELEASES_KEPT_HELP);
     describe_counter!(RELEASES_DROPPED, RELEASES_DROPPED_HELP);
     describe_counter!(LOCKS_LOST, LOCKS_LOST_HELP);
     describe_counter!(KEEPALIVES, KEEPALIVES_HELP);

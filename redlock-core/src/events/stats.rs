@@ -180,6 +180,9 @@ pub struct NodeStats {
     /// in `failures.timed_out`, which also counts answers that came late
     /// although the request was sent in time.
     pub queued_past_deadline: u64,
+    /// Releases the node failed that were kept for another try, each
+    /// counted once, at its first failure (see [`Event::ReleasesKept`]).
+    pub releases_kept: u64,
     /// Releases the node failed that were dropped instead of being tried
     /// again, because 4096 newer ones were already kept for it (see
     /// [`Event::ReleasesDropped`]): the node frees their keys by TTL.

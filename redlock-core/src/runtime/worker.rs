@@ -78,6 +78,8 @@ struct Kept {
     releases: Vec<Retained>,
     /// The number the next release to fail gets.
     next_seq: u64,
+    /// Releases kept at their first failure since the last [`Kept::report`].
+    kept: u64,
     /// Releases dropped since the last [`Kept::report`].
     dropped: u64,
 }
@@ -101,9 +103,17 @@ impl Kept {
         }
     }
 
-    /// Counts the releases dropped since the last report and sends them in
-    /// one event (on the worker thread, with no lock held).
+    /// Counts the releases kept and dropped since the last report and sends
+    /// each count in one event (on the worker thread, with no lock held).
     fn report(&mut self, watch: &Watch) {
+        let kept = std::mem::take(&mut self.kept);
+        if kept > 0 {
+            watch.counters.releases_kept(kept);
+            watch.observer.emit(|| Event::ReleasesKept {
+                node: &watch.id,
+                count: kept,
+            });
+        }
         let count = std::mem::take(&mut self.dropped);
         if count > 0 {
             watch.counters.releases_dropped(count);
@@ -644,6 +654,9 @@ fn retain<E>(job: &Job<E>, retained: &mut Kept) {
         }
     };
     if now < give_up {
+        if job.retry.is_none() {
+            retained.kept += 1;
+        }
         retained.keep(Retained {
             claim: Arc::clone(&job.claim),
             ttl,

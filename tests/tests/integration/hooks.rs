@@ -101,6 +101,7 @@ fn kind(event: &Event<'_>) -> &'static str {
         Event::HandedOff { .. } => "HandedOff",
         Event::QueueFull { .. } => "QueueFull",
         Event::Connection { .. } => "Connection",
+        Event::ReleasesKept { .. } => "ReleasesKept",
         Event::ReleasesDropped { .. } => "ReleasesDropped",
         _ => "other",
     }
@@ -290,6 +291,7 @@ fn bug_a_hook_calling_stats_deadlocked_on_a_full_queue() {
         c.node(2).come_up();
         assert!(l.flush(Duration::from_secs(5)));
     });
+    assert!(hook.saw("ReleasesKept"));
     assert!(hook.saw("ReleasesDropped"));
 
     // A backend reports a connection error outside any request.
@@ -312,6 +314,7 @@ fn bug_a_hook_calling_stats_deadlocked_on_a_full_queue() {
         "HandedOff",
         "QueueFull",
         "Connection",
+        "ReleasesKept",
         "ReleasesDropped",
     ] {
         assert!(seen.contains_key(kind), "{kind} never sent: {seen:?}");

@@ -442,7 +442,8 @@ fn a_locks_life_and_a_node_failure_record_every_documented_metric() {
     small.node(2).thaw();
     drop(queued);
 
-    // Releases a down node failed, past the 4096 its worker keeps: dropped.
+    // Releases a down node failed: kept, and past the 4096 its worker
+    // keeps, dropped.
     let clock = ManualClock::new();
     let churn = MockCluster::with_clock(3, Arc::new(clock));
     let churning = Redlock::builder(churn.backends())
@@ -465,8 +466,10 @@ fn a_locks_life_and_a_node_failure_record_every_documented_metric() {
     let gone = churn.node(2).node_id().to_string();
     let at_gone = [("node", gone.as_str())];
     // Counted in the stats first, then sent by the node's worker.
-    let got = metrics.wait_for("the dropped releases", |got| {
+    // Kept at their first failure (retries are not counted again).
+    let got = metrics.wait_for("the kept and dropped releases", |got| {
         counter(got, "redlock_releases_dropped_total", &at_gone) >= 5
+            && counter(got, "redlock_releases_kept_total", &at_gone) >= 4096 + 5
     });
     assert_eq!(
         counter(&got, "redlock_releases_dropped_total", &at_gone),
@@ -474,6 +477,11 @@ fn a_locks_life_and_a_node_failure_record_every_documented_metric() {
         "{:?}",
         churning.stats().nodes[2]
     );
+    assert_eq!(
+        counter(&got, "redlock_releases_kept_total", &at_gone),
+        4096 + 5
+    );
+    assert_eq!(churning.stats().nodes[2].releases_kept, 4096 + 5);
     churn.node(2).come_up();
     drop(churning);
 
