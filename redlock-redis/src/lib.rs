@@ -170,6 +170,7 @@ mod pool;
 #[cfg(test)]
 mod real_server;
 mod redis_backend;
+#[path = "ops/script.rs"]
 mod scripts;
 mod session;
 mod version;
