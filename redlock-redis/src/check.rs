@@ -11,7 +11,7 @@ use redlock_core::NodeId;
 
 use crate::builder::Target;
 use crate::error::Stage;
-use crate::scripts::Resp;
+use crate::ops::Resp;
 use crate::wire::{deadline_in, Wire};
 use crate::{RedisBackend, RedisNodeError};
 

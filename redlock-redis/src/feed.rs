@@ -12,8 +12,8 @@ use redis::{RedisError, Value};
 use redlock_core::backend::{ReleaseFeed, ReleaseSink};
 use redlock_core::NodeId;
 
+use crate::ops::Resp;
 use crate::pool::Reporter;
-use crate::scripts::Resp;
 use crate::wire::{deadline_in, Endpoint, Wire};
 
 /// The prefix of the Pub/Sub channels on which the release script

@@ -161,17 +161,15 @@ mod address;
 mod builder;
 mod check;
 mod classify;
-mod command;
 mod error;
 mod feed;
+mod ops;
 mod ordered;
 mod plan;
 mod pool;
 #[cfg(test)]
 mod real_server;
 mod redis_backend;
-#[path = "ops/script.rs"]
-mod scripts;
 mod session;
 mod version;
 mod wire;
@@ -326,5 +324,5 @@ pub type RoundReport = redlock_core::RoundReport<RedisNodeError>;
 /// differential tests of the node model): not part of the stable API.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::command::command_words;
+    pub use crate::ops::command_words;
 }

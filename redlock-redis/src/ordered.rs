@@ -44,9 +44,9 @@ use redis::Value;
 
 use redlock_core::backend::{Claim, Response, Token};
 
-use crate::plan::{receive, replies_to, send, write, write_release, Cut, Form, Planned, Read};
+use crate::ops::{write_release, Read, Via};
+use crate::plan::{receive, replies_to, send, write, Cut, Form, Planned};
 use crate::pool::{NodePool, Pooled};
-use crate::scripts::Via;
 use crate::session::{Conn, Failure};
 use crate::RedisNodeError;
 

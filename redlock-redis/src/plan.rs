@@ -1,17 +1,17 @@
-//! How each request goes to Redis: the commands it writes, how many replies
-//! they get, and how those are read; the two forms a request can take (the
-//! first try, and the fallback every server takes).
+//! Which operation ([`crate::ops`]) each request goes to Redis as, in
+//! which of the two forms a request can take (the first try, and the
+//! fallback every server takes); and sending a batch of them in one write
+//! and reading their replies.
 
 use redis::Value;
-use redlock_core::backend::{AcquireOutcome, Claim, Request, Response};
+use redlock_core::backend::{Claim, Request};
 use redlock_core::Ttl;
 
-use redlock_core::model::{Command, Outcome, Reply};
+use redlock_core::model::Command;
 
-use crate::command;
-use crate::scripts::{is_noscript, Via};
+use crate::ops::{self, set_nx, Read, Via};
 use crate::session::{Failure, Session};
-use crate::{RedisErrorKind, RELEASE_CHANNEL};
+use crate::RELEASE_CHANNEL;
 
 /// A request of a kind this backend knows, as it goes to the server.
 ///
@@ -21,16 +21,15 @@ use crate::{RedisErrorKind, RELEASE_CHANNEL};
 /// variants; the others are for exclusive claims only.
 #[derive(Clone, Copy)]
 pub(crate) enum Planned<'a> {
-    /// Acquire one key without fencing or waiting marks:
-    /// `SET key token NX PX ttl GET` (see [`Form::set_get`]); a key of
-    /// another type answers `WRONGTYPE` (which would otherwise look like
-    /// contention forever).
+    /// Acquire one key without fencing or waiting marks: [`set_nx`], in
+    /// the form [`Form::set_get`] says.
     SetNx {
         claim: &'a Claim,
         ttl: Ttl,
     },
     /// Acquire several keys, or with fencing, or for a caller waiting in
-    /// line (`queue`): the acquire script (the queued one with a queue).
+    /// line (`queue`): [`ops::acquire`] ([`ops::queued_acquire`] with a
+    /// queue).
     Acquire {
         claim: &'a Claim,
         ttl: Ttl,
@@ -47,9 +46,7 @@ pub(crate) enum Planned<'a> {
         claim: &'a Claim,
         at_least: u64,
     },
-    /// Acquire a shared claim (a reader): the shared acquire script, which
-    /// also reads the waiting marks (`queue`, if any, says whether to give
-    /// way to other managers' ones) but never writes one.
+    /// Acquire a shared claim (a reader): [`ops::shared_acquire`].
     SharedAcquire {
         claim: &'a Claim,
         ttl: Ttl,
@@ -149,7 +146,7 @@ impl<'a> Planned<'a> {
     /// How many replies its commands get.
     pub(crate) fn replies(&self, form: Form) -> usize {
         match self {
-            Planned::SetNx { .. } if !form.set_get => 2,
+            Planned::SetNx { .. } => set_nx::replies(form.set_get),
             _ => 1,
         }
     }
@@ -183,173 +180,39 @@ impl<'a> Planned<'a> {
 
     /// Appends its commands to `packed`, in `form`: the node model's
     /// command for the request ([`Command::of`], the mapping the in-memory
-    /// node uses too), written by [`command::write`]; a single-key acquire
-    /// in the fallback form as `SET ... NX PX` and `TYPE`.
+    /// node uses too), written by its operation ([`ops::write`]; a
+    /// single-key acquire by [`set_nx::write_acquire`], in its form).
     pub(crate) fn write(&self, packed: &mut Vec<u8>, form: Form) {
         let Some(command) = Command::of(&self.request(), RELEASE_CHANNEL.as_bytes()) else {
             return;
         };
         match command {
-            Command::SetNxGet { key, token, ttl_ms } if !form.set_get => {
-                command::write(packed, form.via, &Command::SetNx { key, token, ttl_ms });
-                let key = key.as_bytes();
-                command::write(packed, form.via, &Command::Type { key });
-            }
-            command => command::write(packed, form.via, &command),
+            Command::SetNxGet { .. } => set_nx::write_acquire(packed, form.set_get, &command),
+            command => ops::write(packed, form.via, &command),
         }
     }
 
-    /// Reads its replies from `replies`. A reply of the wrong shape fails the
-    /// whole call (and discards the connection): the replies may be out of
-    /// step.
+    /// Reads its replies from `replies`, by its operation ([`set_nx::read`],
+    /// [`ops::read`]). A reply of the wrong shape fails the whole call (and
+    /// discards the connection): the replies may be out of step.
     pub(crate) fn read(
         &self,
         replies: &mut impl Iterator<Item = Value>,
         form: Form,
     ) -> Result<Read, Failure> {
         if let Planned::SetNx { claim, .. } = *self {
-            let (key, _) = single(claim);
-            if form.set_get {
-                return read_set_get(key, replies.next());
-            }
-            return read_set_nx(key, replies.next(), replies.next());
+            let key = claim.keys().first().map_or("", String::as_str);
+            return set_nx::read(key, form.set_get, replies);
         }
         let reply = replies.next().unwrap_or(Value::Nil);
-        if let Value::ServerError(err) = reply {
-            return Ok(Read::Error(err.into()));
-        }
-        // The node model's reading of the reply, which the in-memory node
-        // uses too: one decoding per command.
-        let unexpected = || Failure::unexpected(self.script(), &reply);
-        let command =
-            Command::of(&self.request(), RELEASE_CHANNEL.as_bytes()).ok_or_else(unexpected)?;
-        let model = match &reply {
-            Value::Int(n) => Reply::Int(*n),
-            _ => return Err(unexpected()),
-        };
-        match command.outcome(model) {
-            Ok(Outcome::Done(response)) => Ok(Read::Done(response)),
-            Ok(Outcome::Released { held, waited }) => Ok(Read::Released { held, waited }),
-            Ok(Outcome::Refused(_)) | Err(_) => Err(unexpected()),
+        match Command::of(&self.request(), RELEASE_CHANNEL.as_bytes()) {
+            Some(command) => ops::read(&command, reply),
+            None => Err(Failure::unexpected(
+                "a request without an operation",
+                &reply,
+            )),
         }
     }
-
-    /// What the reply answers, for errors.
-    fn script(&self) -> &'static str {
-        match self {
-            Planned::SetNx { .. } => "SET NX PX",
-            Planned::Acquire { .. } | Planned::SharedAcquire { .. } => "the acquire script",
-            Planned::Extend { .. } => "the extend script",
-            Planned::SharedExtend { .. } => "the shared extend script",
-            Planned::Release { .. } | Planned::SharedRelease { .. } => "the release script",
-            Planned::RaiseFence { .. } => "the fencing script",
-            Planned::SharedRaiseFence { .. } => "the shared fencing script",
-        }
-    }
-}
-
-/// A single-key claim's key and token.
-fn single(claim: &Claim) -> (&str, &[u8]) {
-    let key = claim.keys().first().map_or("", String::as_str);
-    (key, claim.token().as_bytes())
-}
-
-/// Appends the release of `claim`, sent `via`: the compare-and-delete of
-/// an exclusive claim, the removal from the reader sets of a shared one.
-/// With `leave`, a claim that waited in line ([`Claim::queue`]) also takes
-/// its manager out of the keys' lines (a lock's own release; not the
-/// cleanup written behind acquires whose answers never came).
-pub(crate) fn write_release(packed: &mut Vec<u8>, claim: &Claim, via: Via, leave: bool) {
-    let channel = RELEASE_CHANNEL.as_bytes();
-    let Some(mut release) = Command::of(&Request::Release { claim }, channel) else {
-        return;
-    };
-    if let Command::Release { leave: manager, .. } | Command::SharedRelease { leave: manager, .. } =
-        &mut release
-    {
-        if !leave {
-            *manager = None;
-        }
-    }
-    command::write(packed, via, &release);
-}
-
-/// Reads the reply to [`Planned::SetNx`]'s `SET ... NX PX ... GET`.
-fn read_set_get(key: &str, set: Option<Value>) -> Result<Read, Failure> {
-    Ok(match set {
-        // Nothing was there: set.
-        Some(Value::Nil) => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
-        // The holder's token: refused.
-        Some(Value::BulkString(_)) => Read::Done(Response::Acquire(AcquireOutcome::HeldByOther)),
-        Some(Value::ServerError(err)) => {
-            let err = redis::RedisError::from(err);
-            if err.code() == Some("WRONGTYPE") {
-                Read::Wrong {
-                    kind: RedisErrorKind::WrongType,
-                    detail: format!("key {key:?} holds a value of another type, not a lock"),
-                }
-            } else {
-                Read::Error(err)
-            }
-        }
-        Some(other) => return Err(Failure::unexpected("SET NX PX GET", &other)),
-        None => return Err(Failure::unexpected("SET NX PX GET", &Value::Nil)),
-    })
-}
-
-/// Reads the replies to [`Planned::SetNx`]'s two commands in the old form.
-fn read_set_nx(key: &str, set: Option<Value>, kind: Option<Value>) -> Result<Read, Failure> {
-    let (Some(set), Some(kind)) = (set, kind) else {
-        return Err(Failure::unexpected("SET NX PX", &Value::Nil));
-    };
-    Ok(match set {
-        Value::ServerError(err) => Read::Error(err.into()),
-        Value::Okay => Read::Done(Response::Acquire(AcquireOutcome::Granted { fence: None })),
-        Value::Nil => match kind {
-            Value::SimpleString(t) if t == "string" || t == "none" => {
-                Read::Done(Response::Acquire(AcquireOutcome::HeldByOther))
-            }
-            Value::SimpleString(t) => Read::Wrong {
-                kind: RedisErrorKind::WrongType,
-                detail: format!("key {key:?} holds a {t}, not a lock"),
-            },
-            Value::ServerError(err) => Read::Error(err.into()),
-            other => return Err(Failure::unexpected("TYPE", &other)),
-        },
-        other => return Err(Failure::unexpected("SET NX PX", &other)),
-    })
-}
-
-/// A request's replies, read.
-pub(crate) enum Read {
-    Done(Response),
-    /// The release script's answer: whether every key held the token, and
-    /// whether a manager waited for a deleted one.
-    Released {
-        held: bool,
-        waited: bool,
-    },
-    /// The server's error reply to this request alone.
-    Error(redis::RedisError),
-    /// A reply that is an error for this request alone (a list at the key).
-    Wrong {
-        kind: RedisErrorKind,
-        detail: String,
-    },
-}
-
-impl Read {
-    /// Whether the server did nothing and the request must go again in the
-    /// fallback form: `NOSCRIPT` (the server did not have the script an
-    /// `EVALSHA` named), or a syntax error (a server older than 7.0 refusing
-    /// `SET` with both `NX` and `GET`).
-    pub(crate) fn must_retry(&self) -> bool {
-        matches!(self, Read::Error(err) if is_noscript(err) || is_syntax_error(err))
-    }
-}
-
-fn is_syntax_error(err: &redis::RedisError) -> bool {
-    err.code() == Some("ERR") && err.detail().is_some_and(|d| d.contains("syntax error"))
 }
 
 /// How requests are written.
@@ -469,11 +332,11 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::scripts::{
-        Arg, Keys, QUEUED_ACQUIRE, RAISE_FENCE, SHARED_ACQUIRE, SHARED_EXTEND, SHARED_RAISE_FENCE,
-        SHARED_RELEASE,
+    use crate::ops::{
+        write_release, Arg, Keys, QUEUED_ACQUIRE, RAISE_FENCE, SHARED_ACQUIRE, SHARED_EXTEND,
+        SHARED_RAISE_FENCE, SHARED_RELEASE,
     };
-    use redlock_core::backend::Token;
+    use redlock_core::backend::{AcquireOutcome, Response, Token};
     use redlock_core::Resources;
 
     /// A claim on `keys` with a fixed token (for this crate's tests).

@@ -60,7 +60,7 @@ impl ManageConnection for ConnectionManager {
     fn connect(&self) -> Result<Conn, RedisError> {
         self.health.state.lock().in_flight += 1;
         let result =
-            Wire::connect(&self.endpoint, self.timeout, &crate::scripts::preload()).map(Conn::new);
+            Wire::connect(&self.endpoint, self.timeout, &crate::ops::preload()).map(Conn::new);
         let mut state = self.health.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         state.finished += 1;

@@ -14,8 +14,9 @@ use redlock_core::backend::{
 use redlock_core::{NodeId, Ttl};
 
 use crate::builder::Target;
+use crate::ops::Read;
 use crate::ordered::{Begun, Ordered};
-use crate::plan::{Planned, Read};
+use crate::plan::Planned;
 use crate::pool::NodePool;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{ErrorKind, Parser, RedisError, ServerErrorKind, Value};
 
-use crate::scripts::Resp;
+use crate::ops::Resp;
 use crate::version::{judge_hello, ServerFacts};
 
 /// The most bytes one reply may take, with the push data (RESP3 `>`) the
@@ -476,7 +476,7 @@ impl Wire {
     /// each address in turn, TLS handshake: all of it), then authenticates,
     /// selects the database, names the client and loads `scripts` (a
     /// Sentinel or another server without scripting fails here, see
-    /// [`crate::scripts::preload`]) in one round trip bounded by `timeout`
+    /// [`crate::ops::preload`]) in one round trip bounded by `timeout`
     /// again.
     pub(crate) fn connect(
         endpoint: &Endpoint,

@@ -10,7 +10,7 @@ use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Request, Respons
 use redlock_core::Ttl;
 
 use super::{backend, claim, mark, ttl, Server, GRANTED};
-use crate::scripts::READERS_MARKER;
+use crate::ops::READERS_MARKER;
 use crate::{RedisErrorKind, FENCE_SUFFIX, READERS_SUFFIX, RELEASE_CHANNEL};
 
 const REFUSED: AcquireOutcome = AcquireOutcome::HeldByOther;
@@ -49,7 +49,7 @@ impl Server {
             local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
             if s and tonumber(s) > now then return 1 end return 0";
         let mut packed = Vec::new();
-        crate::scripts::Resp(&mut packed)
+        crate::ops::Resp(&mut packed)
             .command(5)
             .bulk(b"EVAL")
             .bulk(LIVE.as_bytes())

@@ -1,0 +1,126 @@
+//! Raise the fencing counters of a held exclusive claim: the fencing script.
+//!
+//! A Lua script that raises each counter `R␟fence` to at least a value
+//! (the quorum's largest), only while every key holds the token.
+//!
+//! Must equal the node model's
+//! [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) (its twin:
+//! `fn raise_fence` in `redlock-core/src/model/scripts.rs`): the differential
+//! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
+//! it on every server kind, and this file's test decodes the model's own
+//! replies to it with [`read`].
+
+use std::sync::LazyLock;
+
+use redis::Value;
+use redlock_core::model::Command;
+
+use super::script::{Arg, Keys, LuaScript, Via};
+use super::Read;
+use crate::session::Failure;
+
+/// The node model's command this operation must equal (checked by the
+/// test below against [`Command::of`]'s choice and the model's replies).
+#[cfg(test)]
+pub(crate) const MODEL: &str = "RaiseFence";
+
+/// What its reply answers, in errors.
+const WHAT: &str = "the fencing script";
+
+/// Raises each fencing counter to at least a value, only if every lock key
+/// holds our token. `KEYS[1..n]`: lock keys, `KEYS[n+1..2n]`: counters.
+/// `ARGV`: token, the value as a canonical decimal (compared exactly, as
+/// text, not as a Lua double). Returns 1 if the keys were held, else 0.
+///
+/// The node model's [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) must equal it
+/// (its twin: `fn raise_fence` in `redlock-core/src/model/scripts.rs`; the
+/// differential tests prove it on every server kind).
+const RAISE_FENCE_LUA: &str = concat!(
+    r"
+local n = #KEYS / 2
+",
+    check_format!(),
+    r"
+for i = 1, n do
+  if redis.call('GET', KEYS[i]) ~= ARGV[1] then
+    return 0
+  end
+end
+local current = {}
+for i = n + 1, #KEYS do
+  local v = redis.call('GET', KEYS[i]) or '0'
+  if not string.match(v, '^%d+$') then
+    return redis.error_reply('WRONGTYPE a fencing counter holds something else')
+  end
+  current[i] = (string.gsub(v, '^0+(%d)', '%1'))
+end
+local want = ARGV[2]
+if #want > 16 or (#want == 16 and want > '9007199254740991') then
+  return redis.error_reply('FENCEMAX a fencing counter cannot hold that value')
+end
+for i = n + 1, #KEYS do
+  local cur = current[i]
+  if #cur < #want or (#cur == #want and cur < want) then
+    redis.call('SET', KEYS[i], want)
+  end
+end
+return 1
+"
+);
+
+pub(crate) static RAISE_FENCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(RAISE_FENCE_LUA));
+
+/// Appends the call of the script for `command` (a
+/// [`Command::RaiseFence`]; any other is not written), sent `via`: the
+/// lock keys, then their counters; token, the value in decimal.
+pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
+    let Command::RaiseFence {
+        keys: locks,
+        token,
+        at_least,
+    } = *command
+    else {
+        return;
+    };
+    let keys = Keys {
+        locks,
+        readers: false,
+        counters: true,
+        marks: false,
+    };
+    let args = [Arg::Bytes(token), Arg::Int(at_least)];
+    RAISE_FENCE.write(packed, via, keys, &args);
+}
+
+/// Reads its reply, an integer, as the model reads it
+/// ([`Command::outcome`]): 1 held (and raised), 0 not.
+pub(super) fn read(command: &Command<'_>, reply: Value) -> Result<Read, Failure> {
+    super::read_int(WHAT, command, reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::pairing::{claim, claim_by, replay, ttl};
+    use redlock_core::backend::Request;
+
+    #[test]
+    fn reads_the_models_replies_to_its_command() {
+        let (a, b) = (claim(&["a"]), claim_by(&["a"], 8));
+        let acquire = Request::Acquire {
+            claim: &a,
+            ttl: ttl(),
+            fence: true,
+        };
+        let raise = |claim| Request::RaiseFence { claim, at_least: 9 };
+        replay(
+            MODEL,
+            &[
+                (acquire, "Acquire(Granted { fence: Some(1) })"),
+                (raise(&a), "Held(true)"),
+                (raise(&b), "Held(false)"),
+            ],
+        );
+    }
+}
