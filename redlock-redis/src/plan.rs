@@ -278,7 +278,7 @@ pub(crate) fn write(
     })
 }
 
-/// The second half of [`send`]: reads the replies to what [`write`] sent
+/// The second half of [`send`]: reads the replies to what [`write()`] sent
 /// (`sent` is how the write went, and how reading went so far when
 /// `replies` holds the first replies, read before).
 pub(crate) fn receive(
@@ -332,20 +332,12 @@ pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
+    pub(crate) use crate::ops::pairing::claim;
     use crate::ops::{
         write_release, Arg, Keys, QUEUED_ACQUIRE, RAISE_FENCE, SHARED_ACQUIRE, SHARED_EXTEND,
         SHARED_RAISE_FENCE, SHARED_RELEASE,
     };
-    use redlock_core::backend::{AcquireOutcome, Response, Token};
-    use redlock_core::Resources;
-
-    /// A claim on `keys` with a fixed token (for this crate's tests).
-    pub(crate) fn claim(keys: &[&str]) -> Claim {
-        Claim::new(
-            Resources::new(keys.iter().copied()).expect("keys"),
-            Token::from_bytes([7; 20]),
-        )
-    }
+    use redlock_core::backend::{AcquireOutcome, Response};
 
     fn written(planned: Planned<'_>, form: Form) -> Vec<u8> {
         let mut packed = Vec::new();

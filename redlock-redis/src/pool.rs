@@ -4,7 +4,7 @@
 //!
 //! The pool only connects and hands out idle connections; which connection a
 //! call must use (the one that still owes replies, if any) is decided in
-//! [`crate::line`].
+//! [`crate::ordered`].
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -265,7 +265,7 @@ impl NodePool {
     }
 
     /// Runs `op` on a pooled connection, all within `deadline` (for this
-    /// module's tests; calls go through [`crate::line`]).
+    /// module's tests; calls go through [`crate::ordered`]).
     #[cfg(test)]
     fn run<T>(
         &self,

@@ -40,63 +40,27 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// # Commands and keys
 ///
 /// A lock on resource `R` is the Redis string key `R` (no prefix is added)
-/// holding the lock's 20 random token bytes, with a millisecond TTL.
+/// holding the lock's 20 random token bytes, with a millisecond TTL. Its
+/// helper keys sit beside it: the fencing counter `R␟fence` (see
+/// [`FENCE_SUFFIX`]; counters have no TTL and are never deleted), the
+/// waiting line `R␟waiting` of managers waiting for it (see
+/// [`WAIT_SUFFIX`]), the readers of a [`RwLock`](crate::RwLock) `R␟readers`
+/// (see [`READERS_SUFFIX`]; while it has readers, `R` holds the marker
+/// `redlock:readers`, never a token) and the format key `R␟format` (see
+/// [`FORMAT_SUFFIX`]; a lock key whose format key says another wire format
+/// is refused with [`RedisErrorKind::WireFormat`], having written nothing).
 ///
-/// - Acquire one resource without fencing: `SET R token NX PX ttl GET`, one
-///   command: nil when it was set, the holder's token when it was refused,
-///   and a `WRONGTYPE` error ([`RedisErrorKind::WrongType`]) for a key of
-///   another type. A server older than Redis 7.0 refuses `NX` with `GET` as
-///   a syntax error (having done nothing); the backend then sends
-///   `SET R token NX PX ttl` followed by `TYPE R` in the same write, for
-///   that request and from then on.
-/// - Acquire several resources, or with fencing: one Lua script that sets
-///   every key or none; with fencing it also `INCR`s each resource's
-///   counter `R␟fence` (see [`FENCE_SUFFIX`]; counters have no TTL and are
-///   never deleted) and returns the largest.
-/// - Acquire for a caller that waits in line (a claim with
-///   [`Claim::queue`]): one Lua script that also keeps the resources'
-///   *waiting marks* `R␟waiting` (see [`WAIT_SUFFIX`]), each holding one
-///   manager's id for [`Queued::mark_ttl`](redlock_core::backend::Queued::mark_ttl).
-///   When the claim [yields](redlock_core::backend::Queued::yields) and any mark
-///   holds another manager's id, it refuses and changes nothing; else, when
-///   any lock key exists, it refuses and marks every resource with its own
-///   manager's id; else it grants as the plain acquire does (counters
-///   included) and deletes the marks that hold its manager's id. Marks
-///   never make a node grant what it would refuse otherwise. Claims
-///   without a queue never touch marks (and a single key still goes by
-///   `SET ... NX PX ... GET`).
-/// - Release: a Lua compare-and-delete over all keys; extend: a Lua
-///   compare-and-`PEXPIRE`, all keys or none; raising fencing counters: a Lua
-///   script that acts only while every key holds the token.
-/// - Shared claims (the readers of a [`RwLock`](crate::RwLock), see
-///   [`Claim::shared`]): the readers of `R` are the sorted set `R␟readers`
-///   (see [`READERS_SUFFIX`]), each member a reader's token scored by its
-///   expiry in ms on the server's clock (`TIME`). While any reader lives,
-///   `R` itself holds the 15-byte marker `redlock:readers` (never a
-///   token), and `R` and `R␟readers` expire with the latest reader. So
-///   every exclusive command above refuses or ignores `R` while it has
-///   readers, unchanged: `SET NX` and the acquire scripts see it held, and
-///   release, extend and fencing raises never find their token in it. Four
-///   more scripts, all keys or none: the shared acquire gives way (changing
-///   nothing) to a waiting mark that names another manager still waiting,
-///   refuses while `R` holds anything but the marker (a writer), else
-///   drops the expired readers, adds its token for the TTL, sets the
-///   marker and both expiries, and with fencing bumps `R␟fence` as the
-///   exclusive acquire does; it never leaves a mark. Extend and fencing
-///   raises act only when every `R` holds the marker and has the token
-///   among its live readers. Release removes the token; a key left
-///   without readers loses `R␟readers` and the marker, and its first
-///   waiting manager is told as for an exclusive release. Nothing but the
-///   counter stays once the last reader left.
-/// - Wire format: every script that acquires or joins state (the acquire
-///   and queued acquire, the shared acquire, both fence raises) first
-///   `GET`s the format key of each lock key, `R␟format` (see
-///   [`FORMAT_SUFFIX`]; a permit reads its semaphore's), and refuses with
-///   `WIREFORMAT` ([`RedisErrorKind::WireFormat`]), having written nothing,
-///   unless it is absent or holds this version's
-///   [`WIRE_FORMAT`](redlock_core::keys::WIRE_FORMAT), `1`. Nothing here
-///   writes it; release, extend and `SET ... NX` never read it (see
-///   [`keys`](crate::keys), Versions).
+/// Acquiring one resource without fencing or a waiting line is
+/// `SET R token NX PX ttl GET`, one command (a key of another type
+/// answers [`RedisErrorKind::WrongType`]); a server older than Redis 7.0
+/// gets `SET R token NX PX ttl` and `TYPE R` instead. Everything else is
+/// one Lua script per operation, all keys or none: acquire (with fencing,
+/// incrementing the counters), acquire while waiting in line, release
+/// (compare-and-delete), extend (compare-and-`PEXPIRE`), raising the
+/// fencing counters, and the same four for a reader. Each operation, with
+/// its script, its keys and arguments and how its reply is read, is one
+/// file in `redlock-redis/src/ops/`, next to the command of the node model
+/// ([`redlock_core::model::Command`]) that it must equal.
 ///
 /// Scripts are hashed once per process and sent by `EVALSHA`. Each new
 /// connection first loads them (`SCRIPT LOAD`, in the round trip that also
@@ -342,7 +306,7 @@ impl RedisBackend {
 
 impl RedisBackend {
     /// Runs `planned` within one node timeout, in order behind whatever the
-    /// node still owes (see [`crate::line`]): one result per request. Calls
+    /// node still owes (see [`crate::ordered`]): one result per request. Calls
     /// take turns; one that cannot have its turn within the node timeout
     /// fails with [`RedisErrorKind::Timeout`].
     fn run_planned(&self, planned: &[Planned<'_>]) -> Vec<Result<Read, RedisNodeError>> {

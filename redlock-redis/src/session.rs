@@ -76,7 +76,7 @@ impl Failure {
     /// for its command (the replies may be out of step). Not after a clean
     /// error reply, a deadline that ran out before sending, a wrong-type
     /// finding, or a timeout (the node may still run what it was sent, so
-    /// the connection must be kept in order, see [`crate::line`]). After a
+    /// the connection must be kept in order, see [`crate::ordered`]). After a
     /// [`Failure::Stalled`] it can.
     pub(crate) fn breaks_connection(&self) -> bool {
         match self {

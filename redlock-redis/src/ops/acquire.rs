@@ -8,7 +8,7 @@
 //! in line by [`queued_acquire`](super::queued_acquire).)
 //!
 //! Must equal the node model's
-//! [`Command::Acquire`](redlock_core::model::Command::Acquire) (its twin:
+//! [`Command::Acquire`] (its twin:
 //! `fn acquire` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -38,10 +38,6 @@ const WHAT: &str = "the acquire script";
 /// fencing counters. `ARGV`: token, TTL in ms, `n`.
 /// Returns -1 when a lock key exists, else the largest counter after the
 /// increment (0 without fencing).
-///
-/// The node model's [`Command::Acquire`](redlock_core::model::Command::Acquire) must equal it
-/// (its twin: `fn acquire` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const ACQUIRE_LUA: &str = concat!(
     r"
 local n = tonumber(ARGV[3])

@@ -3,7 +3,7 @@
 //! A Lua compare-and-`PEXPIRE`, all keys or none.
 //!
 //! Must equal the node model's
-//! [`Command::Extend`](redlock_core::model::Command::Extend) (its twin:
+//! [`Command::Extend`] (its twin:
 //! `fn extend` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -28,10 +28,6 @@ const WHAT: &str = "the extend script";
 
 /// Resets the TTL of every lock key, only if all hold our token.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
-///
-/// The node model's [`Command::Extend`](redlock_core::model::Command::Extend) must equal it
-/// (its twin: `fn extend` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const EXTEND_LUA: &str = r"
 for i = 1, #KEYS do
   if redis.call('GET', KEYS[i]) ~= ARGV[1] then

@@ -20,7 +20,7 @@
 //! `EVAL` fallback on `NOSCRIPT`, and the RESP writer), [`lua`] (the Lua
 //! fragments several scripts share), [`setup`] (plain commands only the
 //! differential tests send); here, the dispatch from a model command to
-//! its operation ([`write`], [`read`]), the scripts a new connection loads
+//! its operation ([`write()`], [`read()`]), the scripts a new connection loads
 //! ([`preload`]) and what a read reply is ([`Read`]). Which operation a
 //! request goes as, and in which form, is `crate::plan`'s.
 //!
@@ -39,12 +39,28 @@
 //! is another's helper key in one command; checked by the differential
 //! tests).
 //!
+//! # Shared claims
+//!
+//! Shared claims (the readers of a [`RwLock`](crate::RwLock), see
+//! [`Claim::shared`](redlock_core::backend::Claim::shared)): the readers
+//! of `R` are the sorted set `R␟readers` (see
+//! [`READERS_SUFFIX`](crate::READERS_SUFFIX)), each member a reader's
+//! token scored by its expiry in ms on the server's clock (`TIME`). While
+//! any reader lives, `R` itself holds the 15-byte marker `redlock:readers`
+//! (`READERS_MARKER` here, never a token), and `R` and `R␟readers` expire
+//! with the latest reader. So every exclusive operation refuses or ignores
+//! `R` while it has readers, unchanged: `SET NX` and the acquire scripts
+//! see it held, and release, extend and fencing raises never find their
+//! token in it. Four more operations ([`shared_acquire`],
+//! [`shared_extend`], [`shared_release`], [`shared_raise_fence`]) act on
+//! all keys or none.
+//!
 //! # Wire format
 //!
 //! Every script that acquires or joins state (the acquire and queued
 //! acquire, the shared acquire, both fence raises) first `GET`s the format
 //! key of each lock key, `R␟format` (a permit reads its semaphore's), and
-//! refuses with `WIREFORMAT` ([`RedisErrorKind::WireFormat`](crate::RedisErrorKind::WireFormat)),
+//! refuses with `WIREFORMAT` ([`RedisErrorKind::WireFormat`]),
 //! having written nothing, unless it is absent or holds this version's
 //! [`WIRE_FORMAT`](redlock_core::keys::WIRE_FORMAT), `1` (the fragment
 //! `check_format!` in [`lua`]). Nothing here writes it; release, extend

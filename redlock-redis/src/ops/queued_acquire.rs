@@ -8,7 +8,7 @@
 //! queue never touch marks.
 //!
 //! Must equal the node model's
-//! [`Command::QueuedAcquire`](redlock_core::model::Command::QueuedAcquire) (its twin:
+//! [`Command::QueuedAcquire`] (its twin:
 //! `fn queued_acquire` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -55,10 +55,6 @@ const WHAT: &str = "the acquire script";
 /// (0 without fencing), keeping its place in the keys' lines: when the
 /// round failed on other nodes, the lines still agree across nodes for
 /// the next one. The lock's release leaves them ([`release`](super::release)).
-///
-/// The node model's [`Command::QueuedAcquire`](redlock_core::model::Command::QueuedAcquire) must equal it
-/// (its twin: `fn queued_acquire` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const QUEUED_ACQUIRE_LUA: &str = concat!(
     is_line!(),
     r"

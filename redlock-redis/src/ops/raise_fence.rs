@@ -4,7 +4,7 @@
 //! (the quorum's largest), only while every key holds the token.
 //!
 //! Must equal the node model's
-//! [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) (its twin:
+//! [`Command::RaiseFence`] (its twin:
 //! `fn raise_fence` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -31,10 +31,6 @@ const WHAT: &str = "the fencing script";
 /// holds our token. `KEYS[1..n]`: lock keys, `KEYS[n+1..2n]`: counters.
 /// `ARGV`: token, the value as a canonical decimal (compared exactly, as
 /// text, not as a Lua double). Returns 1 if the keys were held, else 0.
-///
-/// The node model's [`Command::RaiseFence`](redlock_core::model::Command::RaiseFence) must equal it
-/// (its twin: `fn raise_fence` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const RAISE_FENCE_LUA: &str = concat!(
     r"
 local n = #KEYS / 2

@@ -2,12 +2,12 @@
 //!
 //! A Lua compare-and-delete over all keys, which also tells the first
 //! manager waiting for a freed key (Pub/Sub on its own channel,
-//! [`RELEASE_CHANNEL`](crate::RELEASE_CHANNEL)`:<id>`). [`write_release`]
+//! [`RELEASE_CHANNEL`]`:<id>`). [`write_release`]
 //! also writes the release of a shared claim
 //! ([`shared_release`](super::shared_release)).
 //!
 //! Must equal the node model's
-//! [`Command::Release`](redlock_core::model::Command::Release) (its twin:
+//! [`Command::Release`] (its twin:
 //! `fn release` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -55,10 +55,6 @@ const WHAT: &str = "the release script";
 /// one key, the common case, takes a path of its own that builds no table
 /// and runs no loop over the keys: the same replies for less server time
 /// per release (measured in docs/benchmarks.md).
-///
-/// The node model's [`Command::Release`](redlock_core::model::Command::Release) must equal it
-/// (its twin: `fn release` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const RELEASE_LUA: &str = concat!(
     is_line!(),
     r"

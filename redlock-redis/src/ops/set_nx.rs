@@ -11,9 +11,9 @@
 //! on (the fallback form: two replies).
 //!
 //! Must equal the node model's
-//! [`Command::SetNxGet`](redlock_core::model::Command::SetNxGet), and in
-//! the fallback form [`Command::SetNx`](redlock_core::model::Command::SetNx)
-//! then [`Command::Type`](redlock_core::model::Command::Type): the
+//! [`Command::SetNxGet`], and in
+//! the fallback form [`Command::SetNx`]
+//! then [`Command::Type`]: the
 //! differential tests (`tests/tests/integration/differential.rs`) send
 //! them to every server kind, and this file's test decodes the model's own
 //! replies to them with [`read`].

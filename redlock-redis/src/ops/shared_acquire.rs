@@ -1,24 +1,17 @@
 //! Acquire a shared claim (a reader): the shared acquire script.
 //!
-//! Shared claims (the readers of a [`RwLock`](crate::RwLock), see
-//! [`Claim::shared`](redlock_core::backend::Claim::shared)): the readers
-//! of `R` are the sorted set `R␟readers` (see
-//! [`READERS_SUFFIX`](crate::READERS_SUFFIX)), each member a reader's
-//! token scored by its expiry in ms on the server's clock (`TIME`). While
-//! any reader lives, `R` itself holds the 15-byte marker `redlock:readers`
-//! ([`READERS_MARKER`](super::READERS_MARKER), never a token), and `R`
-//! and `R␟readers` expire with the latest reader. So every exclusive
-//! operation refuses or ignores `R` while it has readers, unchanged.
+//! A reader's keys and marker: see [Shared claims](super#shared-claims).
 //!
-//! The shared acquire gives way (changing nothing) to a waiting mark that
-//! names another manager's writer still waiting, refuses while `R` holds
-//! anything but the marker (a writer), else drops the expired readers,
-//! adds its token for the TTL, sets the marker and both expiries, and with
-//! fencing bumps `R␟fence` as the exclusive acquire does. One key without
+//! The shared acquire refuses while `R` holds anything but the marker (a
+//! writer), and gives way to a live writer of another manager ahead of it
+//! in a key's line (then it waits in the lines, as the script's doc below
+//! says); else it drops the expired readers, adds its token for the TTL,
+//! sets the marker and both expiries, and with fencing bumps `R␟fence` as
+//! the exclusive acquire does. One key without
 //! fencing is still this script, never `SET NX`.
 //!
 //! Must equal the node model's
-//! [`Command::SharedAcquire`](redlock_core::model::Command::SharedAcquire) (its twin:
+//! [`Command::SharedAcquire`] (its twin:
 //! `fn shared_acquire` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -69,10 +62,6 @@ const WHAT: &str = "the acquire script";
 /// the counters as [`acquire`](super::acquire) does; returns the
 /// largest counter (0 without fencing), keeping its place in the lines
 /// until the read's release leaves them.
-///
-/// The node model's [`Command::SharedAcquire`](redlock_core::model::Command::SharedAcquire) must equal it
-/// (its twin: `fn shared_acquire` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const SHARED_ACQUIRE_LUA: &str = concat!(
     is_line!(),
     r"

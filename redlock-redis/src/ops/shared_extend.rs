@@ -1,20 +1,12 @@
 //! Extend a shared claim: the shared extend script.
 //!
-//! Shared claims (the readers of a [`RwLock`](crate::RwLock), see
-//! [`Claim::shared`](redlock_core::backend::Claim::shared)): the readers
-//! of `R` are the sorted set `R␟readers` (see
-//! [`READERS_SUFFIX`](crate::READERS_SUFFIX)), each member a reader's
-//! token scored by its expiry in ms on the server's clock (`TIME`). While
-//! any reader lives, `R` itself holds the 15-byte marker `redlock:readers`
-//! ([`READERS_MARKER`](super::READERS_MARKER), never a token), and `R`
-//! and `R␟readers` expire with the latest reader. So every exclusive
-//! operation refuses or ignores `R` while it has readers, unchanged.
+//! A reader's keys and marker: see [Shared claims](super#shared-claims).
 //!
 //! Acts only when every `R` holds the marker and has the token among its
 //! live readers.
 //!
 //! Must equal the node model's
-//! [`Command::SharedExtend`](redlock_core::model::Command::SharedExtend) (its twin:
+//! [`Command::SharedExtend`] (its twin:
 //! `fn shared_extend` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -43,10 +35,6 @@ const WHAT: &str = "the shared extend script";
 ///
 /// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their reader sets.
 /// `ARGV`: token, TTL in ms. Returns 1 if it did, else 0.
-///
-/// The node model's [`Command::SharedExtend`](redlock_core::model::Command::SharedExtend) must equal it
-/// (its twin: `fn shared_extend` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const SHARED_EXTEND_LUA: &str = concat!(
     r"
 local n = #KEYS / 2

@@ -1,14 +1,6 @@
 //! Release a shared claim: the shared release script.
 //!
-//! Shared claims (the readers of a [`RwLock`](crate::RwLock), see
-//! [`Claim::shared`](redlock_core::backend::Claim::shared)): the readers
-//! of `R` are the sorted set `R␟readers` (see
-//! [`READERS_SUFFIX`](crate::READERS_SUFFIX)), each member a reader's
-//! token scored by its expiry in ms on the server's clock (`TIME`). While
-//! any reader lives, `R` itself holds the 15-byte marker `redlock:readers`
-//! ([`READERS_MARKER`](super::READERS_MARKER), never a token), and `R`
-//! and `R␟readers` expire with the latest reader. So every exclusive
-//! operation refuses or ignores `R` while it has readers, unchanged.
+//! A reader's keys and marker: see [Shared claims](super#shared-claims).
 //!
 //! Removes the token; a key left without readers loses `R␟readers` and the
 //! marker, and its first waiting manager is told as for an exclusive
@@ -16,7 +8,7 @@
 //! once the last reader left.
 //!
 //! Must equal the node model's
-//! [`Command::SharedRelease`](redlock_core::model::Command::SharedRelease) (its twin:
+//! [`Command::SharedRelease`] (its twin:
 //! `fn shared_release` in `redlock-core/src/model/scripts.rs`): the differential
 //! tests (`tests/tests/integration/differential.rs`) prove the Lua equal to
 //! it on every server kind, and this file's test decodes the model's own
@@ -55,10 +47,6 @@ const WHAT: &str = "the release script";
 /// Returns as [`release`](super::release): 1 when every key had
 /// the token among its live readers (and held the marker), else 0, plus 2
 /// when a manager waited for a freed key.
-///
-/// The node model's [`Command::SharedRelease`](redlock_core::model::Command::SharedRelease) must equal it
-/// (its twin: `fn shared_release` in `redlock-core/src/model/scripts.rs`; the
-/// differential tests prove it on every server kind).
 const SHARED_RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
