@@ -20,6 +20,8 @@
 //! - [`Lease`]: what a holder knows of its lock: validity, loss, and how
 //!   extend and release rounds change them.
 //! - [`Keep`]: the keep-alive schedule and its bounds.
+//! - [`Kept`]: the releases a node failed, kept and tried again until
+//!   their keys expire.
 //! - [`Lines`]: the local lines of callers of one manager waiting for the
 //!   same resources, the hand-off and its bound on local passing.
 //! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
@@ -64,6 +66,7 @@
 mod acquire;
 mod hand;
 mod keep;
+mod kept;
 mod lease;
 mod line;
 mod round;
@@ -77,6 +80,7 @@ pub use crate::events::{RoundKind, RoundRecord};
 pub use acquire::{Acquire, Acquired};
 pub use hand::HandOff;
 pub use keep::{Keep, KeepStep};
+pub use kept::{Kept, Retry, FIRST_RETRY, KEPT_RELEASES, LAST_RETRY};
 pub use lease::Lease;
 pub use line::{Handing, Joined, Lines, Look, Waiting};
 pub(crate) use round::Round;

@@ -10,15 +10,13 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crate::decide::deadline::later;
+use std::time::Instant;
 
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
 use crate::backend::Started;
-use crate::engine::{Message, RoundId};
+use crate::engine::{self, Message, Retry, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::runtime::mailbox::Inbox;
 use crate::{Claim, LockBackend, NodeFailure, NodeId, Request, Response, SpawnError, Ttl};
@@ -36,92 +34,28 @@ pub(crate) struct Job<E> {
     pub(crate) retry: Option<Retry>,
 }
 
-/// How a release that failed before is tried again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Retry {
-    give_up: Instant,
-    pause: Duration,
-    /// Its place among the node's failed releases, oldest first.
-    seq: u64,
-}
+/// The failed releases one node's worker keeps for another try: the
+/// engine's [`engine::Kept`] over what it takes to send one again.
+type Kept = engine::Kept<(Arc<Claim>, Ttl)>;
 
-/// A release that failed, kept for another try.
-struct Retained {
-    claim: Arc<Claim>,
-    ttl: Ttl,
-    /// When every key the release could delete has surely expired.
-    give_up: Instant,
-    next_try: Instant,
-    /// The pause before the next try, doubled after each failure.
-    pause: Duration,
-    /// Numbers the node's failed releases in the order they first failed.
-    seq: u64,
-}
-
-/// The first pause before a failed release is tried again.
-const FIRST_RETRY: Duration = Duration::from_millis(10);
-/// The longest pause between two tries of a failed release.
-const LAST_RETRY: Duration = Duration::from_secs(1);
-
-/// The most failed releases one node's worker keeps for another try (the
-/// figure [`Event::ReleasesDropped`] and `NodeStats::releases_dropped`
-/// document): past it, the oldest is dropped and its keys on the node are
-/// left to their TTL. Without a bound, a node down under steady churn
-/// would keep rate x TTL of them.
-const KEPT_RELEASES: usize = 4096;
-
-/// The releases one node failed, kept for another try until every key they
-/// could delete has expired: at most [`KEPT_RELEASES`], the oldest dropped
-/// first.
-#[derive(Default)]
-struct Kept {
-    releases: Vec<Retained>,
-    /// The number the next release to fail gets.
-    next_seq: u64,
-    /// Releases kept at their first failure since the last [`Kept::report`].
-    kept: u64,
-    /// Releases dropped since the last [`Kept::report`].
-    dropped: u64,
-}
-
-impl Kept {
-    /// Keeps `release`, dropping the oldest kept one when that makes one
-    /// too many (`release` itself, if it is the oldest).
-    fn keep(&mut self, release: Retained) {
-        self.releases.push(release);
-        if self.releases.len() > KEPT_RELEASES {
-            let oldest = self
-                .releases
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, r)| r.seq)
-                .map(|(i, _)| i);
-            if let Some(oldest) = oldest {
-                self.releases.swap_remove(oldest);
-                self.dropped += 1;
-            }
-        }
+/// Reports the releases `kept` kept and dropped since the last report,
+/// each count in one event (on the worker thread, with no lock held).
+fn report(kept: &mut Kept, watch: &Watch) {
+    let count = kept.take_kept();
+    if count > 0 {
+        watch.counters.releases_kept(count);
+        watch.observer.emit(|| Event::ReleasesKept {
+            node: &watch.id,
+            count,
+        });
     }
-
-    /// Counts the releases kept and dropped since the last report and sends
-    /// each count in one event (on the worker thread, with no lock held).
-    fn report(&mut self, watch: &Watch) {
-        let kept = std::mem::take(&mut self.kept);
-        if kept > 0 {
-            watch.counters.releases_kept(kept);
-            watch.observer.emit(|| Event::ReleasesKept {
-                node: &watch.id,
-                count: kept,
-            });
-        }
-        let count = std::mem::take(&mut self.dropped);
-        if count > 0 {
-            watch.counters.releases_dropped(count);
-            watch.observer.emit(|| Event::ReleasesDropped {
-                node: &watch.id,
-                count,
-            });
-        }
+    let count = kept.take_dropped();
+    if count > 0 {
+        watch.counters.releases_dropped(count);
+        watch.observer.emit(|| Event::ReleasesDropped {
+            node: &watch.id,
+            count,
+        });
     }
 }
 
@@ -497,15 +431,15 @@ impl<E> Job<E> {
 /// the rest in arrival order in batches of at most [`MAX_BATCH`], until the
 /// manager is gone and the queue is empty. A flush splits the batch: it is
 /// answered once everything before it ran, as caught up only when no failed
-/// release is still kept. Failed releases are kept ([`Kept`], at most
-/// [`KEPT_RELEASES`]) and tried again (ahead of the next batch once due, or
+/// release is still kept. Failed releases are kept ([`engine::Kept`], at most
+/// [`engine::KEPT_RELEASES`]) and tried again (ahead of the next batch once due, or
 /// on their own when the worker is idle) until the node answers them or
 /// every key they could delete has expired.
 fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
     let mut jobs = Vec::with_capacity(MAX_BATCH);
     let mut segment = Vec::with_capacity(MAX_BATCH);
     let mut results = Vec::with_capacity(MAX_BATCH);
-    let mut retained = Kept::default();
+    let mut retained = Kept::new();
     loop {
         {
             // Spin and yield briefly before parking, as a channel would: the
@@ -520,7 +454,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
                 if !state.jobs.is_empty() {
                     break;
                 }
-                let next_try = retained.releases.iter().map(|r| r.next_try).min();
+                let next_try = retained.next_due();
                 if state.closed {
                     // Keep trying the failed releases until the shutdown
                     // deadline, then leave them to their TTL.
@@ -552,7 +486,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
         let taken = jobs.len();
         let now = Instant::now();
         // Failed releases that are due go first, ahead of newer requests.
-        retry_due(&mut retained, now, &mut segment);
+        segment.extend(retained.take_due(now).into_iter().map(into_job));
         for job in jobs.drain(..) {
             if skippable(job.message) && now > job.stale_after {
                 watch.counters.queued_past_deadline();
@@ -563,9 +497,10 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
                 run_segment(backend, &mut segment, &mut results, &mut retained, watch);
                 // Whatever is still kept gets one more try now: a flush
                 // reports whether the node has caught up.
-                retry_all(&mut retained, &mut segment);
+                let now = Instant::now();
+                segment.extend(retained.take_all(now).into_iter().map(into_job));
                 run_segment(backend, &mut segment, &mut results, &mut retained, watch);
-                let caught_up = retained.releases.is_empty();
+                let caught_up = retained.is_empty();
                 job.answer(if caught_up {
                     Ok(Response::Held(true))
                 } else {
@@ -585,50 +520,19 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
         if jobs.capacity() > MAX_BATCH {
             jobs = Vec::with_capacity(MAX_BATCH);
         }
-        let kept = &mut retained.releases;
-        if kept.capacity() > MAX_BATCH && kept.len() < MAX_BATCH / 4 {
-            kept.shrink_to(MAX_BATCH);
-        }
+        retained.shrink(MAX_BATCH);
     }
 }
 
-/// Moves the kept releases that are due into `segment`, dropping those
-/// whose keys have surely expired.
-fn retry_due<E>(retained: &mut Kept, now: Instant, segment: &mut Vec<Job<E>>) {
-    let retained = &mut retained.releases;
-    retained.retain(|r| now < r.give_up);
-    let mut i = 0;
-    while i < retained.len() {
-        if retained[i].next_try <= now {
-            segment.push(retained.swap_remove(i).into_job());
-        } else {
-            i += 1;
-        }
-    }
-}
-
-/// Moves every kept release into `segment`.
-fn retry_all<E>(retained: &mut Kept, segment: &mut Vec<Job<E>>) {
-    let now = Instant::now();
-    let retained = &mut retained.releases;
-    retained.retain(|r| now < r.give_up);
-    segment.extend(retained.drain(..).map(Retained::into_job));
-}
-
-impl Retained {
-    fn into_job<E>(self) -> Job<E> {
-        Job {
-            message: Message::Release(self.ttl),
-            claim: self.claim,
-            node: 0,
-            stale_after: self.give_up,
-            reply: None,
-            retry: Some(Retry {
-                give_up: self.give_up,
-                pause: self.pause,
-                seq: self.seq,
-            }),
-        }
+/// A kept release's job, to try it again.
+fn into_job<E>(((claim, ttl), retry): ((Arc<Claim>, Ttl), Retry)) -> Job<E> {
+    Job {
+        message: Message::Release(ttl),
+        claim,
+        node: 0,
+        stale_after: retry.give_up(),
+        reply: None,
+        retry: Some(retry),
     }
 }
 
@@ -638,34 +542,12 @@ fn retain<E>(job: &Job<E>, retained: &mut Kept) {
     let Message::Release(ttl) = job.message else {
         return;
     };
-    let now = Instant::now();
-    let (give_up, pause, seq) = match job.retry {
-        Some(Retry {
-            give_up,
-            pause,
-            seq,
-        }) => (give_up, (pause * 2).min(LAST_RETRY), seq),
-        // Keys set by requests this node ran before the failure expire by
-        // then (a backend keeps one node's requests in order).
-        None => {
-            let seq = retained.next_seq;
-            retained.next_seq += 1;
-            (later(now, ttl.as_duration()), FIRST_RETRY, seq)
-        }
-    };
-    if now < give_up {
-        if job.retry.is_none() {
-            retained.kept += 1;
-        }
-        retained.keep(Retained {
-            claim: Arc::clone(&job.claim),
-            ttl,
-            give_up,
-            next_try: later(now, pause),
-            pause,
-            seq,
-        });
-    }
+    retained.failed(
+        Instant::now(),
+        (Arc::clone(&job.claim), ttl),
+        ttl.as_duration(),
+        job.retry,
+    );
 }
 
 /// Runs `segment` on the backend (one request alone, several as a batch) and
@@ -694,7 +576,7 @@ fn run_segment<B: LockBackend>(
             }
             job.answer(result);
         }
-        retained.report(watch);
+        report(retained, watch);
         return;
     }
     if segment.is_empty() {
@@ -722,7 +604,7 @@ fn run_segment<B: LockBackend>(
         }
         job.answer(result);
     }
-    retained.report(watch);
+    report(retained, watch);
 }
 
 #[cfg(test)]
@@ -826,7 +708,7 @@ mod tests {
             &stub,
             &mut segment,
             &mut Vec::new(),
-            &mut Kept::default(),
+            &mut Kept::new(),
             &watch,
         );
         drop(inbox);
@@ -863,56 +745,6 @@ mod tests {
             ]
         );
         assert!(round.failures.is_empty());
-    }
-
-    #[test]
-    fn kept_releases_are_capped_oldest_first_wherever_they_sit() {
-        let claim = Arc::new(Claim::new(
-            Resources::one("k").unwrap_or_else(|_| unreachable!()),
-            Token::from_bytes([1; crate::TOKEN_LEN]),
-        ));
-        let now = Instant::now();
-        let release = |seq| Retained {
-            claim: Arc::clone(&claim),
-            ttl: ttl(),
-            give_up: now + Duration::from_secs(60),
-            next_try: now,
-            pause: FIRST_RETRY,
-            seq,
-        };
-        let mut kept = Kept::default();
-        // Full with 1 first and 3.. after it.
-        for seq in [1].into_iter().chain(3..KEPT_RELEASES as u64 + 2) {
-            kept.keep(release(seq));
-        }
-        assert_eq!((kept.releases.len(), kept.dropped), (KEPT_RELEASES, 0));
-        // Retries come back out of order: 2 drops 1 (at the front), and 0,
-        // older than any kept, drops itself.
-        kept.keep(release(2));
-        kept.keep(release(0));
-        assert_eq!(kept.releases.len(), KEPT_RELEASES);
-        assert_eq!(kept.dropped, 2);
-        let oldest = kept.releases.iter().map(|r| r.seq).min();
-        assert_eq!(oldest, Some(2), "the two oldest went");
-        // One more drops the oldest left.
-        kept.keep(release(KEPT_RELEASES as u64 + 2));
-        assert_eq!(kept.dropped, 3);
-        assert!(kept.releases.iter().all(|r| r.seq != 2));
-        // The report counts them once.
-        let watch = Watch {
-            id: NodeId::new("n"),
-            counters: Arc::default(),
-            observer: Arc::new(Observer::new(None)),
-        };
-        kept.report(&watch);
-        kept.report(&watch);
-        assert_eq!(
-            watch
-                .counters
-                .snapshot(NodeId::new("n"), 0)
-                .releases_dropped,
-            3
-        );
     }
 
     #[test]
