@@ -103,6 +103,9 @@ pub(crate) enum Step {
     /// A caller waiting in its process's line looks at it again; carries
     /// the look's number, so that a stale one is told apart.
     Look(u32),
+    /// The kept failed releases are due again; carries the wake-up's
+    /// number, so that a stale one is told apart.
+    KeptDue(u32),
 }
 
 impl Step {
@@ -120,6 +123,7 @@ impl Step {
             Step::Release => 8,
             Step::Look(n) => 9 | (u64::from(n) << 8),
             Step::Released(n) => 10 | (u64::from(n) << 8),
+            Step::KeptDue(n) => 11 | (u64::from(n) << 8),
         }
     }
 }

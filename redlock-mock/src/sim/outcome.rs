@@ -199,6 +199,11 @@ pub struct Stats {
     /// up (abandoned its round, its release on the way): the grants that a
     /// failed round's release must undo.
     pub late_grants: u64,
+    /// Failed releases sent again to their node (kept as the node
+    /// workers keep them, [`redlock_core::engine::Kept`]).
+    pub release_retries: u64,
+    /// Failed releases dropped for the bound on how many are kept.
+    pub releases_dropped: u64,
     /// Releases that handed their lock over to the next caller of the
     /// process's line (the next acquire queued right behind the release).
     pub hand_offs: u64,
@@ -256,6 +261,8 @@ impl Stats {
             lost_messages,
             late_replies,
             late_grants,
+            release_retries,
+            releases_dropped,
             hand_offs,
             took_over,
             woken,
@@ -284,6 +291,8 @@ impl Stats {
         self.lost_messages += lost_messages;
         self.late_replies += late_replies;
         self.late_grants += late_grants;
+        self.release_retries += release_retries;
+        self.releases_dropped += releases_dropped;
         self.hand_offs += hand_offs;
         self.took_over += took_over;
         self.woken += woken;

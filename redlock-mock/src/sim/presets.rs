@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 23] = [
+    pub const NAMES: [&'static str; 25] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -28,6 +28,8 @@ impl Scenario {
         "keep-alive",
         "late-grants",
         "late-grants-unordered",
+        "kept-releases",
+        "kept-releases-one-retry",
         "local-line",
         "extend-ttl",
         "local-line-fair",
@@ -64,6 +66,8 @@ impl Scenario {
             "fencing-max-only" => Self::fencing_max_only(),
             "keep-alive" => Self::keep_alive(),
             "late-grants" => Self::late_grants(),
+            "kept-releases" => Self::kept_releases(),
+            "kept-releases-one-retry" => Self::kept_releases_one_retry(),
             "late-grants-unordered" => Self::late_grants_unordered(),
             "local-line" => Self::local_line(),
             "extend-ttl" => Self::extend_ttl(),
@@ -114,6 +118,7 @@ impl Scenario {
             unique_tokens: true,
             unordered_connections: false,
             check_leftovers: false,
+            kept_one_retry: false,
             views: Vec::new(),
             fairness: None,
             exit: false,
@@ -490,6 +495,69 @@ impl Scenario {
                 ..base.client_faults.clone()
             },
             ..base
+        }
+    }
+
+    /// Releases that fail while a node is down or cut off, kept and tried
+    /// again (the engine's [`Kept`](redlock_core::engine::Kept), as the node
+    /// workers do): a TTL of 30 s, long against the outages (nodes down, with
+    /// persistence, for 300 ms to 2 s; links cut as long), so a key whose
+    /// release was lost would stay far longer than the run. A client lives
+    /// on after its last cycle while it keeps failed releases. At the end,
+    /// once every message has landed, no key of a released lock may be left
+    /// on any node
+    /// ([`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind)).
+    /// Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::kept_releases(), 0..20, 1);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn kept_releases() -> Scenario {
+        let base = Self::in_model();
+        Scenario {
+            name: "kept-releases".into(),
+            check_leftovers: true,
+            ttl: Duration::from_secs(30),
+            horizon: ms(3000),
+            net: NetFaults {
+                partition_rate: 1.0,
+                partition_min: ms(300),
+                partition_max: ms(2000),
+                ..base.net.clone()
+            },
+            node_faults: NodeFaults {
+                crash_rate: 1.0,
+                persistence: vec![Persistence::Always],
+                restart_min: ms(300),
+                restart_max: ms(2000),
+                restart_floor: None,
+                ..base.node_faults.clone()
+            },
+            client_faults: ClientFaults {
+                crash_rate: 0.0,
+                ..base.client_faults.clone()
+            },
+            ..base
+        }
+    }
+
+    /// The deliberately wrong twin of [`Scenario::kept_releases`]: a failed
+    /// release is dropped after one try again
+    /// ([`Scenario::kept_one_retry`]), so a node down or cut off for longer
+    /// keeps the key for its whole TTL. Out of model: expect
+    /// [`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind).
+    #[must_use]
+    pub fn kept_releases_one_retry() -> Scenario {
+        Scenario {
+            name: "kept-releases-one-retry".into(),
+            out_of_model: true,
+            kept_one_retry: true,
+            ..Self::kept_releases()
         }
     }
 

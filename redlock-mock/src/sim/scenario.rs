@@ -401,6 +401,10 @@ pub struct Scenario {
     /// or not this is set, an acquire that runs on a node after its own
     /// release did is a `LeftBehind` violation.)
     pub check_leftovers: bool,
+    /// Deliberately wrong: a failed release is dropped after one try
+    /// again instead of being kept until its node answers or its keys
+    /// expire (the breakage [`Scenario::kept_releases_one_retry`] shows).
+    pub kept_one_retry: bool,
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,

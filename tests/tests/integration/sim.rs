@@ -559,6 +559,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "fenced-resource"
                     | "keep-alive"
                     | "late-grants"
+                    | "kept-releases"
                     | "local-line"
                     | "extend-ttl"
                     | "local-line-fair"
@@ -600,4 +601,25 @@ fn in_model_runs_exercise_every_fault() {
     assert!(totals.skipped_writes > 0 && totals.writes > 1_000);
     let failover = run(&Scenario::lagging_replica_failover(), 0).stats;
     assert!(failover.failovers > 0);
+}
+
+/// Releases lost while a node is down or cut off are kept and tried again
+/// (`engine::Kept`, as the node workers do) until the node answers: with a
+/// 30 s TTL, a key whose release was dropped would still be there at the
+/// end of the run.
+#[test]
+fn kept_releases_leave_no_key_behind_after_outages() {
+    expect_safe("kept-releases", 10_000);
+    let t = totals(&scenario("kept-releases"), 0..200);
+    assert!(t.release_retries > 0, "{t:?}");
+}
+
+/// The deliberately wrong twin: a kept release dropped after one try
+/// again leaves its key behind, and the sweep says so.
+#[test]
+fn kept_releases_dropped_after_one_retry_leave_keys_behind() {
+    expect_broken(
+        &scenario("kept-releases-one-retry"),
+        &[ViolationKind::LeftBehind],
+    );
 }

@@ -363,6 +363,15 @@ impl Client {
             ctx.stats.rounds += 1;
             for (pos, &node) in self.view.iter().enumerate() {
                 if t.sends_to(pos) {
+                    if let Message::Release(ttl) = t.message() {
+                        self.pending.push(super::kept::Pending::first(
+                            tx,
+                            node,
+                            *lock,
+                            op,
+                            ttl.as_duration(),
+                        ));
+                    }
                     ctx.send(self.id, node, tx, *lock, op);
                 } else if matches!(op, Op::Release(_)) {
                     ctx.release_skipped(*lock, node);
@@ -444,6 +453,9 @@ impl Client {
         resumed: bool,
     ) {
         let c = self.id;
+        if self.kept_reply(ctx, node, tx, answer) {
+            return;
+        }
         let Some(sent) = self.sent.iter().find(|s| s.tx == tx).copied() else {
             ctx.stats.late_replies += 1;
             ctx.line(|| format!("c{c} ignores a late reply from n{node} (tx {tx})"));
@@ -481,6 +493,9 @@ impl Client {
 
     /// The per-node timeout of transmit `tx` passed.
     pub(crate) fn on_timer(&mut self, ctx: &mut Ctx<'_>, tx: u32) {
+        if self.kept_timer(ctx, tx) {
+            return;
+        }
         let Some(sent) = self.sent.iter().find(|s| s.tx == tx).copied() else {
             return;
         };

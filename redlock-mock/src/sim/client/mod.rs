@@ -27,6 +27,7 @@
 mod drive;
 mod entropy;
 mod keep;
+mod kept;
 mod line;
 mod primitive;
 mod work;
@@ -163,6 +164,14 @@ pub(crate) struct Client {
     /// Its ticket and deadline while it waits in a line.
     waiting: Option<(u64, Instant)>,
     look_seq: u32,
+    /// Releases sent and not answered yet, per node.
+    pending: Vec<kept::Pending>,
+    /// The releases each node failed, kept for another try.
+    kept: Vec<kept::NodeKept>,
+    /// The wake-up set for the next kept release due: its number and real
+    /// time.
+    kept_wake: Option<(u32, u64)>,
+    kept_seq: u32,
 }
 
 impl Client {
@@ -214,6 +223,10 @@ impl Client {
             ticket: None,
             waiting: None,
             look_seq: 0,
+            pending: Vec::new(),
+            kept: Vec::new(),
+            kept_wake: None,
+            kept_seq: 0,
         }
     }
 
@@ -357,6 +370,7 @@ impl Client {
             Step::DoWrite => self.do_write(ctx),
             Step::Release => self.release(ctx),
             Step::Look(seq) => self.look_due(ctx, seq),
+            Step::KeptDue(seq) => self.kept_due(ctx, seq),
         }
     }
 
@@ -381,6 +395,13 @@ impl Client {
             None => self.cycle >= sc.cycles,
         };
         let c = self.id;
+        if over && (!self.pending.is_empty() || self.kept.iter().any(|k| !k.is_empty())) {
+            // Its node workers still wait for releases, or try failed ones
+            // again.
+            let at = self.after(ctx, duration_ns(redlock_core::engine::LAST_RETRY));
+            self.step_at(ctx, at, Step::Begin, false);
+            return;
+        }
         if over {
             self.done = true;
             ctx.notes.push(Note::Retired(self.id));
@@ -436,6 +457,11 @@ impl Client {
         self.ticket = None;
         self.waiting = None;
         self.sent.clear();
+        // Its kept releases go with the process: their keys wait for their
+        // TTL.
+        self.pending.clear();
+        self.kept.clear();
+        self.kept_wake = None;
         self.issued = None;
         ctx.stats.client_crashes += 1;
         match ctx.sc.client_faults.restart_max {
