@@ -26,6 +26,8 @@
 //!   same resources, the hand-off and its bound on local passing.
 //! - [`HandOff`]: a hand-off's ordered batch, the owner's release then the
 //!   next owner's first acquire round.
+//! - [`OwnRound`]: a lone caller's own round: whether it sends to the
+//!   nodes itself and how it reads their answers.
 //! - [`Slots`]: the keys of a semaphore's permits and the [`Acquire`] of
 //!   one of them; [`Acquire::read`], a read of a read-write lock.
 //!
@@ -69,6 +71,7 @@ mod keep;
 mod kept;
 mod lease;
 mod line;
+mod own_round;
 mod round;
 mod single;
 mod slots;
@@ -83,6 +86,7 @@ pub use keep::{Keep, KeepStep};
 pub use kept::{Kept, Retry, FIRST_RETRY, KEPT_RELEASES, LAST_RETRY};
 pub use lease::Lease;
 pub use line::{Handing, Joined, Lines, Look, Waiting};
+pub use own_round::{NextRead, OwnRound, DECIDED_GRACE, WAIT_SLICE};
 pub(crate) use round::Round;
 pub use round::RoundId;
 pub use single::{Decided, Single, Until};

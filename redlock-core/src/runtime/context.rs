@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::backend::Started;
 use crate::decide::deadline::later;
-use crate::engine::{Entropy, Machine as _, RoundId, Single, Timer, Transmit, Until};
+use crate::engine::{Entropy, Machine as _, OwnRound, RoundId, Single, Timer, Transmit, Until};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
 use crate::runtime::mailbox::{Driven, Inbox, Mailbox, Pause};
@@ -332,7 +332,8 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let (Some(inbox), Some(request)) = (inbox, t.message().request(t.claim())) else {
             return queued(inbox);
         };
-        if !self.config.own_rounds || self.waiting.load(Ordering::Relaxed) > drivers {
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        if !OwnRound::applies(self.config.own_rounds, waiting, drivers) {
             return queued(Some(inbox));
         }
         let mut full = FullQueues::default();
@@ -553,14 +554,6 @@ impl<E: Send + Sync + 'static> Shared<E> {
     }
 }
 
-/// The least time a decided round still waits for the answers of the
-/// nodes its caller sent it to itself ([`Sent::finish`]).
-const DECIDED_GRACE: Duration = Duration::from_millis(2);
-
-/// How long [`Sent::finish`] waits for one node's answer at a time while
-/// others are still out.
-const WAIT_SLICE: Duration = Duration::from_millis(1);
-
 /// A round [`Shared::start_round`] sent: the answers the caller reads
 /// itself are still to be read.
 pub(crate) struct Sent<'a, E> {
@@ -590,36 +583,28 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
             full,
         } = self;
         full.report(shared);
-        // The answers are taken as they come: each node in turn is waited
-        // for a slice at most, so that one that froze since its last answer
-        // holds the round only until the others decided it. Once it is
-        // decided, the nodes not read yet get a grace: their answers were
-        // sent with the others' and are normally in already.
-        let mut by = deadline;
-        let mut pending = started;
-        while !pending.is_empty() {
-            let mut i = 0;
-            while i < pending.len() {
-                let now = Instant::now();
-                let last = pending.len() == 1;
-                let until = if last {
-                    by
-                } else {
-                    later(now, WAIT_SLICE).min(by)
-                };
-                if now < by && !pending[i].1.wait(until) {
-                    i += 1;
-                    continue;
-                }
-                let (node, s) = pending.remove(i);
-                let result = shared.workers[node].finish(s, by, t.message(), t.claim());
-                if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
-                    if inbox.deliver(t.round(), node, result) && by == deadline {
-                        let grace = (sent_at.elapsed() * 4).max(DECIDED_GRACE);
-                        by = later(Instant::now(), grace).min(deadline);
-                    }
-                }
+        // The engine says which answer to wait for and until when.
+        let mut own = OwnRound::new(
+            sent_at,
+            deadline,
+            started.iter().map(|(node, _)| *node).collect(),
+        );
+        let mut started = started;
+        while let Some(read) = own.next(Instant::now()) {
+            let Some(i) = started.iter().position(|(n, _)| *n == read.node) else {
+                own.taken(Instant::now(), false);
+                continue;
+            };
+            if read.until > Instant::now() && !started[i].1.wait(read.until) {
+                own.not_yet();
+                continue;
             }
+            let (node, s) = started.swap_remove(i);
+            let result = shared.workers[node].finish(s, own.by(), t.message(), t.claim());
+            let decided = inbox
+                .filter(|_| t.wants_reply(node))
+                .is_some_and(|inbox| inbox.deliver(t.round(), node, result));
+            own.taken(Instant::now(), decided);
         }
         deadline
     }

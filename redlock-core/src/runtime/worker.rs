@@ -257,7 +257,8 @@ impl<E: std::error::Error + 'static> Worker<E> {
         &'a self,
         request: Request<'a>,
     ) -> Option<Box<dyn Started<E> + 'a>> {
-        if self.queue.unfinished.load(Ordering::Acquire) > 0 || self.counters.failing() {
+        let queued = self.queue.unfinished.load(Ordering::Acquire);
+        if !crate::engine::OwnRound::takes(queued, self.counters.failing()) {
             return None;
         }
         catch_unwind(AssertUnwindSafe(|| self.direct.start(request))).unwrap_or(None)

@@ -106,6 +106,9 @@ pub(crate) enum Step {
     /// The kept failed releases are due again; carries the wake-up's
     /// number, so that a stale one is told apart.
     KeptDue(u32),
+    /// The wait for an answer of a lone caller's own round is over;
+    /// carries the wait's number, so that a stale one is told apart.
+    OwnRead(u32),
 }
 
 impl Step {
@@ -124,6 +127,7 @@ impl Step {
             Step::Look(n) => 9 | (u64::from(n) << 8),
             Step::Released(n) => 10 | (u64::from(n) << 8),
             Step::KeptDue(n) => 11 | (u64::from(n) << 8),
+            Step::OwnRead(n) => 12 | (u64::from(n) << 8),
         }
     }
 }

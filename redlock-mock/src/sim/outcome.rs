@@ -204,6 +204,15 @@ pub struct Stats {
     pub release_retries: u64,
     /// Failed releases dropped for the bound on how many are kept.
     pub releases_dropped: u64,
+    /// Acquisitions decided before a process pause and taken after it,
+    /// their validity over: the caller never believes it holds them.
+    pub acquired_expired: u64,
+    /// Rounds a lone caller sent to the nodes itself and read on its own
+    /// ([`Scenario::own_rounds`](super::Scenario::own_rounds)).
+    pub own_rounds: u64,
+    /// Nodes of such rounds with no answer by the round's end (its
+    /// deadline, or the grace after its decision).
+    pub own_timeouts: u64,
     /// Releases that handed their lock over to the next caller of the
     /// process's line (the next acquire queued right behind the release).
     pub hand_offs: u64,
@@ -263,6 +272,9 @@ impl Stats {
             late_grants,
             release_retries,
             releases_dropped,
+            acquired_expired,
+            own_rounds,
+            own_timeouts,
             hand_offs,
             took_over,
             woken,
@@ -293,6 +305,9 @@ impl Stats {
         self.late_grants += late_grants;
         self.release_retries += release_retries;
         self.releases_dropped += releases_dropped;
+        self.acquired_expired += acquired_expired;
+        self.own_rounds += own_rounds;
+        self.own_timeouts += own_timeouts;
         self.hand_offs += hand_offs;
         self.took_over += took_over;
         self.woken += woken;

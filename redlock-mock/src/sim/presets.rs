@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 25] = [
+    pub const NAMES: [&'static str; 27] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -30,6 +30,8 @@ impl Scenario {
         "late-grants-unordered",
         "kept-releases",
         "kept-releases-one-retry",
+        "own-rounds",
+        "own-rounds-liveness",
         "local-line",
         "extend-ttl",
         "local-line-fair",
@@ -68,6 +70,8 @@ impl Scenario {
             "late-grants" => Self::late_grants(),
             "kept-releases" => Self::kept_releases(),
             "kept-releases-one-retry" => Self::kept_releases_one_retry(),
+            "own-rounds" => Self::own_rounds(),
+            "own-rounds-liveness" => Self::own_rounds_liveness(),
             "late-grants-unordered" => Self::late_grants_unordered(),
             "local-line" => Self::local_line(),
             "extend-ttl" => Self::extend_ttl(),
@@ -119,6 +123,7 @@ impl Scenario {
             unordered_connections: false,
             check_leftovers: false,
             kept_one_retry: false,
+            own_rounds: false,
             views: Vec::new(),
             fairness: None,
             exit: false,
@@ -543,6 +548,49 @@ impl Scenario {
                 ..base.client_faults.clone()
             },
             ..base
+        }
+    }
+
+    /// The `in-model` workload with lone callers on their own rounds
+    /// ([`Scenario::own_rounds`]): each process has one caller, which sends
+    /// its rounds to the nodes itself and reads the answers in the order
+    /// and within the bounds the engine's
+    /// [`OwnRound`](redlock_core::engine::OwnRound) gives, as the blocking
+    /// manager's default path does. Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::own_rounds(), 0..20, 1);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn own_rounds() -> Scenario {
+        Scenario {
+            name: "own-rounds".into(),
+            own_rounds: true,
+            ..Self::in_model()
+        }
+    }
+
+    /// [`Scenario::liveness_mode`] with lone callers on their own rounds:
+    /// once the faults stop, some contender acquires within the bound.
+    /// Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::own_rounds_liveness(), 0..20, 1);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn own_rounds_liveness() -> Scenario {
+        Scenario {
+            name: "own-rounds-liveness".into(),
+            own_rounds: true,
+            ..Self::liveness_mode()
         }
     }
 

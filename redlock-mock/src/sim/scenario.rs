@@ -405,6 +405,16 @@ pub struct Scenario {
     /// again instead of being kept until its node answers or its keys
     /// expire (the breakage [`Scenario::kept_releases_one_retry`] shows).
     pub kept_one_retry: bool,
+    /// Lone callers send their rounds to the nodes themselves and read the
+    /// answers on their own thread, as a manager with
+    /// [`Builder::own_rounds`](redlock_core::Builder::own_rounds) does when
+    /// nobody else drives a machine: the engine's
+    /// [`OwnRound`](redlock_core::engine::OwnRound) says which nodes take a
+    /// round that way (not one whose last own read failed) and in which
+    /// order and for how long each answer is waited for; a node silent past
+    /// the decided round's grace counts as failed for the round. Needs one
+    /// caller per process and no [`Scenario::exit`].
+    pub own_rounds: bool,
     /// The nodes each client is configured with (node indices); empty means
     /// every client uses every node. Different lists are a broken setup.
     pub views: Vec<Vec<usize>>,
@@ -575,6 +585,11 @@ impl Scenario {
         }
         if self.fenced_resource && !self.fencing {
             return Err("fenced_resource needs fencing".into());
+        }
+        if self.own_rounds && (self.callers_per_process != 1 || self.exit) {
+            return Err(
+                "own_rounds needs one caller per process (a lone caller) and no exit".into(),
+            );
         }
         if self.primitive != Primitive::Mutex {
             if self.callers_per_process != 1 || self.exit {

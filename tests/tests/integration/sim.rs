@@ -560,6 +560,8 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "keep-alive"
                     | "late-grants"
                     | "kept-releases"
+                    | "own-rounds"
+                    | "own-rounds-liveness"
                     | "local-line"
                     | "extend-ttl"
                     | "local-line-fair"
@@ -622,4 +624,27 @@ fn kept_releases_dropped_after_one_retry_leave_keys_behind() {
         &scenario("kept-releases-one-retry"),
         &[ViolationKind::LeftBehind],
     );
+}
+
+/// Lone callers on their own rounds, the blocking manager's default path:
+/// the client reads the answers itself in the order and within the bounds
+/// of `engine::OwnRound` (a slice per node while others are out, a grace
+/// once decided, the deadline), and a node that fails a round goes through
+/// its worker until it answers again.
+#[test]
+fn lone_callers_on_their_own_rounds_have_no_violations() {
+    expect_safe("own-rounds", 10_000);
+    let t = totals(&scenario("own-rounds"), 0..200);
+    // Most rounds are own rounds, and some nodes are cut off by the grace
+    // or the deadline (partitions, crashes, loss).
+    assert!(t.own_rounds * 2 > t.rounds, "{t:?}");
+    assert!(t.own_timeouts > 100, "{t:?}");
+}
+
+/// Once the faults stop, a lone caller on its own rounds acquires within
+/// the liveness bound: an own round that stopped reading before a quorum
+/// answered would end every round in no quorum.
+#[test]
+fn lone_callers_on_their_own_rounds_make_progress() {
+    expect_safe("own-rounds-liveness", 10_000);
 }

@@ -58,7 +58,7 @@ fn result(
 }
 
 impl Client {
-    fn machine(&mut self, slot: Slot) -> Option<&mut dyn Machine<NodeDown>> {
+    pub(super) fn machine(&mut self, slot: Slot) -> Option<&mut dyn Machine<NodeDown>> {
         match slot {
             Slot::Acquire => self
                 .acquire
@@ -213,6 +213,9 @@ impl Client {
         // forgets a released lock.
         if self.extend.take().is_some() {
             self.sent.retain(|s| s.slot != Slot::Extend);
+            if self.reading(Slot::Extend) {
+                self.own = None;
+            }
         }
         let now = self.now_at(ctx);
         let message = h.lease.begin_release();
@@ -263,7 +266,10 @@ impl Client {
             }
             self.send_outbox(ctx);
         }
-        self.settle(ctx, slot);
+        // An own round being read: the result waits for its end.
+        if !self.reading(slot) {
+            self.settle(ctx, slot);
+        }
     }
 
     /// Takes the machine's transmits into the outbox, with their lock
@@ -342,6 +348,8 @@ impl Client {
     /// starts each one's per-node timer.
     pub(super) fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
         let outbox = std::mem::take(&mut self.outbox);
+        let alone = outbox.len() == 1;
+        let mut own_round = None;
         for (slot, t, lock) in &outbox {
             let Some(op) = op(t) else {
                 continue;
@@ -353,12 +361,20 @@ impl Client {
             let wanted = (0..self.view.len())
                 .filter(|&p| t.wants_reply(p))
                 .fold(0u32, |m, p| m | (1 << p));
+            let sends = (0..self.view.len())
+                .filter(|&p| t.sends_to(p))
+                .fold(0u32, |m, p| m | (1 << p));
+            let own = self.own_positions(ctx, sends, alone);
+            if own != 0 {
+                own_round = Some((tx, *slot, own));
+            }
             self.sent.push(Sent {
                 tx,
                 slot: *slot,
                 round: t.round(),
                 acquire: matches!(op, Op::Acquire { .. }),
                 wanted,
+                own,
             });
             ctx.stats.rounds += 1;
             for (pos, &node) in self.view.iter().enumerate() {
@@ -388,6 +404,9 @@ impl Client {
         }
         self.outbox = outbox;
         self.outbox.clear();
+        if let Some((tx, slot, own)) = own_round {
+            self.begin_own(ctx, tx, slot, own);
+        }
     }
 
     /// Takes the machine's result, if it has one, or schedules the end of
@@ -462,6 +481,10 @@ impl Client {
             return;
         };
         let pos = self.pos[node as usize];
+        if sent.own & (1 << pos) != 0 {
+            return self.own_reply(ctx, tx, pos, answer);
+        }
+        self.saw_answer(pos, answer);
         if sent.wanted & (1 << pos) == 0 {
             return;
         }
@@ -476,6 +499,24 @@ impl Client {
             ctx.push(self.paused_until, ev);
             return;
         }
+        let now = self.now_at(ctx);
+        self.feed(ctx, sent, node, answer, now);
+        // While the client reads an own round, its machine waits.
+        if !self.reading(sent.slot) {
+            self.drive(ctx, sent.slot, false);
+        }
+    }
+
+    /// Hands node `node`'s answer to transmit `sent` to its machine;
+    /// whether the machine has something for its driver since.
+    pub(super) fn feed(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        sent: Sent,
+        node: u8,
+        answer: Answer,
+        now: std::time::Instant,
+    ) -> bool {
         if sent.slot == Slot::Acquire && sent.acquire {
             if let (Some(a), Answer::Granted(fence)) = (self.acquire.as_mut(), answer) {
                 if a.open && ctx.sc.fencing {
@@ -483,17 +524,20 @@ impl Client {
                 }
             }
         }
-        let now = self.now_at(ctx);
+        let pos = self.pos[node as usize] as usize;
         let result = result(answer, sent.acquire, ctx.sc.fencing);
-        if let Some(machine) = self.machine(sent.slot) {
-            machine.handle_reply(now, sent.round, pos as usize, result);
+        match self.machine(sent.slot) {
+            Some(machine) => {
+                machine.handle_reply(now, sent.round, pos, result);
+                machine.needs_driver()
+            }
+            None => false,
         }
-        self.drive(ctx, sent.slot, false);
     }
 
     /// The per-node timeout of transmit `tx` passed.
     pub(crate) fn on_timer(&mut self, ctx: &mut Ctx<'_>, tx: u32) {
-        if self.kept_timer(ctx, tx) {
+        if self.kept_timer(ctx, tx) || self.own_expired(tx) {
             return;
         }
         let Some(sent) = self.sent.iter().find(|s| s.tx == tx).copied() else {
@@ -543,6 +587,12 @@ impl Client {
         let token = token.filter(|_| ctx.sc.fencing);
         ctx.locks.set_fate(lock, Fate::Held);
         let end = self.real_of(ctx, acquired.valid_until);
+        if end <= now && !Self::lined(ctx) {
+            // Decided before a process pause and taken after it, its
+            // validity over: the caller gets a lock it cannot use (the
+            // lease says lost), skips its work and releases it.
+            return self.acquired_expired(ctx, &a, &acquired);
+        }
         ctx.stats.acquired += 1;
         if ctx.checker.progress_after.is_some_and(|t| now >= t) {
             ctx.checker.progressed = true;
@@ -594,6 +644,25 @@ impl Client {
             self.schedule_keep(ctx);
         }
         self.step_at(ctx, now, Step::Read, false);
+    }
+
+    /// The acquisition won a lock whose validity was over when the caller
+    /// took the result: it holds it only to release it.
+    fn acquired_expired(&mut self, ctx: &mut Ctx<'_>, a: &Attempt, acquired: &Acquired) {
+        let (c, lock) = (self.id, a.lock);
+        ctx.stats.acquired_expired += 1;
+        ctx.line(|| format!("c{c} L{lock} acquired, but its validity is over already"));
+        self.held = Some(Held {
+            lock,
+            lease: redlock_core::engine::Lease::new(acquired.ttl, acquired.valid_until),
+            claim: Arc::clone(&acquired.claim),
+            fence: None,
+            keep: None,
+            seen: [0; MAX_KEYS],
+            gap2: 0,
+            extended: false,
+        });
+        self.step_at(ctx, ctx.now, Step::Read, false);
     }
 
     /// The acquisition failed (its failed rounds were released by it).

@@ -29,6 +29,7 @@ mod entropy;
 mod keep;
 mod kept;
 mod line;
+mod own;
 mod primitive;
 mod work;
 
@@ -62,6 +63,9 @@ struct Sent {
     acquire: bool,
     /// The view positions whose replies the machine wants.
     wanted: u32,
+    /// The view positions the client sent to itself, in an own round
+    /// ([`Scenario::own_rounds`]): their answers are read through it.
+    own: u32,
 }
 
 /// The acquisition under way.
@@ -172,6 +176,12 @@ pub(crate) struct Client {
     /// time.
     kept_wake: Option<(u32, u64)>,
     kept_seq: u32,
+    /// The own round being read ([`Scenario::own_rounds`]).
+    own: Option<own::OwnRead>,
+    own_seq: u32,
+    /// The view positions whose last own read failed: their requests go
+    /// through the workers until they answer again.
+    failing: u32,
 }
 
 impl Client {
@@ -227,6 +237,9 @@ impl Client {
             kept: Vec::new(),
             kept_wake: None,
             kept_seq: 0,
+            own: None,
+            own_seq: 0,
+            failing: 0,
         }
     }
 
@@ -371,6 +384,7 @@ impl Client {
             Step::Release => self.release(ctx),
             Step::Look(seq) => self.look_due(ctx, seq),
             Step::KeptDue(seq) => self.kept_due(ctx, seq),
+            Step::OwnRead(seq) => self.own_wait_over(ctx, seq),
         }
     }
 
@@ -457,6 +471,8 @@ impl Client {
         self.ticket = None;
         self.waiting = None;
         self.sent.clear();
+        self.own = None;
+        self.failing = 0;
         // Its kept releases go with the process: their keys wait for their
         // TTL.
         self.pending.clear();
