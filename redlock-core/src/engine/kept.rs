@@ -14,6 +14,23 @@ pub const FIRST_RETRY: Duration = Duration::from_millis(10);
 /// doubles from [`FIRST_RETRY`] up to this).
 pub const LAST_RETRY: Duration = Duration::from_secs(1);
 
+/// What a node's worker with nothing queued does ([`Kept::idle`]).
+///
+/// # Examples
+///
+/// See [`Kept::idle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idle {
+    /// Wait for a request.
+    Park,
+    /// Wait for a request, or until this instant, when a kept release is
+    /// due.
+    Until(Instant),
+    /// Stop: the manager is gone and nothing kept is due before its exit
+    /// drain ends.
+    Exit,
+}
+
 /// The most failed releases one node keeps for another try (the figure
 /// [`Event::ReleasesDropped`](crate::Event::ReleasesDropped) and
 /// `NodeStats::releases_dropped` document): past it, the oldest is dropped
@@ -240,6 +257,40 @@ impl<T> Kept<T> {
     #[must_use]
     pub fn next_due(&self) -> Option<Instant> {
         self.releases.iter().map(|r| r.next_try).min()
+    }
+
+    /// What a node's worker with nothing queued does at `now`: wait for
+    /// work ([`Idle::Park`]), or until the next kept release is due
+    /// ([`Idle::Until`]). Once its manager is gone and the exit drain runs
+    /// until `closing` ([`Settings::exit_deadline`](crate::engine::Settings::exit_deadline)),
+    /// it still waits for kept releases due before then, and otherwise
+    /// stops ([`Idle::Exit`]): what is kept past the drain is left to its
+    /// TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// use redlock_core::engine::{Idle, Kept, FIRST_RETRY};
+    /// let now = Instant::now();
+    /// let mut kept = Kept::new();
+    /// assert_eq!(kept.idle(now, None), Idle::Park);
+    /// assert_eq!(kept.idle(now, Some(now + Duration::from_secs(1))), Idle::Exit);
+    /// kept.failed(now, "job", Duration::from_secs(30), None);
+    /// let due = kept.next_due().expect("kept");
+    /// assert_eq!(kept.idle(now, None), Idle::Until(due));
+    /// // The drain waits for it only when it is due before the drain ends.
+    /// assert_eq!(kept.idle(now, Some(due + FIRST_RETRY)), Idle::Until(due));
+    /// assert_eq!(kept.idle(now, Some(due)), Idle::Exit);
+    /// ```
+    #[must_use]
+    pub fn idle(&self, now: Instant, closing: Option<Instant>) -> Idle {
+        match (self.next_due(), closing) {
+            (None, None) => Idle::Park,
+            (Some(at), None) => Idle::Until(at),
+            (Some(at), Some(by)) if at < by && now < by => Idle::Until(at),
+            (_, Some(_)) => Idle::Exit,
+        }
     }
 
     /// The releases kept at their first failure since the last call (to

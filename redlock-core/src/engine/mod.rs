@@ -83,7 +83,7 @@ pub use crate::events::{RoundKind, RoundRecord};
 pub use acquire::{Acquire, Acquired};
 pub use hand::HandOff;
 pub use keep::{Keep, KeepStep};
-pub use kept::{Kept, Retry, FIRST_RETRY, KEPT_RELEASES, LAST_RETRY};
+pub use kept::{Idle, Kept, Retry, FIRST_RETRY, KEPT_RELEASES, LAST_RETRY};
 pub use lease::Lease;
 pub use line::{Handing, Joined, Lines, Look, Waiting};
 pub use own_round::{NextRead, OwnRound, DECIDED_GRACE, WAIT_SLICE};
@@ -305,6 +305,34 @@ pub enum Message {
 }
 
 impl Message {
+    /// Whether this request, still queued for a node at `now` past
+    /// `stale_after` (its round's deadline), is dropped unexecuted: nobody
+    /// waits for an acquire, an extend or a fence raise any more, while a
+    /// release or a flush always runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// use redlock_core::Ttl;
+    /// use redlock_core::engine::Message;
+    /// let ttl = Ttl::new(Duration::from_secs(1))?;
+    /// let (deadline, later) = (Instant::now(), Instant::now() + Duration::from_millis(1));
+    /// assert!(Message::Acquire { ttl, fence: false }.stale(later, deadline));
+    /// assert!(!Message::Acquire { ttl, fence: false }.stale(deadline, deadline));
+    /// assert!(!Message::Release(ttl).stale(later, deadline));
+    /// assert!(!Message::Flush.stale(later, deadline));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn stale(self, now: Instant, stale_after: Instant) -> bool {
+        let skippable = matches!(
+            self,
+            Message::Acquire { .. } | Message::Extend(_) | Message::RaiseFence(_)
+        );
+        skippable && now > stale_after
+    }
+
     /// The backend request for this message on `claim` (`None` for a flush).
     #[must_use]
     pub(crate) fn request(self, claim: &Claim) -> Option<crate::Request<'_>> {

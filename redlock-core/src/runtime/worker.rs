@@ -16,7 +16,7 @@ use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
 use crate::backend::Started;
-use crate::engine::{self, Message, Retry, RoundId};
+use crate::engine::{self, Idle, Message, Retry, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::runtime::mailbox::Inbox;
 use crate::{Claim, LockBackend, NodeFailure, NodeId, Request, Response, SpawnError, Ttl};
@@ -411,14 +411,6 @@ impl<E> Drop for Dead<'_, E> {
 /// The most requests one node's worker hands its backend at once.
 const MAX_BATCH: usize = 128;
 
-/// Whether a request nobody waits for any more can be dropped unexecuted.
-fn skippable(message: Message) -> bool {
-    matches!(
-        message,
-        Message::Acquire { .. } | Message::Extend(_) | Message::RaiseFence(_)
-    )
-}
-
 impl<E> Job<E> {
     fn answer(self, result: Result<Response, NodeFailure<E>>) {
         if let Some((inbox, round)) = self.reply {
@@ -455,25 +447,27 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
                 if !state.jobs.is_empty() {
                     break;
                 }
-                let next_try = retained.next_due();
-                if state.closed {
-                    // Keep trying the failed releases until the shutdown
-                    // deadline, then leave them to their TTL.
-                    match (next_try, state.shutdown_by) {
-                        (Some(at), Some(by)) if at < by && Instant::now() < by => {
-                            let _ = queue.ready.wait_until(&mut state, at);
-                            if Instant::now() >= at {
-                                break;
-                            }
-                            continue;
-                        }
-                        _ => return,
-                    }
+                // Closed: the exit drain keeps trying the failed releases
+                // until the shutdown deadline, then leaves them to their TTL.
+                let closing = state.closed.then_some(state.shutdown_by).flatten();
+                if state.closed && closing.is_none() {
+                    return;
                 }
-                state.idle = true;
-                match next_try {
-                    None => queue.ready.wait(&mut state),
-                    Some(at) => {
+                match retained.idle(Instant::now(), closing) {
+                    Idle::Exit => return,
+                    Idle::Until(at) if state.closed => {
+                        let _ = queue.ready.wait_until(&mut state, at);
+                        if Instant::now() >= at {
+                            break;
+                        }
+                        continue;
+                    }
+                    Idle::Park => {
+                        state.idle = true;
+                        queue.ready.wait(&mut state);
+                    }
+                    Idle::Until(at) => {
+                        state.idle = true;
                         if queue.ready.wait_until(&mut state, at).timed_out() {
                             break;
                         }
@@ -489,7 +483,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
         // Failed releases that are due go first, ahead of newer requests.
         segment.extend(retained.take_due(now).into_iter().map(into_job));
         for job in jobs.drain(..) {
-            if skippable(job.message) && now > job.stale_after {
+            if job.message.stale(now, job.stale_after) {
                 watch.counters.queued_past_deadline();
                 watch.saw::<B::Error>(&Err(NodeFailure::TimedOut), false);
                 continue;

@@ -100,7 +100,12 @@ impl Ctx<'_> {
     /// With [`Scenario::exit`](super::Scenario::exit) it goes through the
     /// process's worker for the node: out at once if the worker is free,
     /// else queued behind what is.
-    pub(crate) fn send(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
+    pub(crate) fn send(
+        &mut self,
+        (client, node, tx, lock): (u8, u8, u32, u32),
+        op: Op,
+        job: Option<(redlock_core::engine::Message, std::time::Instant)>,
+    ) {
         if self.sc.exit {
             let worker = self.net.worker(client, node);
             if worker.busy.is_some() {
@@ -109,6 +114,7 @@ impl Ctx<'_> {
                     tx,
                     lock,
                     op,
+                    job,
                 });
                 return;
             }

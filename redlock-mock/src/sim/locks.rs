@@ -32,6 +32,9 @@ pub(crate) struct LockRec {
     pub(crate) release_landed: u32,
     /// The nodes a release of it was lost on the way to.
     pub(crate) release_lost: u32,
+    /// The nodes a release of it never left for: still queued on its
+    /// process's worker when the process's exit deadline passed.
+    pub(crate) release_died: u32,
     /// The nodes a release of it was not sent to (they refused its winning
     /// round: `Lease::skips`).
     pub(crate) release_skipped: u32,
@@ -70,6 +73,7 @@ impl Locks {
             released_on: 0,
             release_landed: 0,
             release_lost: 0,
+            release_died: 0,
             release_skipped: 0,
             handed_from: None,
             shared: false,

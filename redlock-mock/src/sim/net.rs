@@ -92,6 +92,10 @@ pub(crate) struct Pending {
     pub(crate) tx: u32,
     pub(crate) lock: u32,
     pub(crate) op: super::event::Op,
+    /// The request as the engine sent it and its round's deadline on the
+    /// client's clock, for [`Message::stale`](redlock_core::engine::Message::stale)
+    /// (`None` for a kept release tried again, which is never stale).
+    pub(crate) job: Option<(redlock_core::engine::Message, std::time::Instant)>,
 }
 
 /// A process's worker for one node: one request out at a time, the rest

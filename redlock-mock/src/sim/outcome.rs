@@ -204,6 +204,10 @@ pub struct Stats {
     pub release_retries: u64,
     /// Failed releases dropped for the bound on how many are kept.
     pub releases_dropped: u64,
+    /// Requests a process's node worker dropped unsent, queued past their
+    /// round's deadline
+    /// ([`Message::stale`](redlock_core::engine::Message::stale)).
+    pub stale_dropped: u64,
     /// Acquisitions decided before a process pause and taken after it,
     /// their validity over: the caller never believes it holds them.
     pub acquired_expired: u64,
@@ -272,6 +276,7 @@ impl Stats {
             late_grants,
             release_retries,
             releases_dropped,
+            stale_dropped,
             acquired_expired,
             own_rounds,
             own_timeouts,
@@ -305,6 +310,7 @@ impl Stats {
         self.late_grants += late_grants;
         self.release_retries += release_retries;
         self.releases_dropped += releases_dropped;
+        self.stale_dropped += stale_dropped;
         self.acquired_expired += acquired_expired;
         self.own_rounds += own_rounds;
         self.own_timeouts += own_timeouts;

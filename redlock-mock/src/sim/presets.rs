@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 27] = [
+    pub const NAMES: [&'static str; 28] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -36,6 +36,7 @@ impl Scenario {
         "extend-ttl",
         "local-line-fair",
         "process-exit",
+        "process-exit-slow",
         "wake-ups",
         "semaphore",
         "semaphore-holder-sets",
@@ -77,6 +78,7 @@ impl Scenario {
             "extend-ttl" => Self::extend_ttl(),
             "local-line-fair" => Self::local_line_fair(),
             "process-exit" => Self::process_exit(),
+            "process-exit-slow" => Self::process_exit_slow(),
             "wake-ups" => Self::wake_ups(),
             "semaphore" => Self::semaphore(),
             "semaphore-holder-sets" => Self::semaphore_holder_sets(),
@@ -816,6 +818,37 @@ impl Scenario {
                 node_ppm: 4_000,
                 client_ppm: 4_000,
                 ..base.clocks.clone()
+            },
+            ..base
+        }
+    }
+
+    /// [`Scenario::process_exit`] over slow links: a fifth of the messages
+    /// delayed up to 60 ms against a 10 ms node timeout, so requests queue
+    /// behind slow ones on the processes' node workers past their round's
+    /// deadline, and the workers drop those unsent as the engine says
+    /// ([`Message::stale`](redlock_core::engine::Message::stale): acquires,
+    /// extends and fence raises, never releases). Every release still runs:
+    /// no key of a lock given up is left once every message has landed.
+    /// Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::process_exit_slow(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn process_exit_slow() -> Scenario {
+        let base = Self::process_exit();
+        Scenario {
+            name: "process-exit-slow".into(),
+            net: NetFaults {
+                tail_chance: 0.2,
+                tail_scale: ms(2),
+                tail_max: ms(60),
+                ..base.net.clone()
             },
             ..base
         }

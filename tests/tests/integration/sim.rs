@@ -566,6 +566,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "extend-ttl"
                     | "local-line-fair"
                     | "process-exit"
+                    | "process-exit-slow"
                     | "wake-ups"
                     | "semaphore"
                     | "rwlock"
@@ -647,4 +648,16 @@ fn lone_callers_on_their_own_rounds_have_no_violations() {
 #[test]
 fn lone_callers_on_their_own_rounds_make_progress() {
     expect_safe("own-rounds-liveness", 10_000);
+}
+
+/// Exiting processes over slow links: requests queued on a node worker past
+/// their round's deadline are dropped unsent as the engine says
+/// (`Message::stale`), releases never; every release still runs unless the
+/// exit drain ended first. A release dropped as stale (a hand-made
+/// breakage, not committed) leaves its key behind at seed 167.
+#[test]
+fn exiting_processes_over_slow_links_drop_stale_requests_but_no_release() {
+    expect_safe("process-exit-slow", 2_000);
+    let t = totals(&scenario("process-exit-slow"), 0..100);
+    assert!(t.stale_dropped > 100, "{t:?}");
 }

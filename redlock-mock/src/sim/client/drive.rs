@@ -377,6 +377,9 @@ impl Client {
                 own,
             });
             ctx.stats.rounds += 1;
+            // The round's deadline, after which the workers drop it
+            // unsent (`Message::stale`).
+            let deadline = self.now_at(ctx) + ctx.sc.node_timeout;
             for (pos, &node) in self.view.iter().enumerate() {
                 if t.sends_to(pos) {
                     if let Message::Release(ttl) = t.message() {
@@ -388,7 +391,11 @@ impl Client {
                             ttl.as_duration(),
                         ));
                     }
-                    ctx.send(self.id, node, tx, *lock, op);
+                    ctx.send(
+                        (self.id, node, tx, *lock),
+                        op,
+                        Some((t.message(), deadline)),
+                    );
                 } else if matches!(op, Op::Release(_)) {
                     ctx.release_skipped(*lock, node);
                 }

@@ -158,7 +158,7 @@ impl Client {
                 release,
                 retry: Some(retry),
             });
-            ctx.send(self.id, node, tx, lock, release.op);
+            ctx.send((self.id, node, tx, lock), release.op, None);
             let at = self.after(ctx, duration_ns(ctx.sc.node_timeout));
             ctx.push(
                 at,

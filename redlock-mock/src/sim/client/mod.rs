@@ -292,6 +292,11 @@ impl Client {
             .map(|h| h.lease.valid_until())
     }
 
+    /// This client's clock at real time `now`, as the machines' instant.
+    pub(crate) fn clock_at(&self, time: Timebase, now: u64) -> Instant {
+        time.at(self.clock.local(now))
+    }
+
     fn believes(&self, ctx: &Ctx<'_>) -> bool {
         self.belief(ctx.time, ctx.now).is_some()
     }

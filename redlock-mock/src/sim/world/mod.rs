@@ -244,7 +244,13 @@ impl<'s, 'o> World<'s, 'o> {
         worker.busy = None;
         if worker.dies_at.is_some_and(|at| now > at) {
             let lost = worker.queue.len();
-            worker.queue.clear();
+            for p in std::mem::take(&mut worker.queue) {
+                if matches!(p.op, Op::Release(_)) {
+                    if let Some(rec) = self.locks.get_mut(p.lock) {
+                        rec.release_died |= 1 << node;
+                    }
+                }
+            }
             if lost > 0 {
                 self.stats.lost_messages += lost as u64;
                 self.trace.line(now, || {
@@ -253,10 +259,29 @@ impl<'s, 'o> World<'s, 'o> {
             }
             return;
         }
-        let Some(next) = worker.queue.pop_front() else {
-            return;
+        // A request queued past its round's deadline is dropped unsent, as
+        // the engine says (`Message::stale`); its round has timed out.
+        let next = loop {
+            let Some(next) = self.net.worker(client, node).queue.pop_front() else {
+                return;
+            };
+            let Some(cl) = self.clients.get(next.client as usize) else {
+                continue;
+            };
+            let at = cl.clock_at(self.time, now);
+            if !next
+                .job
+                .is_some_and(|(message, after)| message.stale(at, after))
+            {
+                break next;
+            }
+            self.stats.stale_dropped += 1;
+            let (c, tx) = (next.client, next.tx);
+            self.trace.line(now, || {
+                format!("c{c}'s worker drops tx {tx} to n{node} unsent: its round is over")
+            });
         };
-        worker.busy = Some((next.client, next.tx));
+        self.net.worker(client, node).busy = Some((next.client, next.tx));
         self.with_client(next.client, |_, ctx| {
             let at = ctx.now + ctx.node_timeout();
             ctx.push(
@@ -448,7 +473,9 @@ impl<'s, 'o> World<'s, 'o> {
                 let Some(rec) = self.locks.get(lock) else {
                     continue;
                 };
-                if rec.fate == LockFate::GivenUp {
+                // A release still queued when its process's exit drain
+                // ended is lost by design (`Settings::exit_deadline`).
+                if rec.fate == LockFate::GivenUp && rec.release_died & (1 << n) == 0 {
                     let client = rec.client;
                     self.checker
                         .violation(ViolationKind::LeftBehind, now, || {
