@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::engine::{Acquired, Lease, Single, Until};
+use crate::engine::{Acquired, Decided, Lease, Message, Single, Until};
 use crate::runtime::manager::Manager;
 use crate::runtime::state::{self, LockState};
 use crate::KeepAlive;
@@ -296,9 +296,8 @@ impl<B: LockBackend> Lock<B> {
         };
         let shared = &self.manager.shared;
         let claim = &self.state.claim;
-        let lines = &self.manager.lines;
         let sent = (message, skips.clone());
-        let decided = match lines.release_handing_off(shared, claim, sent, self.line, true) {
+        let decided = match self.release_round(sent, true) {
             Some(decided) => decided,
             None => shared.run_single(
                 Single::new(
@@ -319,6 +318,25 @@ impl<B: LockBackend> Lock<B> {
         result
     }
 
+    /// Sends the release round `sent`: handing the lock over to the line's
+    /// next waiter when the lock is a line's, plainly otherwise; with
+    /// `wait`, its decided round.
+    fn release_round(
+        &self,
+        sent: (Message, Option<Arc<[bool]>>),
+        wait: bool,
+    ) -> Option<Decided<B::Error>> {
+        let (manager, claim) = (&self.manager, &self.state.claim);
+        match self.line {
+            Some(ticket) => {
+                manager
+                    .lines
+                    .release_handing_off(&manager.shared, claim, sent, ticket, wait)
+            }
+            None => manager.shared.release(claim, sent, wait),
+        }
+    }
+
     /// The loss recorded so far, as an error (used by `with_lock`).
     pub(crate) fn lost_error(&self) -> Option<LockError<B::Error>> {
         self.ensure_held().err()
@@ -333,15 +351,8 @@ impl<B: LockBackend> Drop for Lock<B> {
                 let mut life = self.state.life.lock();
                 (life.begin_release(), life.skips().cloned())
             };
-            let manager = &self.manager;
-            let _ = manager.lines.release_handing_off(
-                &manager.shared,
-                &self.state.claim,
-                sent,
-                self.line,
-                false,
-            );
-            manager
+            let _ = self.release_round(sent, false);
+            self.manager
                 .shared
                 .observe_release(self.state.claim.resources(), started, None);
         }

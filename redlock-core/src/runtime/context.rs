@@ -508,6 +508,42 @@ impl<E: Send + Sync + 'static> Shared<E> {
         }
     }
 
+    /// Releases `claim`, a lock taken outside a line (`try_lock`, a
+    /// permit, a read), on every node with `message` (its release), not
+    /// sent to the nodes `skips` marks; nothing to hand over, and no need
+    /// to take the lines' lock. With `wait`, returns the release's decided
+    /// round; without, the release is sent and nobody waits for it.
+    pub(crate) fn release(
+        &self,
+        claim: &Arc<Claim>,
+        (message, skips): (crate::engine::Message, Option<Arc<[bool]>>),
+        wait: bool,
+    ) -> Option<crate::engine::Decided<E>>
+    where
+        E: std::error::Error + 'static,
+    {
+        let clock = &self.config.clock;
+        let mut release = Single::new(
+            &self.config.settings,
+            message,
+            Arc::clone(claim),
+            Until::Decided,
+        )
+        .skipping(skips);
+        release.start(clock.now());
+        let sent = release.poll_transmit()?;
+        let mine = wait.then(|| {
+            Arc::new(Mailbox::new(
+                release,
+                Arc::clone(clock),
+                std::thread::current(),
+            ))
+        });
+        let inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
+        let deadline = self.dispatch(&sent, inbox.as_ref(), 0);
+        mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)))
+    }
+
     /// Runs one round of `single`, started now, to its decision.
     pub(crate) fn run_single(&self, mut single: Single<E>) -> crate::engine::Decided<E>
     where

@@ -165,11 +165,12 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         wake_all(expired);
     }
 
-    /// Releases `claim` on every node with `message` (its release). When
-    /// `line` is the ticket of the line's owner and somebody waits, the next
+    /// Releases `claim`, the lock of the line's owner `ticket`, on every
+    /// node with `message` (its release). When somebody waits, the next
     /// waiter's acquisition starts with a round queued on every node right
     /// behind the release, in the same batch. With `wait`, returns the
-    /// release's decided round.
+    /// release's decided round. (A lock taken outside a line is released
+    /// by [`Shared::release`].)
     ///
     /// Nothing that reaches user code (the event hook) runs while the
     /// lines' lock is held: full queues are reported after it is let go.
@@ -178,7 +179,7 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         shared: &Shared<E>,
         claim: &Arc<Claim>,
         (message, skips): (Message, Option<Arc<[bool]>>),
-        line: Option<u64>,
+        ticket: u64,
         wait: bool,
     ) -> Option<Decided<E>> {
         let clock = &shared.config.clock;
@@ -194,17 +195,11 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         let mine =
             wait.then(|| Arc::new(Mailbox::new(release, Arc::clone(clock), thread::current())));
         let my_inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
-        if line.is_none() {
-            // Not a line's lock (`try_lock`): nothing to hand over, and no
-            // need to take the lines' lock.
-            let deadline = shared.dispatch(&sent, my_inbox.as_ref(), 0);
-            return mine.map(|m| shared.drive(&m, Deadlines::of(sent.round(), deadline)));
-        }
         let resources = claim.resources();
         let now = clock.now();
         let mut expired = Vec::new();
         let mut lines = self.lines.lock();
-        let handing = lines.release(resources, line, now, &mut expired);
+        let handing = lines.release(resources, Some(ticket), now, &mut expired);
         let (next, yields) = match handing {
             Handing::Next { waiter, yields } => (waiter, yields),
             Handing::Plain | Handing::Freed => {
