@@ -154,7 +154,10 @@ impl<M> Mailbox<M> {
             if self.cancel.get().is_some_and(Cancel::is_cancelled) {
                 return Pause::Cancelled;
             }
-            let now = Instant::now();
+            // The pause's end is the machine's, on the configured clock
+            // (the system clock: release notifications are off with a
+            // clock of one's own, `Builder::clock`).
+            let now = self.clock.now();
             if flag.take() && settled.is_none() {
                 settled = Some(later(now, settle));
             }
