@@ -51,7 +51,8 @@ pub struct NextRead {
     pub until: Instant,
 }
 
-/// The reading of one own round's answers.
+/// The reading of one own round's answers: the nodes not read yet, each
+/// with what the driver needs to read it (`T`: its request under way).
 ///
 /// # Examples
 ///
@@ -64,26 +65,27 @@ pub struct NextRead {
 ///
 /// let sent = Instant::now();
 /// let deadline = sent + Duration::from_millis(50);
-/// let mut own = OwnRound::new(sent, deadline, vec![0, 1, 2]);
+/// let mut own = OwnRound::new(sent, deadline, vec![(0, "a"), (1, "b"), (2, "c")]);
 /// let next = own.next(sent).expect("node 0");
 /// assert_eq!(next, NextRead { node: 0, until: sent + WAIT_SLICE });
-/// own.taken(sent, false);
+/// assert_eq!(own.current(), Some(&mut "a"));
+/// assert_eq!(own.take(), Some((0, "a")));
 /// // Node 1 does not answer within its slice: node 2 is read next.
 /// assert_eq!(own.next(sent).map(|r| r.node), Some(1));
 /// own.not_yet();
-/// assert_eq!(own.next(sent).map(|r| r.node), Some(2));
+/// assert_eq!(own.take(), Some((2, "c")));
 /// // The round is decided 1 ms after it was sent: node 1 gets 4 ms more.
 /// let now = sent + Duration::from_millis(1);
-/// own.taken(now, true);
+/// own.decided(now);
 /// let last = own.next(now).expect("node 1");
 /// assert_eq!(last, NextRead { node: 1, until: now + Duration::from_millis(4) });
-/// own.taken(last.until, false);
+/// assert_eq!(own.take(), Some((1, "b")));
 /// assert_eq!(own.next(last.until), None);
 /// ```
 #[derive(Debug, Clone)]
-pub struct OwnRound {
-    /// The nodes not read yet, in node order.
-    pending: Vec<usize>,
+pub struct OwnRound<T> {
+    /// The nodes not read yet, in node order, with their requests.
+    pending: Vec<(usize, T)>,
     /// The position in `pending` of the node to read next.
     cursor: usize,
     sent_at: Instant,
@@ -92,7 +94,7 @@ pub struct OwnRound {
     by: Instant,
 }
 
-impl OwnRound {
+impl OwnRound<()> {
     /// Whether a round is the caller's own: own rounds are on
     /// ([`Builder::own_rounds`](crate::Builder::own_rounds)) and no more
     /// callers drive a machine of the manager (`waiting`) than the caller
@@ -130,17 +132,20 @@ impl OwnRound {
     pub fn takes(queued: usize, failing: bool) -> bool {
         queued == 0 && !failing
     }
+}
 
-    /// The reading of a round sent at `sent_at` to `nodes` (in node order),
-    /// whose answers are due by `deadline`.
+impl<T> OwnRound<T> {
+    /// The reading of a round sent at `sent_at` to the nodes of `pending`
+    /// (in node order, each with its request), whose answers are due by
+    /// `deadline`.
     ///
     /// # Examples
     ///
     /// See [`OwnRound`].
     #[must_use]
-    pub fn new(sent_at: Instant, deadline: Instant, nodes: Vec<usize>) -> Self {
+    pub fn new(sent_at: Instant, deadline: Instant, pending: Vec<(usize, T)>) -> Self {
         OwnRound {
-            pending: nodes,
+            pending,
             cursor: 0,
             sent_at,
             deadline,
@@ -155,7 +160,7 @@ impl OwnRound {
     /// See [`OwnRound`].
     #[must_use]
     pub fn next(&self, now: Instant) -> Option<NextRead> {
-        let &node = self.pending.get(self.cursor)?;
+        let node = self.pending.get(self.cursor)?.0;
         let until = if now >= self.by || self.pending.len() == 1 {
             self.by
         } else {
@@ -177,21 +182,39 @@ impl OwnRound {
         }
     }
 
-    /// [`OwnRound::next`]'s node was read at `now` (its answer, or its
-    /// failure); `decided`: the round's machine has something for its
-    /// driver since (a decision, most often).
+    /// The request of [`OwnRound::next`]'s node, to wait on.
     ///
     /// # Examples
     ///
     /// See [`OwnRound`].
-    pub fn taken(&mut self, now: Instant, decided: bool) {
-        if self.cursor < self.pending.len() {
-            self.pending.remove(self.cursor);
-        }
+    #[must_use]
+    pub fn current(&mut self) -> Option<&mut T> {
+        self.pending.get_mut(self.cursor).map(|(_, t)| t)
+    }
+
+    /// Takes [`OwnRound::next`]'s node and its request out, to read its
+    /// answer (or its failure); the next node's turn follows.
+    ///
+    /// # Examples
+    ///
+    /// See [`OwnRound`].
+    pub fn take(&mut self) -> Option<(usize, T)> {
+        let taken = (self.cursor < self.pending.len()).then(|| self.pending.remove(self.cursor));
         if self.cursor >= self.pending.len() {
             self.cursor = 0;
         }
-        if decided && self.by == self.deadline {
+        taken
+    }
+
+    /// The round's machine has something for its driver (a decision, most
+    /// often) since an answer read at `now`: the nodes not read yet get the
+    /// grace (once).
+    ///
+    /// # Examples
+    ///
+    /// See [`OwnRound`].
+    pub fn decided(&mut self, now: Instant) {
+        if self.by == self.deadline {
             let grace = (now.saturating_duration_since(self.sent_at) * 4).max(DECIDED_GRACE);
             self.by = later(now, grace).min(self.deadline);
         }
@@ -206,7 +229,7 @@ impl OwnRound {
     /// use std::time::{Duration, Instant};
     /// use redlock_core::engine::OwnRound;
     /// let sent = Instant::now();
-    /// let own = OwnRound::new(sent, sent + Duration::from_millis(50), vec![0]);
+    /// let own = OwnRound::new(sent, sent + Duration::from_millis(50), vec![(0, ())]);
     /// assert_eq!(own.by(), sent + Duration::from_millis(50));
     /// ```
     #[must_use]
@@ -226,22 +249,22 @@ mod tests {
     #[test]
     fn the_grace_starts_once_and_stays_within_the_deadline() {
         let sent = Instant::now();
-        let mut own = OwnRound::new(sent, sent + ms(10), vec![0, 1, 2, 3]);
-        own.taken(sent + ms(2), true);
+        let mut own = OwnRound::new(sent, sent + ms(10), vec![(0, ()), (1, ()), (2, ())]);
+        own.decided(sent + ms(2));
         // Four times 2 ms would pass the deadline.
         assert_eq!(own.by(), sent + ms(10));
-        let mut own = OwnRound::new(sent, sent + ms(50), vec![0, 1, 2]);
-        own.taken(sent + ms(1), true);
+        let mut own = OwnRound::new(sent, sent + ms(50), vec![(0, ()), (1, ())]);
+        own.decided(sent + ms(1));
         assert_eq!(own.by(), sent + ms(5));
         // A later decision does not move it again.
-        own.taken(sent + ms(3), true);
+        own.decided(sent + ms(3));
         assert_eq!(own.by(), sent + ms(5));
     }
 
     #[test]
     fn past_its_end_every_node_left_is_taken_at_once() {
         let sent = Instant::now();
-        let mut own = OwnRound::new(sent, sent + ms(5), vec![0, 1, 2]);
+        let mut own = OwnRound::new(sent, sent + ms(5), vec![(0, 'a'), (1, 'b'), (2, 'c')]);
         own.not_yet();
         let late = sent + ms(6);
         let read = own.next(late).unwrap_or_else(|| unreachable!());
@@ -253,20 +276,21 @@ mod tests {
             }
         );
         assert!(read.until <= late);
-        own.taken(late, false);
+        assert_eq!(own.take(), Some((1, 'b')));
         assert_eq!(own.next(late).map(|r| r.node), Some(2));
-        own.taken(late, false);
+        assert_eq!(own.take(), Some((2, 'c')));
         assert_eq!(own.next(late).map(|r| r.node), Some(0));
-        own.taken(late, false);
+        assert_eq!(own.take(), Some((0, 'a')));
         assert_eq!(own.next(late), None);
+        assert_eq!(own.take(), None);
     }
 
     #[test]
     fn the_last_node_is_waited_for_until_the_end() {
         let sent = Instant::now();
-        let mut own = OwnRound::new(sent, sent + ms(50), vec![3, 4]);
+        let mut own = OwnRound::new(sent, sent + ms(50), vec![(3, ()), (4, ())]);
         assert_eq!(own.next(sent).map(|r| r.until), Some(sent + WAIT_SLICE));
-        own.taken(sent, false);
+        assert!(own.take().is_some());
         assert_eq!(
             own.next(sent),
             Some(NextRead {

@@ -620,27 +620,25 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
         } = self;
         full.report(shared);
         // The engine says which answer to wait for and until when.
-        let mut own = OwnRound::new(
-            sent_at,
-            deadline,
-            started.iter().map(|(node, _)| *node).collect(),
-        );
-        let mut started = started;
-        while let Some(read) = own.next(Instant::now()) {
-            let Some(i) = started.iter().position(|(n, _)| *n == read.node) else {
-                own.taken(Instant::now(), false);
-                continue;
-            };
-            if read.until > Instant::now() && !started[i].1.wait(read.until) {
+        let mut own = OwnRound::new(sent_at, deadline, started);
+        let mut now = Instant::now();
+        while let Some(read) = own.next(now) {
+            if read.until > now && !own.current().is_some_and(|s| s.wait(read.until)) {
                 own.not_yet();
+                now = Instant::now();
                 continue;
             }
-            let (node, s) = started.swap_remove(i);
+            let Some((node, s)) = own.take() else {
+                break;
+            };
             let result = shared.workers[node].finish(s, own.by(), t.message(), t.claim());
             let decided = inbox
                 .filter(|_| t.wants_reply(node))
                 .is_some_and(|inbox| inbox.deliver(t.round(), node, result));
-            own.taken(Instant::now(), decided);
+            now = Instant::now();
+            if decided {
+                own.decided(now);
+            }
         }
         deadline
     }

@@ -24,7 +24,7 @@ use crate::sim::event::{Answer, Slot, Step};
 pub(crate) struct OwnRead {
     tx: u32,
     pub(super) slot: Slot,
-    round: OwnRound,
+    round: OwnRound<()>,
     /// Answers in, not taken yet: view position and answer.
     arrived: Vec<(u8, Answer)>,
     /// The wait under way: its number.
@@ -56,6 +56,7 @@ impl Client {
         let deadline = now + ctx.sc.node_timeout;
         let nodes = (0..self.view.len())
             .filter(|&p| own & (1 << p) != 0)
+            .map(|p| (p, ()))
             .collect();
         self.own = Some(OwnRead {
             tx,
@@ -139,10 +140,11 @@ impl Client {
                 }
             };
             own.waiting = None;
+            own.round.take();
             let tx = own.tx;
             let decided = self.own_take(ctx, tx, pos, answer, now);
-            if let Some(own) = self.own.as_mut() {
-                own.round.taken(now, decided);
+            if let Some(own) = self.own.as_mut().filter(|_| decided) {
+                own.round.decided(now);
             }
         }
     }
