@@ -522,6 +522,24 @@ impl<E: Send + Sync + 'static> Shared<E> {
     where
         E: std::error::Error + 'static,
     {
+        let (sent, mine) = self.release_round(claim, (message, skips), wait)?;
+        let inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
+        let deadline = self.dispatch(&sent, inbox.as_ref(), 0);
+        mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)))
+    }
+
+    /// A release round of `claim` started now: its transmit (none when it
+    /// goes to no node) and, with `wait`, the mailbox to drive it in.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn release_round(
+        &self,
+        claim: &Arc<Claim>,
+        (message, skips): (crate::engine::Message, Option<Arc<[bool]>>),
+        wait: bool,
+    ) -> Option<(Transmit, Option<Arc<Mailbox<Single<E>>>>)>
+    where
+        E: Send + Sync,
+    {
         let clock = &self.config.clock;
         let mut release = Single::new(
             &self.config.settings,
@@ -539,9 +557,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 std::thread::current(),
             ))
         });
-        let inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
-        let deadline = self.dispatch(&sent, inbox.as_ref(), 0);
-        mine.map(|m| self.drive(&m, Deadlines::of(sent.round(), deadline)))
+        Some((sent, mine))
     }
 
     /// Runs one round of `single`, started now, to its decision.

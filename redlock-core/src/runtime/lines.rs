@@ -10,10 +10,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::decide::deadline::later;
-use crate::engine::{
-    Acquire, Decided, HandOff, Handing, Joined, Look, Machine as _, Message, Single, Transmit,
-    Until, Waiting,
-};
+use crate::engine::{Acquire, Decided, HandOff, Handing, Joined, Look, Message, Transmit, Waiting};
 use crate::events::{Event, ManagerCounters};
 use crate::runtime::context::{Deadlines, FullQueues, Shared};
 use crate::runtime::mailbox::{Inbox, Mailbox};
@@ -183,17 +180,7 @@ impl<E: std::error::Error + Send + Sync + 'static> Lines<E> {
         wait: bool,
     ) -> Option<Decided<E>> {
         let clock = &shared.config.clock;
-        let mut release = Single::new(
-            &shared.config.settings,
-            message,
-            Arc::clone(claim),
-            Until::Decided,
-        )
-        .skipping(skips);
-        release.start(clock.now());
-        let sent = release.poll_transmit()?;
-        let mine =
-            wait.then(|| Arc::new(Mailbox::new(release, Arc::clone(clock), thread::current())));
+        let (sent, mine) = shared.release_round(claim, (message, skips), wait)?;
         let my_inbox = mine.clone().map(|m| m as Arc<dyn Inbox<E>>);
         let resources = claim.resources();
         let now = clock.now();
