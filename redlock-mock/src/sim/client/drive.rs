@@ -347,10 +347,16 @@ impl Client {
     /// Sends every transmit of the outbox to every node of the view, and
     /// starts each one's per-node timer.
     pub(super) fn send_outbox(&mut self, ctx: &mut Ctx<'_>) {
-        let outbox = std::mem::take(&mut self.outbox);
-        let alone = outbox.len() == 1;
+        let mut outbox = std::mem::take(&mut self.outbox);
         let mut own_round = None;
+        let mut sent = 0;
         for (slot, t, lock) in &outbox {
+            // An own round is read before the next transmit goes out, as
+            // the blocking manager reads each before it sends the next.
+            if own_round.is_some() {
+                break;
+            }
+            sent += 1;
             let Some(op) = op(t) else {
                 continue;
             };
@@ -364,7 +370,7 @@ impl Client {
             let sends = (0..self.view.len())
                 .filter(|&p| t.sends_to(p))
                 .fold(0u32, |m, p| m | (1 << p));
-            let own = self.own_positions(ctx, sends, alone);
+            let own = self.own_positions(ctx, sends);
             if own != 0 {
                 own_round = Some((tx, *slot, own));
             }
@@ -409,8 +415,9 @@ impl Client {
                 },
             );
         }
+        // What is left waits for the own round's end.
+        outbox.drain(..sent);
         self.outbox = outbox;
-        self.outbox.clear();
         if let Some((tx, slot, own)) = own_round {
             self.begin_own(ctx, tx, slot, own);
         }

@@ -38,9 +38,9 @@ impl Client {
     /// goes to by the client itself: none unless the scenario has own
     /// rounds and no other own round is being read; then every position
     /// whose last own read did not fail.
-    pub(super) fn own_positions(&self, ctx: &Ctx<'_>, sends: u32, alone: bool) -> u32 {
+    pub(super) fn own_positions(&self, ctx: &Ctx<'_>, sends: u32) -> u32 {
         // A lone caller: it is the one driver the manager knows of.
-        if !alone || self.own.is_some() || !OwnRound::applies(ctx.sc.own_rounds, 1, 1) {
+        if self.own.is_some() || !OwnRound::applies(ctx.sc.own_rounds, 1, 1) {
             return 0;
         }
         (0..self.view.len())
