@@ -30,6 +30,8 @@
 //!   nodes itself and how it reads their answers.
 //! - [`Slots`]: the keys of a semaphore's permits and the [`Acquire`] of
 //!   one of them; [`Acquire::read`], a read of a read-write lock.
+//! - [`LocalWriters`]: the writers of a read-write lock waiting on one
+//!   manager, in arrival order, and whether a reader must wait for them.
 //!
 //! # Examples
 //!
@@ -75,6 +77,7 @@ mod own_round;
 mod round;
 mod single;
 mod slots;
+mod writers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,6 +96,7 @@ pub use single::{Decided, Single, Until};
 #[cfg(test)]
 pub(crate) use slots::permit_key;
 pub use slots::{Slots, MAX_PERMITS};
+pub use writers::LocalWriters;
 
 use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
 

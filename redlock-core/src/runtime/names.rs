@@ -2,13 +2,13 @@
 //! is not also locked as a mutex, or used as something else, through the
 //! same manager; and the writers of each read-write lock waiting on it.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::engine::MAX_PERMITS;
+use crate::engine::{LocalWriters, MAX_PERMITS};
 use crate::{ConfigError, Resources};
 
 /// What a name is used as.
@@ -33,20 +33,19 @@ impl Kind {
 /// nodes' waiting marks do that for other managers).
 #[derive(Debug, Default)]
 pub(crate) struct Writers {
-    next: AtomicU64,
-    waiting: Mutex<BTreeSet<u64>>,
+    state: Mutex<LocalWriters>,
 }
 
 impl Writers {
     /// A number in arrival order, for a reader or a writer.
     pub(crate) fn arrive(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
+        self.state.lock().arrive()
     }
 
     /// The writer that arrived as `seq` waits until the returned guard
     /// drops.
     pub(crate) fn wait(self: &Arc<Self>, seq: u64) -> WaitingWriter {
-        self.waiting.lock().insert(seq);
+        self.state.lock().start_waiting(seq);
         WaitingWriter {
             writers: Arc::clone(self),
             seq,
@@ -55,10 +54,7 @@ impl Writers {
 
     /// Whether a writer that arrived before `seq` still waits.
     pub(crate) fn ahead_of(&self, seq: u64) -> bool {
-        self.waiting
-            .lock()
-            .first()
-            .is_some_and(|&first| first < seq)
+        self.state.lock().reader_must_wait(seq)
     }
 }
 
@@ -70,7 +66,7 @@ pub(crate) struct WaitingWriter {
 
 impl Drop for WaitingWriter {
     fn drop(&mut self) {
-        self.writers.waiting.lock().remove(&self.seq);
+        self.writers.state.lock().stop_waiting(self.seq);
     }
 }
 
