@@ -109,6 +109,9 @@ pub(crate) enum Step {
     /// The wait for an answer of a lone caller's own round is over;
     /// carries the wait's number, so that a stale one is told apart.
     OwnRead(u32),
+    /// A reader waiting for its process's earlier writers looks again;
+    /// carries the look's number, so that a stale one is told apart.
+    ReadWait(u32),
 }
 
 impl Step {
@@ -128,6 +131,7 @@ impl Step {
             Step::Released(n) => 10 | (u64::from(n) << 8),
             Step::KeptDue(n) => 11 | (u64::from(n) << 8),
             Step::OwnRead(n) => 12 | (u64::from(n) << 8),
+            Step::ReadWait(n) => 13 | (u64::from(n) << 8),
         }
     }
 }

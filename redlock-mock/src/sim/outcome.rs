@@ -41,7 +41,10 @@ pub enum ViolationKind {
     /// With [`Scenario::callers_per_process`](super::Scenario::callers_per_process):
     /// a caller was granted its line's lock while a caller of the same
     /// process that joined the line before it still waited, its deadline
-    /// not passed.
+    /// not passed; or, with a read-write lock, a reader was granted while a
+    /// writer of the same process that arrived before it still waited, its
+    /// deadline not passed (`RwLock::read` waits for them,
+    /// [`LocalWriters`](redlock_core::engine::LocalWriters)).
     WaiterSkipped,
     /// A hand-off's first acquire ran on a node before the release it was
     /// queued behind had reached that node (a node the release skipped,
@@ -231,6 +234,10 @@ pub struct Stats {
     pub most_holders: u64,
     /// With a read-write lock: writes acquired.
     pub writers: u64,
+    /// With a read-write lock and several callers per process: retry
+    /// pauses readers took because a writer of their process that arrived
+    /// before them still waited.
+    pub readers_waited: u64,
     /// The longest a process kept trying to lock without a grant, counted
     /// at another process's grant (the fairness check's measure).
     pub longest_starved: Duration,
@@ -285,6 +292,7 @@ impl Stats {
             woken,
             most_holders,
             writers,
+            readers_waited,
             longest_starved,
             end,
         } = *other;
@@ -318,6 +326,7 @@ impl Stats {
         self.took_over += took_over;
         self.woken += woken;
         self.writers += writers;
+        self.readers_waited += readers_waited;
         self.most_holders = self.most_holders.max(most_holders);
         self.longest_starved = self.longest_starved.max(longest_starved);
         self.end = self.end.max(end);

@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 28] = [
+    pub const NAMES: [&'static str; 29] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -42,6 +42,7 @@ impl Scenario {
         "semaphore-holder-sets",
         "rwlock",
         "rwlock-blind-readers",
+        "rwlock-local",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -84,6 +85,7 @@ impl Scenario {
             "semaphore-holder-sets" => Self::semaphore_holder_sets(),
             "rwlock" => Self::rwlock(),
             "rwlock-blind-readers" => Self::rwlock_blind_readers(),
+            "rwlock-local" => Self::rwlock_local(),
             _ => return None,
         })
     }
@@ -966,6 +968,39 @@ impl Scenario {
             primitive: Primitive::RwLock {
                 write: 0.3,
                 blind_readers: true,
+            },
+            ..Self::rwlock()
+        }
+    }
+
+    /// [`Scenario::rwlock`] with three processes of three callers each,
+    /// two fifths of whose cycles write, under the in-model faults. A
+    /// reader first waits while a writer of its own process that arrived
+    /// before it still waits
+    /// ([`LocalWriters`](redlock_core::engine::LocalWriters), the state
+    /// `RwLock::read` consults), re-checking after retry pauses until its
+    /// deadline. Writers acquire on their own rounds (not through the
+    /// process's local line). Expect zero violations: no reader is granted
+    /// while an earlier writer of its process still waits
+    /// ([`ViolationKind::WaiterSkipped`](super::ViolationKind::WaiterSkipped)),
+    /// and never a writer together with a reader or another writer.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::rwlock_local(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn rwlock_local() -> Scenario {
+        Scenario {
+            name: "rwlock-local".into(),
+            clients: 3,
+            callers_per_process: 3,
+            primitive: Primitive::RwLock {
+                write: 0.4,
+                blind_readers: false,
             },
             ..Self::rwlock()
         }

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_core::engine::Lines;
+use redlock_core::engine::{Lines, LocalWriters};
 use redlock_core::Ttl;
 
 /// A caller in a line that has not been granted yet.
@@ -25,6 +25,17 @@ pub(crate) struct InLine {
     pub(crate) mask: u8,
     /// When it gives up (the process's clock).
     pub(crate) deadline: Instant,
+}
+
+/// A writer of the process's read-write lock that wants the lock (from
+/// arrival until it acquired or gave up), as the checker sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalWriter {
+    /// Its arrival number in [`Process::writers`].
+    pub(crate) seq: u64,
+    pub(crate) caller: u8,
+    /// When it gives up (real time).
+    pub(crate) deadline: u64,
 }
 
 /// The state the callers of one process share.
@@ -56,6 +67,13 @@ pub(crate) struct Process {
     pub(crate) starved: bool,
     /// With [`Scenario::exit`](super::Scenario::exit): it has exited.
     pub(crate) exited: bool,
+    /// The writers of the read-write lock waiting on this manager
+    /// ([`LocalWriters`], the very state `RwLock::read` consults): a reader
+    /// waits while one that arrived before it still waits.
+    pub(crate) writers: LocalWriters,
+    /// The same writers as the checker keeps them, with their deadlines,
+    /// for "no reader skips a local writer".
+    pub(crate) writing: Vec<LocalWriter>,
     grace: Duration,
     streak: Duration,
 }
@@ -81,6 +99,8 @@ impl Process {
             starving_since: None,
             starved: false,
             exited: false,
+            writers: LocalWriters::default(),
+            writing: Vec::new(),
             grace,
             streak,
         }
@@ -90,6 +110,8 @@ impl Process {
     pub(crate) fn crash(&mut self) {
         self.lines = Lines::new(self.grace, self.streak);
         self.in_line.clear();
+        self.writers = LocalWriters::default();
+        self.writing.clear();
         self.valid.iter_mut().for_each(|v| *v = None);
         self.wanting = 0;
         self.starving_since = None;
@@ -121,6 +143,22 @@ impl Process {
     pub(crate) fn validity(valid: &[Option<Instant>], first: u8, holder: u8) -> Option<Instant> {
         let at = usize::from(holder.checked_sub(first)?);
         valid.get(at).copied().flatten()
+    }
+
+    /// The writer that arrived as `seq` acquired or gave up.
+    pub(crate) fn writer_done(&mut self, seq: u64) {
+        self.writers.stop_waiting(seq);
+        self.writing.retain(|w| w.seq != seq);
+    }
+
+    /// A reader that arrived as `seq` is granted at real time `now`: the
+    /// writer that arrived before it and still waits, its deadline not
+    /// passed, if any (it was skipped).
+    pub(crate) fn reader_granted(&self, seq: u64, now: u64) -> Option<LocalWriter> {
+        self.writing
+            .iter()
+            .find(|w| w.seq < seq && now < w.deadline)
+            .copied()
     }
 
     /// `caller` is no longer waiting in a line.

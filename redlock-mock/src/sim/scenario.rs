@@ -592,9 +592,12 @@ impl Scenario {
             );
         }
         if self.primitive != Primitive::Mutex {
-            if self.callers_per_process != 1 || self.exit {
+            // A read-write lock may have several callers per process: its
+            // readers wait for the process's earlier writers.
+            let several_ok = matches!(self.primitive, Primitive::RwLock { .. });
+            if (self.callers_per_process != 1 && !several_ok) || self.exit {
                 return Err(
-                    "a semaphore or read-write lock needs one caller per process and no exit"
+                    "a semaphore needs one caller per process, a semaphore or read-write lock no exit"
                         .into(),
                 );
             }

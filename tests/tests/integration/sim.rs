@@ -570,6 +570,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "wake-ups"
                     | "semaphore"
                     | "rwlock"
+                    | "rwlock-local"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);
@@ -615,6 +616,17 @@ fn kept_releases_leave_no_key_behind_after_outages() {
     expect_safe("kept-releases", 10_000);
     let t = totals(&scenario("kept-releases"), 0..200);
     assert!(t.release_retries > 0, "{t:?}");
+}
+
+/// A read-write lock with three callers per process: a reader waits while
+/// a writer of its process that arrived before it still waits
+/// (`engine::LocalWriters`, the state `RwLock::read` consults); no reader
+/// is granted past such a writer (`WaiterSkipped`), and readers did wait.
+#[test]
+fn rwlock_readers_wait_for_local_writers() {
+    expect_safe("rwlock-local", 10_000);
+    let t = totals(&scenario("rwlock-local"), 0..200);
+    assert!(t.readers_waited > 1_000 && t.writers > 1_000, "{t:?}");
 }
 
 /// The deliberately wrong twin: a kept release dropped after one try

@@ -592,6 +592,7 @@ impl Client {
     fn acquired(&mut self, ctx: &mut Ctx<'_>, a: Attempt, acquired: Acquired) {
         let now = ctx.now;
         ctx.process.unwant();
+        self.local_writers_on_grant(ctx);
         let (c, lock, mask) = (self.id, a.lock, self.mask);
         let token = match ctx.sc.fence_scheme {
             FenceScheme::Raise => acquired.fence.map(|f| f.value()),
@@ -683,6 +684,10 @@ impl Client {
     fn failed(&mut self, ctx: &mut Ctx<'_>, a: &Attempt, error: &LockError<NodeDown>) {
         let (c, lock) = (self.id, a.lock);
         ctx.process.unwant();
+        if let Some(seq) = self.writer_seq.take() {
+            ctx.process.writer_done(seq);
+        }
+        self.reader_seq = None;
         if matches!(error, LockError::Timeout { .. }) {
             ctx.stats.gave_up += 1;
             ctx.line(|| format!("c{c} gives up (L{lock}): {error}"));
@@ -737,6 +742,31 @@ impl Client {
             let gap2 = self.held.as_ref().map_or(0, |h| h.gap2);
             let at = self.after(ctx, gap2);
             self.step_at(ctx, at, Step::Write, false);
+        }
+    }
+}
+
+impl Client {
+    /// A grant of a read-write lock in a process with several callers: a
+    /// writer stops waiting; a reader must not have skipped a writer of its
+    /// process that arrived before it and still waits, its deadline not
+    /// passed (the checker's [`ViolationKind::WaiterSkipped`]).
+    fn local_writers_on_grant(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(seq) = self.writer_seq.take() {
+            ctx.process.writer_done(seq);
+        }
+        let Some(seq) = self.reader_seq.take() else {
+            return;
+        };
+        if let Some(writer) = ctx.process.reader_granted(seq, ctx.now) {
+            let c = self.id;
+            ctx.checker
+                .violation(ViolationKind::WaiterSkipped, ctx.now, || {
+                    format!(
+                        "reader c{c} (arrived {seq}) is granted while writer c{} (arrived {}) of its process still waits",
+                        writer.caller, writer.seq
+                    )
+                });
         }
     }
 }

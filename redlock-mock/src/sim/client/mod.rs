@@ -182,6 +182,18 @@ pub(crate) struct Client {
     /// The view positions whose last own read failed: their requests go
     /// through the workers until they answer again.
     failing: u32,
+    /// The retry pauses (for a reader waiting for its process's writers).
+    retry: RetryDelay,
+    /// As a writer of a process with several callers: its arrival number
+    /// in the process's [`LocalWriters`](redlock_core::engine::LocalWriters)
+    /// while it wants the lock.
+    writer_seq: Option<u64>,
+    /// As a reader: its arrival number (from arrival until its grant or
+    /// give-up).
+    reader_seq: Option<u64>,
+    /// As a reader waiting for earlier writers: its deadline.
+    read_wait: Option<Instant>,
+    read_wait_seq: u32,
 }
 
 impl Client {
@@ -240,6 +252,11 @@ impl Client {
             own: None,
             own_seq: 0,
             failing: 0,
+            retry,
+            writer_seq: None,
+            reader_seq: None,
+            read_wait: None,
+            read_wait_seq: 0,
         }
     }
 
@@ -390,6 +407,7 @@ impl Client {
             Step::Look(seq) => self.look_due(ctx, seq),
             Step::KeptDue(seq) => self.kept_due(ctx, seq),
             Step::OwnRead(seq) => self.own_wait_over(ctx, seq),
+            Step::ReadWait(seq) => self.read_wait_due(ctx, seq),
         }
     }
 
@@ -475,6 +493,11 @@ impl Client {
         self.release = None;
         self.ticket = None;
         self.waiting = None;
+        if let Some(seq) = self.writer_seq.take() {
+            ctx.process.writer_done(seq);
+        }
+        self.reader_seq = None;
+        self.read_wait = None;
         self.sent.clear();
         self.own = None;
         self.failing = 0;

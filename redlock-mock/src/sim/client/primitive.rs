@@ -6,14 +6,18 @@
 //! every round queued); a write is an ordinary lock of `rw`. What a permit
 //! won names its slot, and so the keys the nodes and the checker see.
 
+use std::time::{Duration, Instant};
+
 use redlock_core::backend::Queued;
 use redlock_core::engine::{Acquire, Slots};
 use redlock_core::Resources;
 
 use super::Client;
 use crate::sim::checker::Role;
-use crate::sim::clock::signed;
+use crate::sim::clock::{duration_ns, signed};
 use crate::sim::ctx::Ctx;
+use crate::sim::event::Step;
+use crate::sim::process::LocalWriter;
 use crate::sim::scenario::{Primitive, Scenario, MAX_KEYS};
 
 /// The simulated semaphore's name.
@@ -81,6 +85,20 @@ impl Client {
                 if self.rng.chance(write) {
                     // `RwLock::write`: `Redlock::lock` on the key.
                     self.role = Role::Writer;
+                    if Self::lined(ctx) {
+                        // It waits in the manager's local writers until it
+                        // acquired or gave up.
+                        let process = &mut *ctx.process;
+                        let seq = process.writers.arrive();
+                        process.writers.start_waiting(seq);
+                        let until = self.real_of(ctx, deadline);
+                        ctx.process.writing.push(LocalWriter {
+                            seq,
+                            caller: self.id,
+                            deadline: until,
+                        });
+                        self.writer_seq = Some(seq);
+                    }
                     Acquire::new(
                         settings,
                         key.clone(),
@@ -91,6 +109,20 @@ impl Client {
                 } else {
                     // `RwLock::read`: a shared claim, every round queued.
                     self.role = Role::Reader;
+                    if Self::lined(ctx) {
+                        // First the writers of its process that came
+                        // before it.
+                        let seq = ctx.process.writers.arrive();
+                        self.reader_seq = Some(seq);
+                        if ctx.process.writers.reader_must_wait(seq) {
+                            let c = self.id;
+                            ctx.line(|| {
+                                format!("c{c} wants the Reader lock, waits for local writers")
+                            });
+                            self.read_wait = Some(deadline);
+                            return self.read_pause(ctx, deadline);
+                        }
+                    }
                     Acquire::read(settings, key.clone(), self.ttl, Some(deadline), queued)
                 }
             }
@@ -106,6 +138,56 @@ impl Client {
         let role = self.role;
         ctx.line(|| format!("c{c} wants the {role:?} lock"));
         self.run_acquire(ctx, machine);
+    }
+
+    /// A reader waiting for its process's earlier writers pauses a retry
+    /// pause drawn as `RwLock::read` draws it (the retry delay with the
+    /// client's jitter, no later than its deadline, at least 1 ms).
+    fn read_pause(&mut self, ctx: &mut Ctx<'_>, deadline: Instant) {
+        ctx.stats.readers_waited += 1;
+        let now = self.now_at(ctx);
+        let pause = self.retry.pick(self.rng.next_u64());
+        let pause = pause
+            .min(deadline.saturating_duration_since(now))
+            .max(Duration::from_millis(1));
+        self.read_wait_seq = self.read_wait_seq.wrapping_add(1);
+        let at = self.after(ctx, duration_ns(pause));
+        self.step_at(ctx, at, Step::ReadWait(self.read_wait_seq), false);
+    }
+
+    /// The reader's pause is over: it looks at its process's writers
+    /// again; gives up at its deadline, waits again while an earlier
+    /// writer waits, or starts its read.
+    pub(super) fn read_wait_due(&mut self, ctx: &mut Ctx<'_>, seq: u32) {
+        if seq != self.read_wait_seq {
+            return;
+        }
+        let (Some(deadline), Some(me)) = (self.read_wait, self.reader_seq) else {
+            return;
+        };
+        let c = self.id;
+        if !ctx.process.writers.reader_must_wait(me) {
+            self.read_wait = None;
+            let Some(Prim::RwLock(key)) = self.primitive.clone() else {
+                return;
+            };
+            let queued =
+                Queued::new(ctx.process.manager, ctx.process.mark_ttl, true).with_ticket(ctx.now);
+            let machine =
+                Acquire::read(self.settings.clone(), key, self.ttl, Some(deadline), queued);
+            ctx.line(|| format!("c{c} reads after its local writers"));
+            return self.run_acquire(ctx, machine);
+        }
+        if self.now_at(ctx) >= deadline {
+            // As a timed-out acquire.
+            self.read_wait = None;
+            self.reader_seq = None;
+            ctx.process.unwant();
+            ctx.stats.gave_up += 1;
+            ctx.line(|| format!("c{c} gives up waiting for local writers"));
+            return self.think(ctx);
+        }
+        self.read_pause(ctx, deadline);
     }
 
     /// The key mask of `resources` when it is one of the semaphore's
