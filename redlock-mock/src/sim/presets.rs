@@ -979,8 +979,8 @@ impl Scenario {
     /// before it still waits
     /// ([`LocalWriters`](redlock_core::engine::LocalWriters), the state
     /// `RwLock::read` consults), re-checking after retry pauses until its
-    /// deadline. Writers acquire on their own rounds (not through the
-    /// process's local line). Expect zero violations: no reader is granted
+    /// deadline. A writer is `Redlock::lock` on the key: it joins its
+    /// process's local line for it. Expect zero violations: no reader is granted
     /// while an earlier writer of its process still waits
     /// ([`ViolationKind::WaiterSkipped`](super::ViolationKind::WaiterSkipped)),
     /// and never a writer together with a reader or another writer.

@@ -622,11 +622,15 @@ fn kept_releases_leave_no_key_behind_after_outages() {
 /// a writer of its process that arrived before it still waits
 /// (`engine::LocalWriters`, the state `RwLock::read` consults); no reader
 /// is granted past such a writer (`WaiterSkipped`), and readers did wait.
+/// Writers go through the process's local line (`Redlock::lock`).
 #[test]
 fn rwlock_readers_wait_for_local_writers() {
     expect_safe("rwlock-local", 10_000);
     let t = totals(&scenario("rwlock-local"), 0..200);
+    println!("{t:?}");
     assert!(t.readers_waited > 1_000 && t.writers > 1_000, "{t:?}");
+    // Writers queue in their process's local line and hand the lock over.
+    assert!(t.hand_offs > 0, "{t:?}");
 }
 
 /// The deliberately wrong twin: a kept release dropped after one try

@@ -98,7 +98,7 @@ impl Client {
 
     /// Starts acquiring the cycle's resources, rounds until `deadline`.
     pub(super) fn start_acquire(&mut self, ctx: &mut Ctx<'_>, deadline: std::time::Instant) {
-        let resources = match super::line::resources_of(self.mask) {
+        let resources = match self.line_resources() {
             Ok(resources) => resources,
             Err(e) => {
                 let c = self.id;

@@ -33,6 +33,16 @@ pub(super) fn resources_of(mask: u8) -> Result<Resources, redlock_core::ConfigEr
 }
 
 impl Client {
+    /// The resources the cycle locks and queues for in its line: the
+    /// read-write lock's key for a writer (`RwLock::write` is
+    /// `Redlock::lock` on it), the key mask's otherwise.
+    pub(super) fn line_resources(&self) -> Result<Resources, redlock_core::ConfigError> {
+        match &self.primitive {
+            Some(super::primitive::Prim::RwLock(key)) => Ok(key.clone()),
+            _ => resources_of(self.mask),
+        }
+    }
+
     /// Whether this client's process has several callers (and a line).
     pub(super) fn lined(ctx: &Ctx<'_>) -> bool {
         ctx.sc.callers_per_process > 1
@@ -42,7 +52,7 @@ impl Client {
     /// once, a waiter looks at the line.
     pub(super) fn join_line(&mut self, ctx: &mut Ctx<'_>, deadline: Instant) {
         let c = self.id;
-        let resources = match resources_of(self.mask) {
+        let resources = match self.line_resources() {
             Ok(resources) => resources,
             Err(e) => {
                 ctx.line(|| format!("c{c} cannot lock: {e}"));
@@ -85,7 +95,7 @@ impl Client {
         let Some((ticket, deadline)) = self.waiting else {
             return;
         };
-        let Ok(resources) = resources_of(self.mask) else {
+        let Ok(resources) = self.line_resources() else {
             return;
         };
         let now = self.now_at(ctx);
@@ -112,6 +122,9 @@ impl Client {
                 self.waiting = None;
                 ctx.process.unwant();
                 ctx.process.out_of_line(c);
+                if let Some(seq) = self.writer_seq.take() {
+                    ctx.process.writer_done(seq);
+                }
                 ctx.stats.gave_up += 1;
                 ctx.line(|| format!("c{c} leaves its line (deadline)"));
                 self.think(ctx);
@@ -172,7 +185,7 @@ impl Client {
         let Some(ticket) = self.ticket else {
             return;
         };
-        let Ok(resources) = resources_of(self.mask) else {
+        let Ok(resources) = self.line_resources() else {
             return;
         };
         if !ctx.process.lines.hold(&resources, ticket, c, now, handed) {
@@ -187,7 +200,7 @@ impl Client {
         let Some(ticket) = self.ticket.take() else {
             return;
         };
-        let Ok(resources) = resources_of(self.mask) else {
+        let Ok(resources) = self.line_resources() else {
             return;
         };
         let now = self.now_at(ctx);
@@ -207,7 +220,7 @@ impl Client {
     pub(super) fn release_line(&mut self, ctx: &mut Ctx<'_>) -> Option<(Waiting<u8>, bool)> {
         let ticket = self.ticket.take();
         ticket?;
-        let resources = resources_of(self.mask).ok()?;
+        let resources = self.line_resources().ok()?;
         let now = self.now_at(ctx);
         let mut expired = Vec::new();
         let handing = ctx

@@ -98,6 +98,11 @@ impl Client {
                             deadline: until,
                         });
                         self.writer_seq = Some(seq);
+                        // `Redlock::lock`: it joins the process's local
+                        // line for the key.
+                        let (c, role) = (self.id, self.role);
+                        ctx.line(|| format!("c{c} wants the {role:?} lock"));
+                        return self.join_line(ctx, deadline);
                     }
                     Acquire::new(
                         settings,
