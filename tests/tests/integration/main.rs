@@ -1,5 +1,6 @@
 //! The workspace's integration tests, built as one binary.
 
+mod ab;
 mod bad_input;
 mod conformance;
 mod differential;
