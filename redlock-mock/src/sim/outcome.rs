@@ -211,6 +211,13 @@ pub struct Stats {
     /// round's deadline
     /// ([`Message::stale`](redlock_core::engine::Message::stale)).
     pub stale_dropped: u64,
+    /// Releases an exiting process left to their keys' TTL: kept ones
+    /// not due again before its exit drain ended
+    /// ([`Kept::idle`](redlock_core::engine::Kept::idle)), and ones whose
+    /// answer had not come when it ended.
+    pub kept_lost_at_exit: u64,
+    /// Kept releases sent again during an exiting process's drain.
+    pub drain_retries: u64,
     /// Acquisitions decided before a process pause and taken after it,
     /// their validity over: the caller never believes it holds them.
     pub acquired_expired: u64,
@@ -284,6 +291,8 @@ impl Stats {
             release_retries,
             releases_dropped,
             stale_dropped,
+            kept_lost_at_exit,
+            drain_retries,
             acquired_expired,
             own_rounds,
             own_timeouts,
@@ -319,6 +328,8 @@ impl Stats {
         self.release_retries += release_retries;
         self.releases_dropped += releases_dropped;
         self.stale_dropped += stale_dropped;
+        self.kept_lost_at_exit += kept_lost_at_exit;
+        self.drain_retries += drain_retries;
         self.acquired_expired += acquired_expired;
         self.own_rounds += own_rounds;
         self.own_timeouts += own_timeouts;

@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 29] = [
+    pub const NAMES: [&'static str; 30] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -37,6 +37,7 @@ impl Scenario {
         "local-line-fair",
         "process-exit",
         "process-exit-slow",
+        "process-exit-outages",
         "wake-ups",
         "semaphore",
         "semaphore-holder-sets",
@@ -80,6 +81,7 @@ impl Scenario {
             "local-line-fair" => Self::local_line_fair(),
             "process-exit" => Self::process_exit(),
             "process-exit-slow" => Self::process_exit_slow(),
+            "process-exit-outages" => Self::process_exit_outages(),
             "wake-ups" => Self::wake_ups(),
             "semaphore" => Self::semaphore(),
             "semaphore-holder-sets" => Self::semaphore_holder_sets(),
@@ -851,6 +853,41 @@ impl Scenario {
                 tail_scale: ms(2),
                 tail_max: ms(60),
                 ..base.net.clone()
+            },
+            ..base
+        }
+    }
+
+    /// [`Scenario::process_exit`] with brief node outages (each node down
+    /// about once a second, for 5–40 ms, keys kept), so that releases fail
+    /// at once and are kept ([`Kept`](redlock_core::engine::Kept)), also
+    /// the last ones an exiting process sends: its exit drain tries them
+    /// again while it lasts and leaves the rest to their TTL, as
+    /// [`Kept::idle`](redlock_core::engine::Kept::idle) decides for the
+    /// blocking manager's node workers at exit. A kept release dropped at
+    /// exit although it was due before the drain ended is a
+    /// [`ViolationKind::LeftBehind`](super::ViolationKind::LeftBehind).
+    /// Expect zero violations.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// let report = sweep(&Scenario::process_exit_outages(), 0..20, 2);
+    /// assert_eq!(report.violations, 0);
+    /// ```
+    #[must_use]
+    pub fn process_exit_outages() -> Scenario {
+        let base = Self::process_exit();
+        Scenario {
+            name: "process-exit-outages".into(),
+            node_faults: NodeFaults {
+                crash_rate: 1.0,
+                persistence: vec![Persistence::Always],
+                restart_min: ms(5),
+                restart_max: ms(40),
+                restart_floor: None,
+                ..base.node_faults.clone()
             },
             ..base
         }

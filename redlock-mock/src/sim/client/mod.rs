@@ -176,6 +176,11 @@ pub(crate) struct Client {
     /// time.
     kept_wake: Option<(u32, u64)>,
     kept_seq: u32,
+    /// Once its process exits: the end of the exit drain, on its clock
+    /// (the node workers' `shutdown_by`).
+    closing: Option<Instant>,
+    /// Its exit drain is through (it retired).
+    drained: bool,
     /// The own round being read ([`Scenario::own_rounds`]).
     own: Option<own::OwnRead>,
     own_seq: u32,
@@ -249,6 +254,8 @@ impl Client {
             kept: Vec::new(),
             kept_wake: None,
             kept_seq: 0,
+            closing: None,
+            drained: false,
             own: None,
             own_seq: 0,
             failing: 0,

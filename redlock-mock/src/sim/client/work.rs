@@ -147,19 +147,27 @@ impl Client {
     }
 
     /// Its process exits: it drops its guard (the release is queued on the
-    /// workers, nobody waits for it) and is done. Returns the real time
-    /// its workers die: the engine's exit deadline from now.
+    /// workers, nobody waits for it) and is done. Its releases' answers
+    /// are still taken, and failed ones tried again, until the exit drain
+    /// ends (the engine's exit deadline from now: [`Kept::idle`] decides,
+    /// as for the node workers of `Shared::drop`). Returns the real time
+    /// its workers die: that deadline.
+    ///
+    /// [`Kept::idle`]: redlock_core::engine::Kept::idle
     pub(crate) fn exit(&mut self, ctx: &mut Ctx<'_>) -> u64 {
         self.parked = false;
+        self.done = true;
+        let deadline = self.settings.exit_deadline(self.now_at(ctx));
+        self.closing = Some(deadline);
         self.start_release(ctx);
         // Nobody waits for the release: the process is gone.
         self.release = None;
         self.sent.clear();
-        if !self.done {
-            self.done = true;
-            ctx.notes.push(crate::sim::ctx::Note::Retired(self.id));
-        }
-        let deadline = self.settings.exit_deadline(self.now_at(ctx));
-        self.real_of(ctx, deadline)
+        let at = self.real_of(ctx, deadline);
+        // The drain's end, whatever is kept by then.
+        self.step_at(ctx, at, Step::KeptDue(self.kept_seq), false);
+        self.schedule_kept(ctx);
+        self.maybe_drained(ctx);
+        at
     }
 }

@@ -581,7 +581,9 @@ impl<'s, 'o> World<'s, 'o> {
         let Some(c) = self.clients.get(client as usize) else {
             return false;
         };
-        if c.crashed || c.done {
+        // An exiting process's caller is done but still takes its
+        // releases' answers until its exit drain is through.
+        if c.crashed || (c.done && !c.draining()) {
             return false;
         }
         let (_, callers) = self.process_of(client);
