@@ -3,23 +3,27 @@
 //! waiting line, `tonumber`, `string.format('%d', x)`, and the fencing
 //! counters' decimal checks.
 
-/// C's `isspace` in the C locale, which Lua's `%s` uses.
+/// C's `isspace` in the C locale, which Lua's `%s` uses: space, and `\t`
+/// to `\r`.
 fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+    b == b' ' || (b'\t'..=b'\r').contains(&b)
 }
 
 /// Where `%d+:%S+` matches at `at`: the ends of the digits and of the match.
 fn match_word(s: &[u8], at: usize) -> Option<(usize, usize)> {
     let rest = s.get(at..)?;
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = rest
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(rest.len());
     if digits == 0 || rest.get(digits) != Some(&b':') {
         return None;
     }
-    let word = rest
-        .get(digits + 1..)?
+    let after = &rest[digits + 1..];
+    let word = after
         .iter()
-        .take_while(|b| !is_space(**b))
-        .count();
+        .position(|b| is_space(*b))
+        .unwrap_or(after.len());
     (word > 0).then_some((at + digits, at + digits + 1 + word))
 }
 
@@ -57,13 +61,32 @@ impl<'a> Iterator for Words<'a> {
 /// The scripts' `is_line(v)`: a non-empty string that is nothing but
 /// `%d+:%S+` words and spaces (`gsub` the words away, then `^ *$`).
 pub(crate) fn is_line(v: &[u8]) -> bool {
+    line_words(v, |_| {})
+}
+
+/// One word of a waiting line, as offsets into it: its ticket digits are
+/// `at..colon`, its id `colon + 1..end`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Word {
+    pub(crate) at: usize,
+    pub(crate) colon: usize,
+    pub(crate) end: usize,
+}
+
+/// [`is_line`] and, on the way, each of its words in order, as [`words`]
+/// finds them (in a line, whatever is not a word is a space that `gmatch`
+/// steps over too): one pass instead of two.
+pub(crate) fn line_words(v: &[u8], mut each: impl FnMut(Word)) -> bool {
     if v.is_empty() {
         return false;
     }
     let mut at = 0;
     while at < v.len() {
         match match_word(v, at) {
-            Some((_, end)) => at = end,
+            Some((colon, end)) => {
+                each(Word { at, colon, end });
+                at = end;
+            }
             None if v[at] == b' ' => at += 1,
             None => return false,
         }
@@ -188,6 +211,32 @@ mod tests {
         assert!(!is_line(b"1:a\t2:b"), "only spaces between words");
         // Spaces alone are a line with nobody in it, as in Lua.
         assert!(is_line(b"  "));
+    }
+
+    #[test]
+    fn one_pass_finds_the_words_gmatch_finds_in_a_line() {
+        let samples: [&[u8]; 10] = [
+            b"10:a 20:b:c",
+            b"1:a2:b",
+            b"  1:a  22:bb ",
+            b"x1:y",
+            b"1:",
+            b"1:a\t2:b",
+            b"  ",
+            b"",
+            b"007:x 9:\x0b",
+            b"12345678901234567890:id 3:z",
+        ];
+        for v in samples {
+            let mut found = Vec::new();
+            let line = line_words(v, |w| {
+                found.push((&v[w.at..w.colon], &v[w.colon + 1..w.end]))
+            });
+            assert_eq!(line, is_line(v), "{v:?}");
+            if line {
+                assert_eq!(found, words(v).collect::<Vec<_>>(), "{v:?}");
+            }
+        }
     }
 
     #[test]

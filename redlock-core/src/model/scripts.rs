@@ -5,7 +5,8 @@
 
 use super::keyspace::{CallError, Keyspace};
 use super::lua::{
-    counter_digits, digits_below, format_d, is_line, lua_long, number, words, Decimal,
+    counter_digits, digits_below, format_d, is_line, line_words, lua_long, number, words, Decimal,
+    Word,
 };
 use super::{ErrorReply, Published, Reply};
 use crate::decide::FENCE_LIMIT;
@@ -62,10 +63,13 @@ pub(crate) struct Scratch {
     helpers: Names,
     /// A place key (`<line>:<id>`).
     place: Vec<u8>,
-    /// The ids read from waiting lines.
+    /// The words of the live waiters read from waiting lines, as the
+    /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`).
     ids: Vec<u8>,
-    /// The live waiters read, by line: ticket and id (a range of `ids`).
+    /// The live waiters read, by line: ticket and word (a range of `ids`).
     waiting: Vec<(f64, std::ops::Range<usize>)>,
+    /// The words of the line being read.
+    words: Vec<Word>,
     /// Where each line's waiters end in `waiting`.
     ends: Vec<usize>,
     /// A waiting line being written.
@@ -247,8 +251,16 @@ struct Lines {
 /// order, into the scratch buffers (`waiting` by `ends`), and `me`'s place
 /// value per line into `kinds` (`writer` decides which when it has none).
 fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool) -> Step<Lines> {
-    let marks = &sc.helpers;
-    let (ids, waiting, ends, kinds) = (&mut sc.ids, &mut sc.waiting, &mut sc.ends, &mut sc.kinds);
+    let Scratch {
+        helpers: marks,
+        place,
+        ids,
+        waiting,
+        ends,
+        kinds,
+        words,
+        ..
+    } = sc;
     ids.clear();
     waiting.clear();
     ends.clear();
@@ -259,10 +271,14 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
     };
     for mark in marks.iter() {
         let v = call(ks.get(now, mark))?;
-        if v.is_some_and(|v| !is_line(v)) {
+        words.clear();
+        if v.is_some_and(|v| !line_words(v, |w| words.push(w))) {
             return Err(refuse("WRONGTYPE"));
         }
-        let mine = call(ks.get(now, place_in(&mut sc.place, mark, me)))?;
+        // `mark .. ':'`, then each id after it.
+        place_in(place, mark, me);
+        let base = place.len() - me.len();
+        let mine = call(ks.get(now, place))?;
         if mine.is_some_and(|p| !is_place(p)) {
             return Err(refuse("WRONGTYPE"));
         }
@@ -273,8 +289,11 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         });
         let (mut first, mut ahead) = (true, true);
         if let Some(v) = v {
-            for (t, id) in words(v) {
-                let Some(p) = call(ks.get(now, place_in(&mut sc.place, mark, id)))? else {
+            for &Word { at, colon, end } in words.iter() {
+                let id = &v[colon + 1..end];
+                place.truncate(base);
+                place.extend_from_slice(id);
+                let Some(p) = call(ks.get(now, place))? else {
                     continue;
                 };
                 if id == me {
@@ -282,9 +301,17 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                 } else {
                     found.other_first |= first;
                     found.writer_ahead |= ahead && p == WRITER_PLACE;
+                    let digits = &v[at..colon];
+                    let ticket = number(digits);
                     let start = ids.len();
-                    ids.extend_from_slice(id);
-                    waiting.push((number(t), start..ids.len()));
+                    if writes_back_as_is(digits) {
+                        ids.extend_from_slice(&v[at..end]);
+                    } else {
+                        ids.extend_from_slice(format_d(ticket).bytes());
+                        ids.push(b':');
+                        ids.extend_from_slice(id);
+                    }
+                    waiting.push((ticket, start..ids.len()));
                 }
                 first = false;
             }
@@ -294,12 +321,20 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
     Ok(found)
 }
 
+/// Whether ticket digits read from a line are what `string.format('%d',
+/// tonumber(digits))` writes back: no leading zero, and few enough digits
+/// (15) that the double holds them exactly.
+fn writes_back_as_is(digits: &[u8]) -> bool {
+    digits.len() <= 15 && (digits.len() == 1 || digits.first() != Some(&b'0'))
+}
+
 /// The scripts' `wait()`: joins each line (at most 16 waiters) at the
 /// ticket's place, behind equal tickets, and sets the caller's place for
 /// the marks' TTL.
 fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> Reply {
     let me = line.me;
     let (marks, ids, waiting) = (&sc.helpers, &sc.ids, &sc.waiting);
+    let ticket = format_d(line.ticket);
     let mut start = 0;
     for ((mark, &end), kind) in marks.iter().zip(sc.ends.iter()).zip(sc.kinds.iter()) {
         let others = &waiting[start..end];
@@ -321,26 +356,29 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         }
         let out = &mut sc.line;
         out.clear();
-        let mut word = |t: f64, id: &[u8]| {
-            if !out.is_empty() {
-                out.push(b' ');
-            }
-            out.extend_from_slice(format_d(t).bytes());
-            out.push(b':');
-            out.extend_from_slice(id);
-        };
-        for (i, (t, id)) in others.iter().enumerate() {
+        let mine: [&[u8]; 3] = [ticket.bytes(), b":", me];
+        for (i, (_, w)) in others.iter().enumerate() {
             if joins && i == at {
-                word(line.ticket, me);
+                push_word(out, &mine);
             }
-            word(*t, &ids[id.clone()]);
+            push_word(out, &[&ids[w.clone()]]);
         }
         if joins && at == others.len() {
-            word(line.ticket, me);
+            push_word(out, &mine);
         }
         ks.set(now, mark, out, Some(line.mark_ttl));
     }
     Reply::Int(-1)
+}
+
+/// Appends a word made of `parts` to a line, after a space unless first.
+fn push_word(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    if !out.is_empty() {
+        out.push(b' ');
+    }
+    for part in parts {
+        out.extend_from_slice(part);
+    }
 }
 
 /// `QUEUED_ACQUIRE_LUA`.
@@ -716,4 +754,25 @@ pub(crate) fn shared_raise_fence(
 /// tests check that `as` rounds the same).
 pub(crate) fn ticket_arg(ticket: u64) -> f64 {
     ticket as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_copied_as_read_are_what_the_scripts_write_back() {
+        let mut n = 1u64;
+        for _ in 0..18 {
+            for digits in [n.to_string(), format!("0{n}"), (n - 1).to_string()] {
+                let d = digits.as_bytes();
+                if writes_back_as_is(d) {
+                    assert_eq!(format_d(number(d)).bytes(), d, "{digits}");
+                }
+            }
+            n = n * 10 - 1;
+        }
+        assert!(writes_back_as_is(b"0") && writes_back_as_is(b"999999999999999"));
+        assert!(!writes_back_as_is(b"01") && !writes_back_as_is(b"9999999999999999"));
+    }
 }
