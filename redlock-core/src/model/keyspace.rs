@@ -83,12 +83,38 @@ impl CallError {
 
 /// The key space. Expired keys are never seen; they leave the map when
 /// overwritten, deleted or [purged](Keyspace::purge).
-#[derive(Debug, Clone, Default)]
+#[derive(Default)]
 pub struct Keyspace {
     map: HashMap<Vec<u8>, Entry, Hasher>,
     /// No key in the map expires before this: [`Keyspace::purge`] before
     /// it has nothing to drop.
     earliest: i64,
+    /// Buffers of deleted keys and strings, for the next keys and strings
+    /// set: a lock taken and released allocates nothing once warm.
+    spare: Vec<Vec<u8>>,
+}
+
+/// How many buffers [`Keyspace::spare`] keeps at most.
+const SPARE: usize = 32;
+
+impl Clone for Keyspace {
+    /// The keys (not the spare buffers).
+    fn clone(&self) -> Self {
+        Keyspace {
+            map: self.map.clone(),
+            earliest: self.earliest,
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyspace")
+            .field("map", &self.map)
+            .field("earliest", &self.earliest)
+            .finish_non_exhaustive()
+    }
 }
 
 type Res<T> = Result<T, CallError>;
@@ -114,6 +140,39 @@ impl Keyspace {
     pub fn clear(&mut self) {
         self.map.clear();
         self.earliest = i64::MAX;
+    }
+
+    /// `bytes` in a buffer of a deleted key or string if there is one.
+    fn buffer(&mut self, bytes: &[u8]) -> Vec<u8> {
+        match self.spare.pop() {
+            Some(mut buf) => {
+                buf.extend_from_slice(bytes);
+                buf
+            }
+            None => bytes.to_vec(),
+        }
+    }
+
+    /// Keeps a deleted key's or string's buffer for [`Keyspace::buffer`].
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < SPARE && buf.capacity() > 0 {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
+    /// Removes `key` (a live or expired entry), keeping its buffers;
+    /// whether it was there and live.
+    fn remove(&mut self, now: i64, key: &[u8]) -> bool {
+        let Some((k, entry)) = self.map.remove_entry(key) else {
+            return false;
+        };
+        let live = !expired(&entry, now);
+        self.recycle(k);
+        if let Value::Str(v) = entry.value {
+            self.recycle(v);
+        }
+        live
     }
 
     /// Notes that a key in the map expires at `at`.
@@ -216,17 +275,18 @@ impl Keyspace {
             }
             None => {
                 let entry = Entry {
-                    value: Value::Str(value.to_vec()),
+                    value: Value::Str(self.buffer(value)),
                     expires_at,
                 };
-                self.map.insert(key.to_vec(), entry);
+                let key = self.buffer(key);
+                self.map.insert(key, entry);
             }
         }
     }
 
     /// `DEL`: whether a live key was there.
     pub fn del(&mut self, now: i64, key: &[u8]) -> bool {
-        self.map.remove(key).is_some_and(|e| !expired(&e, now))
+        self.remove(now, key)
     }
 
     /// `INCR`: the string at `key` as a canonical integer plus one (a
@@ -258,10 +318,11 @@ impl Keyspace {
             }
             _ => {
                 let entry = Entry {
-                    value: Value::Str(digits.bytes().to_vec()),
+                    value: Value::Str(self.buffer(digits.bytes())),
                     expires_at: None,
                 };
-                self.map.insert(key.to_vec(), entry);
+                let key = self.buffer(key);
+                self.map.insert(key, entry);
             }
         }
         Ok(next)
@@ -274,7 +335,7 @@ impl Keyspace {
             return false;
         };
         if ms <= 0 {
-            self.map.remove(key);
+            self.remove(now, key);
         } else {
             let at = now.saturating_add(ms);
             entry.expires_at = Some(at);
@@ -328,7 +389,8 @@ impl Keyspace {
                     value: Value::Zset(Vec::new()),
                     expires_at: None,
                 };
-                self.map.insert(key.to_vec(), entry);
+                let owned = self.buffer(key);
+                self.map.insert(owned, entry);
                 match self.map.get_mut(key) {
                     Some(Entry {
                         value: Value::Zset(members),
@@ -363,7 +425,7 @@ impl Keyspace {
             None => false,
         };
         if empty {
-            self.map.remove(key);
+            self.remove(now, key);
         }
         Ok(())
     }
@@ -382,7 +444,7 @@ impl Keyspace {
             None => false,
         };
         if empty {
-            self.map.remove(key);
+            self.remove(now, key);
         }
         Ok(())
     }
