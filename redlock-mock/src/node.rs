@@ -157,6 +157,17 @@ struct State {
     stats: MockStats,
     /// The managers told of released keys that were waited for.
     feeds: Vec<ReleaseSink>,
+    /// The millisecond [`MockNode::now`] read last and the instants it
+    /// spans (`from..to`): a reading in it needs no conversion.
+    tick: Cell<Option<Tick>>,
+}
+
+/// One millisecond of a node's clock: the instants `from..to` read as `ms`.
+#[derive(Debug, Clone, Copy)]
+struct Tick {
+    from: Instant,
+    to: Instant,
+    ms: i64,
 }
 
 /// The release channels' prefix the node's commands carry (what the
@@ -615,9 +626,33 @@ impl MockNode {
     /// The node's clock in milliseconds (the model's time).
     fn now(&self, state: &State) -> i64 {
         let now = self.inner.clock.now();
-        let now = now.checked_add(state.clock_ahead).unwrap_or(now);
-        let since = now.saturating_duration_since(self.inner.epoch).as_millis();
-        START_MS.saturating_add(i64::try_from(since).unwrap_or(i64::MAX / 2))
+        let now = if state.clock_ahead.is_zero() {
+            now
+        } else {
+            now.checked_add(state.clock_ahead).unwrap_or(now)
+        };
+        // Most requests fall in the millisecond of the one before.
+        if let Some(tick) = state.tick.get() {
+            if tick.from <= now && now < tick.to {
+                return tick.ms;
+            }
+        }
+        let epoch = self.inner.epoch;
+        let since = now.saturating_duration_since(epoch);
+        let millis = since.as_millis();
+        let ms = START_MS.saturating_add(i64::try_from(millis).unwrap_or(i64::MAX / 2));
+        // The instants that read as the same millisecond, when after the
+        // epoch (before it, every instant reads as the epoch's).
+        if now >= epoch {
+            let from = u64::try_from(millis)
+                .ok()
+                .and_then(|m| epoch.checked_add(Duration::from_millis(m)));
+            let to = from.and_then(|from| from.checked_add(Duration::from_millis(1)));
+            if let (Some(from), Some(to)) = (from, to) {
+                state.tick.set(Some(Tick { from, to, ms }));
+            }
+        }
+        ms
     }
 
     /// Applies latency and freezing, then runs `op` on the state if the node
