@@ -566,6 +566,7 @@ impl<'a> Command<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]
+    #[inline]
     pub fn of(request: &Request<'a>, channel: &'a [u8]) -> Option<Self> {
         Some(match *request {
             Request::Acquire { claim, ttl, fence } => {
@@ -680,6 +681,7 @@ impl<'a> Command<'a> {
     /// let granted = Outcome::Done(Response::Acquire(AcquireOutcome::Granted { fence: Some(3) }));
     /// assert_eq!(acquire.outcome(Reply::Int(3)), Ok(granted));
     /// ```
+    #[inline]
     pub fn outcome(&self, reply: Reply) -> Result<Outcome, Unexpected> {
         if let Reply::Error(e) = reply {
             return Ok(Outcome::Refused(e));
