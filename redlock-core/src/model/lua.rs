@@ -170,6 +170,11 @@ impl Decimal {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
+
+    /// Whether it has no sign (a number `%d+` matches whole).
+    pub(crate) fn is_digits(&self) -> bool {
+        self.bytes().first() != Some(&b'-')
+    }
 }
 
 /// A fencing counter's value after the scripts' checks: `None` when it is

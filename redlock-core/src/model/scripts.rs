@@ -66,10 +66,13 @@ pub(crate) struct Scratch {
     /// The words of the live waiters read from waiting lines, as the
     /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`).
     ids: Vec<u8>,
-    /// The live waiters read, by line: ticket and word (a range of `ids`).
-    waiting: Vec<(f64, std::ops::Range<usize>)>,
-    /// The words of the line being read.
+    /// The live waiters read, by line.
+    waiting: Vec<Waiter>,
+    /// The words of [`Scratch::parsed`] (the line being read).
     words: Vec<Word>,
+    /// The waiting line whose words `words` holds, if any: the line read
+    /// or written last, so that reading it again needs no parse.
+    parsed: Option<Vec<u8>>,
     /// Where each line's waiters end in `waiting`.
     ends: Vec<usize>,
     /// A waiting line being written.
@@ -78,6 +81,18 @@ pub(crate) struct Scratch {
     mine: Vec<usize>,
     /// Each line's place value for the caller: a writer's or a reader's.
     kinds: Vec<&'static [u8]>,
+}
+
+/// A live waiter read from a line, as the scripts write it back.
+#[derive(Debug, Clone)]
+struct Waiter {
+    /// `tonumber` of its ticket.
+    ticket: f64,
+    /// Its word (a range of [`Scratch::ids`]).
+    word: std::ops::Range<usize>,
+    /// Where the `:` after the ticket is in the word, when the ticket is
+    /// digits (`None`: `string.format('%d')` wrote a sign).
+    colon: Option<usize>,
 }
 
 /// The value of a waiting manager's place (`<line>:<id>`) when a writer of
@@ -259,6 +274,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         ends,
         kinds,
         words,
+        parsed,
         ..
     } = sc;
     ids.clear();
@@ -271,9 +287,18 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
     };
     for mark in marks.iter() {
         let v = call(ks.get(now, mark))?;
-        words.clear();
-        if v.is_some_and(|v| !line_words(v, |w| words.push(w))) {
-            return Err(refuse("WRONGTYPE"));
+        if let Some(v) = v {
+            if parsed.as_deref() != Some(v) {
+                words.clear();
+                if !line_words(v, |w| words.push(w)) {
+                    *parsed = None;
+                    return Err(refuse("WRONGTYPE"));
+                }
+                let p = parsed.get_or_insert_with(Vec::new);
+                p.clear();
+                p.extend_from_slice(v);
+            }
+            debug_assert!(same_words(v, words), "the words kept for {v:?}");
         }
         // `mark .. ':'`, then each id after it.
         place_in(place, mark, me);
@@ -304,14 +329,21 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                     let digits = &v[at..colon];
                     let ticket = number(digits);
                     let start = ids.len();
-                    if writes_back_as_is(digits) {
+                    let colon = if writes_back_as_is(digits) {
                         ids.extend_from_slice(&v[at..end]);
+                        Some(digits.len())
                     } else {
-                        ids.extend_from_slice(format_d(ticket).bytes());
+                        let text = format_d(ticket);
+                        ids.extend_from_slice(text.bytes());
                         ids.push(b':');
                         ids.extend_from_slice(id);
-                    }
-                    waiting.push((ticket, start..ids.len()));
+                        text.is_digits().then_some(text.bytes().len())
+                    };
+                    waiting.push(Waiter {
+                        ticket,
+                        word: start..ids.len(),
+                        colon,
+                    });
                 }
                 first = false;
             }
@@ -319,6 +351,14 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         ends.push(waiting.len());
     }
     Ok(found)
+}
+
+/// Whether `words` are what [`line_words`] finds in line `v`.
+fn same_words(v: &[u8], words: &[Word]) -> bool {
+    let mut found = Vec::new();
+    let line = line_words(v, |w| found.push((w.at, w.colon, w.end)));
+    let kept = words.iter().map(|w| (w.at, w.colon, w.end));
+    line && found.into_iter().eq(kept)
 }
 
 /// Whether ticket digits read from a line are what `string.format('%d',
@@ -333,52 +373,77 @@ fn writes_back_as_is(digits: &[u8]) -> bool {
 /// the marks' TTL.
 fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> Reply {
     let me = line.me;
-    let (marks, ids, waiting) = (&sc.helpers, &sc.ids, &sc.waiting);
+    let Scratch {
+        helpers: marks,
+        place,
+        ids,
+        waiting,
+        ends,
+        kinds,
+        words,
+        parsed,
+        line: out,
+        ..
+    } = sc;
     let ticket = format_d(line.ticket);
+    // The caller's word: the `:` after its ticket, when the ticket is digits.
+    let my_colon = ticket.is_digits().then_some(ticket.bytes().len());
+    let mine: [&[u8]; 3] = [ticket.bytes(), b":", me];
     let mut start = 0;
-    for ((mark, &end), kind) in marks.iter().zip(sc.ends.iter()).zip(sc.kinds.iter()) {
+    for ((mark, &end), kind) in marks.iter().zip(ends.iter()).zip(kinds.iter()) {
         let others = &waiting[start..end];
         start = end;
         let joins = others.len() < 16;
         let at = others
             .iter()
-            .position(|(t, _)| *t > line.ticket)
+            .position(|w| w.ticket > line.ticket)
             .unwrap_or(others.len());
-        ks.set(
-            now,
-            place_in(&mut sc.place, mark, me),
-            kind,
-            Some(line.mark_ttl),
-        );
+        ks.set(now, place_in(place, mark, me), kind, Some(line.mark_ttl));
         if others.is_empty() && !joins {
             ks.del(now, mark);
             continue;
         }
-        let out = &mut sc.line;
         out.clear();
-        let mine: [&[u8]; 3] = [ticket.bytes(), b":", me];
-        for (i, (_, w)) in others.iter().enumerate() {
-            if joins && i == at {
-                push_word(out, &mine);
+        // The line's words as written, while every ticket is digits (what
+        // `line_words` would find in it).
+        words.clear();
+        let mut known = true;
+        let mut word = |out: &mut Vec<u8>, parts: &[&[u8]], colon: Option<usize>| {
+            if !out.is_empty() {
+                out.push(b' ');
             }
-            push_word(out, &[&ids[w.clone()]]);
+            let at = out.len();
+            for part in parts {
+                out.extend_from_slice(part);
+            }
+            match colon {
+                Some(colon) => words.push(Word {
+                    at,
+                    colon: at + colon,
+                    end: out.len(),
+                }),
+                None => known = false,
+            }
+        };
+        for (i, w) in others.iter().enumerate() {
+            if joins && i == at {
+                word(out, &mine, my_colon);
+            }
+            word(out, &[&ids[w.word.clone()]], w.colon);
         }
         if joins && at == others.len() {
-            push_word(out, &mine);
+            word(out, &mine, my_colon);
         }
         ks.set(now, mark, out, Some(line.mark_ttl));
+        if known {
+            let p = parsed.get_or_insert_with(Vec::new);
+            p.clear();
+            p.extend_from_slice(out);
+        } else {
+            *parsed = None;
+        }
     }
     Reply::Int(-1)
-}
-
-/// Appends a word made of `parts` to a line, after a space unless first.
-fn push_word(out: &mut Vec<u8>, parts: &[&[u8]]) {
-    if !out.is_empty() {
-        out.push(b' ');
-    }
-    for part in parts {
-        out.extend_from_slice(part);
-    }
 }
 
 /// `QUEUED_ACQUIRE_LUA`.
