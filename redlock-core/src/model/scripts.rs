@@ -5,8 +5,7 @@
 
 use super::keyspace::{CallError, Keyspace};
 use super::lua::{
-    counter_digits, digits_below, format_d, is_line, line_words, lua_long, number, words, Decimal,
-    Word,
+    counter_digits, digits_below, format_d, line_words, lua_long, number, Decimal, Word,
 };
 use super::{ErrorReply, Published, Reply};
 use crate::decide::FENCE_LIMIT;
@@ -68,11 +67,8 @@ pub(crate) struct Scratch {
     ids: Vec<u8>,
     /// The live waiters read, by line.
     waiting: Vec<Waiter>,
-    /// The words of [`Scratch::parsed`] (the line being read).
-    words: Vec<Word>,
-    /// The waiting line whose words `words` holds, if any: the line read
-    /// or written last, so that reading it again needs no parse.
-    parsed: Option<Vec<u8>>,
+    /// The line being read and its words.
+    parsed: Parsed,
     /// Where each line's waiters end in `waiting`.
     ends: Vec<usize>,
     /// A waiting line being written.
@@ -81,6 +77,35 @@ pub(crate) struct Scratch {
     mine: Vec<usize>,
     /// Each line's place value for the caller: a writer's or a reader's.
     kinds: Vec<&'static [u8]>,
+}
+
+/// A waiting line and its words: the line read or written last, so that
+/// reading it again needs no parse.
+#[derive(Debug, Clone, Default)]
+struct Parsed {
+    /// The line `words` were found in, if any.
+    line: Option<Vec<u8>>,
+    /// Its words.
+    words: Vec<Word>,
+}
+
+impl Parsed {
+    /// Whether `v` is a line (`is_line`); when it is, `words` are its words.
+    fn read(&mut self, v: &[u8]) -> bool {
+        if self.line.as_deref() == Some(v) {
+            debug_assert!(same_words(v, &self.words), "the words kept for {v:?}");
+            return true;
+        }
+        self.words.clear();
+        if !line_words(v, |w| self.words.push(w)) {
+            self.line = None;
+            return false;
+        }
+        let line = self.line.get_or_insert_with(Vec::new);
+        line.clear();
+        line.extend_from_slice(v);
+        true
+    }
 }
 
 /// A live waiter read from a line, as the scripts write it back.
@@ -273,7 +298,6 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         waiting,
         ends,
         kinds,
-        words,
         parsed,
         ..
     } = sc;
@@ -287,18 +311,8 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
     };
     for mark in marks.iter() {
         let v = call(ks.get(now, mark))?;
-        if let Some(v) = v {
-            if parsed.as_deref() != Some(v) {
-                words.clear();
-                if !line_words(v, |w| words.push(w)) {
-                    *parsed = None;
-                    return Err(refuse("WRONGTYPE"));
-                }
-                let p = parsed.get_or_insert_with(Vec::new);
-                p.clear();
-                p.extend_from_slice(v);
-            }
-            debug_assert!(same_words(v, words), "the words kept for {v:?}");
+        if v.is_some_and(|v| !parsed.read(v)) {
+            return Err(refuse("WRONGTYPE"));
         }
         // `mark .. ':'`, then each id after it.
         place_in(place, mark, me);
@@ -314,7 +328,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         });
         let (mut first, mut ahead) = (true, true);
         if let Some(v) = v {
-            for &Word { at, colon, end } in words.iter() {
+            for &Word { at, colon, end } in parsed.words.iter() {
                 let id = &v[colon + 1..end];
                 place.truncate(base);
                 place.extend_from_slice(id);
@@ -380,8 +394,10 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         waiting,
         ends,
         kinds,
-        words,
-        parsed,
+        parsed: Parsed {
+            line: parsed,
+            words,
+        },
         line: out,
         ..
     } = sc;
@@ -482,9 +498,11 @@ pub(crate) fn queued_acquire(
 /// `tell_first_waiter!`: whether a live manager in `mark`'s line was told
 /// that `key` was released (on `channel:<id>`); a line with nobody live
 /// is deleted, a value of another shape left alone.
+#[allow(clippy::too_many_arguments)]
 fn tell_first_waiter(
     ks: &mut Keyspace,
     place: &mut Vec<u8>,
+    parsed: &mut Parsed,
     now: i64,
     mark: &[u8],
     key: &[u8],
@@ -495,10 +513,11 @@ fn tell_first_waiter(
     let Ok(Some(v)) = ks.get(now, mark) else {
         return false;
     };
-    if !is_line(v) {
+    if !parsed.read(v) {
         return false;
     }
-    for (_, id) in words(v) {
+    for &Word { colon, end, .. } in &parsed.words {
+        let id = &v[colon + 1..end];
         // `redis.pcall('GET', place)`: an error value is true in Lua.
         if !matches!(ks.get(now, place_in(place, mark, id)), Ok(None)) {
             let mut message = Vec::with_capacity(id.len() + 1 + key.len());
@@ -578,7 +597,16 @@ pub(crate) fn release(
             continue;
         }
         ks.del(now, k.as_bytes());
-        if tell_first_waiter(ks, &mut sc.place, now, mark, k.as_bytes(), channel, out) {
+        if tell_first_waiter(
+            ks,
+            &mut sc.place,
+            &mut sc.parsed,
+            now,
+            mark,
+            k.as_bytes(),
+            channel,
+            out,
+        ) {
             waited = 2;
         }
     }
@@ -773,7 +801,16 @@ pub(crate) fn shared_release(
                     mark.clear();
                     mark.extend_from_slice(k.as_bytes());
                     mark.extend_from_slice(WAIT_SUFFIX.as_bytes());
-                    if tell_first_waiter(ks, &mut sc.place, now, mark, k.as_bytes(), channel, out) {
+                    if tell_first_waiter(
+                        ks,
+                        &mut sc.place,
+                        &mut sc.parsed,
+                        now,
+                        mark,
+                        k.as_bytes(),
+                        channel,
+                        out,
+                    ) {
                         waited = 2;
                     }
                 }
