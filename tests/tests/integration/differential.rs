@@ -15,13 +15,16 @@
 //! 7.0 each command reads the clock anew, between the two `TIME`s. The
 //! model runs the step, then dumps, at instants from there on, give or
 //! take 2 ms, and after an agreeing step goes on with the server's
-//! expiries and scores. Tolerance, stated: an expiry (`PEXPIRETIME`, or
-//! `PTTL` before 7.0) may differ by 3 ms (before 7.0, plus the longest
-//! transaction's span so far: its commands read the clock at different
-//! instants of it, so a busy machine spreads them, and the model keeps the
-//! expiries it set, off by their step's span), and a reader's score, which the
-//! shared scripts take from `TIME` when they run, by the time between the
-//! transaction's start and the second `TIME`, plus 3 ms.
+//! expiries and scores. Before 7.0 the dump measures each expiry as
+//! `TIME` + `PTTL` (both read the clock anew, a moment apart), and the
+//! model goes on with that measure. Tolerance, stated: an expiry
+//! (`PEXPIRETIME`, or `PTTL` before 7.0) may differ by 3 ms (before 7.0,
+//! plus the step's span, since its commands read the clock at different
+//! instants of it, and the longest measure so far), and a reader's score,
+//! which the shared scripts take from `TIME` when they run, by the time
+//! between the transaction's start and the second `TIME`, plus 3 ms.
+//! Some steps' transactions are stretched by a busy script before their
+//! commands or before the dump, as a loaded machine stretches them.
 //! Values, types, replies (errors by their code) and messages are exact,
 //! and a command the library could send (names without U+001F) answered
 //! with an error must leave the key space as it was.
@@ -432,17 +435,31 @@ fn step_strategy() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// Dumps the key space: `{key, type, pttl, value}` for each live key (a
-/// sorted set's value: members and scores).
+/// Dumps the key space: `{key, type, pttl, value, expiry, guess}` for
+/// each live key (a sorted set's value: members and scores). `expiry`:
+/// `PEXPIRETIME`, where the server has it (7.0 and later). Before 7.0,
+/// `guess`: `{TIME + PTTL, how long that took}`, the expiry to within the
+/// time between the two clock readings (`PTTL` reads the clock anew there,
+/// in a script as well).
 const DUMP: &str = r"
+local function now()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
 local out = {}
 for _, k in ipairs(redis.call('KEYS', '*')) do
   local t = redis.call('TYPE', k)['ok']
   local at = redis.pcall('PEXPIRETIME', k)
+  local guess = false
+  local before = now()
+  local pttl = redis.call('PTTL', k)
   if type(at) ~= 'number' then
     at = false
+    if pttl >= 0 then
+      guess = {before + pttl, now() - before}
+    end
   end
-  local e = {k, t, redis.call('PTTL', k), false, at}
+  local e = {k, t, pttl, false, at, guess}
   if t == 'string' then
     e[4] = redis.call('GET', k)
   elseif t == 'zset' then
@@ -455,13 +472,38 @@ return out
 
 /// One key as both sides report it: type, value, TTL (ms, relative) and,
 /// where the server tells it (`PEXPIRETIME`, Redis 7.0 and later), the
-/// expiry itself.
+/// expiry itself; before 7.0, the server's expiry as the dump measured it,
+/// and to within how many ms.
 #[derive(Debug, Clone, PartialEq)]
 struct Seen {
     key: Vec<u8>,
     value: Value,
     ttl: Option<i64>,
     expires_at: Option<i64>,
+    guess: Option<(i64, i64)>,
+}
+
+/// A busy loop of `ARGV[1]` turns inside a step's transaction, which holds
+/// the server as a loaded machine's scheduler does: some steps run with
+/// one before their commands, some between the commands and the dump, so
+/// that every run meets transactions whose commands read the clock well
+/// after the first `TIME`, or well before the dump. (Turns, not a time:
+/// Valkey's scripts read one frozen `TIME`.)
+const STRETCH: &str = r"
+local x = 0
+for i = 1, tonumber(ARGV[1]) do
+  x = x + i
+end
+return 0
+";
+
+/// A stretch's turns: about 5 ms of one core of this machine.
+const STRETCH_TURNS: u64 = 250_000;
+
+/// Where step `i`'s transaction is stretched: before its commands, after
+/// them (before the dump), or not at all.
+fn stretch(i: usize) -> (bool, bool) {
+    (i % 4 == 1, i % 4 == 3)
 }
 
 /// The key each step's transaction sets first, with a long TTL: its expiry
@@ -479,6 +521,7 @@ fn model_dump(node: &Node, now: i64) -> Vec<Seen> {
             value: e.value.clone(),
             ttl: e.expires_at.map(|at| at - now),
             expires_at: e.expires_at,
+            guess: None,
         })
         .collect();
     out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -503,7 +546,7 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
         let Wire::Array(f) = e else {
             return Err(format!("dump entry: {e:?}"));
         };
-        let [key, kind, pttl, value, absolute] = &f[..] else {
+        let [key, kind, pttl, value, absolute, guess] = &f[..] else {
             return Err(format!("dump entry: {f:?}"));
         };
         let ttl = match pttl {
@@ -534,6 +577,13 @@ fn server_dump(v: &Wire) -> Result<Vec<Seen>, String> {
             ttl,
             expires_at: match absolute {
                 Wire::Int(at) if *at >= 0 => Some(*at),
+                _ => None,
+            },
+            guess: match guess {
+                Wire::Array(g) => match &g[..] {
+                    [Wire::Int(at), Wire::Int(within)] => Some((*at, *within)),
+                    other => return Err(format!("guess: {other:?}")),
+                },
                 _ => None,
             },
         });
@@ -764,9 +814,13 @@ impl Bench {
             .map_err(|e| fail(&e))?;
         self.listener.heard().map_err(|e| fail(&e))?;
         let mut model = Node::new();
-        // Before Redis 7.0 (no `PEXPIRETIME`) the model keeps its own
-        // expiries: each may be off the server's by an earlier step's span,
-        // which later steps' comparisons must allow (the longest so far).
+        // Before Redis 7.0 (no `PEXPIRETIME`) the model goes on with the
+        // expiries the dumps measured: each may be off the server's by as
+        // long as its measure took, which later steps' comparisons must
+        // allow (the longest so far). (Its own, set at a guessed instant
+        // of a transaction, could be off by the transaction's span, which
+        // on a loaded machine is long enough for a later command to find
+        // a key expired on one side only.)
         let mut carried = 0;
         for (i, step) in steps.iter().enumerate() {
             if let Step::Wait(ms) = *step {
@@ -779,6 +833,10 @@ impl Bench {
             pipe.atomic().ignore_errors();
             pipe.cmd("TIME");
             pipe.cmd("SET").arg(PROBE).arg("1").arg("PX").arg(PROBE_TTL);
+            let (stretch_before, stretch_after) = stretch(i);
+            if stretch_before {
+                pipe.cmd("EVAL").arg(STRETCH).arg(0).arg(STRETCH_TURNS);
+            }
             for command in &commands {
                 let words = command_words(command, true);
                 let mut cmd = redis::cmd(&String::from_utf8_lossy(&words[0]));
@@ -787,6 +845,9 @@ impl Bench {
                 }
                 pipe.add_command(cmd);
             }
+            if stretch_after {
+                pipe.cmd("EVAL").arg(STRETCH).arg(0).arg(STRETCH_TURNS);
+            }
             pipe.cmd("EVAL").arg(DUMP).arg(0);
             pipe.cmd("TIME");
             let replies: Vec<Wire> = pipe.query(&mut self.con).map_err(|e| fail(&e))?;
@@ -794,7 +855,13 @@ impl Bench {
             let (before, rest) = replies.split_first().ok_or("no replies")?;
             let (after, rest) = rest.split_last().ok_or("no second TIME")?;
             let (dump, replies) = rest.split_last().ok_or("no dump")?;
-            let (_, replies) = replies.split_first().ok_or("no probe")?;
+            let (_, mut replies) = replies.split_first().ok_or("no probe")?;
+            if stretch_before {
+                replies = replies.get(1..).ok_or("no stretch")?;
+            }
+            if stretch_after {
+                replies = replies.split_last().ok_or("no stretch")?.1;
+            }
             // The step and the dump ran between these two instants (ms).
             let (first, last_ms) = (millis(before)?, millis(after)?);
             let mut server = server_dump(dump)?;
@@ -818,8 +885,7 @@ impl Bench {
             // `TIME` reads the clock when it runs).
             let span_ms = (last_ms - first).max(0);
             let slack = if taken.is_none() {
-                carried = carried.max(span_ms);
-                carried
+                span_ms.max(carried)
             } else {
                 span_ms
             };
@@ -871,21 +937,26 @@ impl Bench {
                     ) {
                         Ok(()) => {
                             // Values agree. The model goes on with the
-                            // server's scores and, where the server tells
-                            // them exactly (`PEXPIRETIME`), its expiries, so
-                            // that a millisecond's difference does not
-                            // grow; else with its own expiries (a server
-                            // `PTTL` read a moment later would drift them).
+                            // server's scores and expiries, so that a
+                            // millisecond's difference does not grow:
+                            // exact where the server tells them
+                            // (`PEXPIRETIME`), else as the dump measured
+                            // them (`TIME` + `PTTL`, to within its
+                            // `guess.1`).
                             for e in model_dump(&trial, seen) {
                                 if !server.iter().any(|s| s.key == e.key) {
                                     trial.keys.del(seen, &e.key);
                                 }
                             }
                             for e in &server {
-                                let own = trial.keys.entry(seen, &e.key).and_then(|c| c.expires_at);
-                                let expires_at = e
-                                    .ttl
-                                    .and(e.expires_at.or(own).or(e.ttl.map(|ttl| seen + ttl)));
+                                if let Some((_, within)) = e.guess {
+                                    carried = carried.max(within + 1);
+                                }
+                                let expires_at = e.ttl.and(
+                                    e.expires_at
+                                        .or(e.guess.map(|g| g.0))
+                                        .or(e.ttl.map(|ttl| seen + ttl)),
+                                );
                                 let entry = Entry {
                                     value: e.value.clone(),
                                     expires_at,
@@ -1202,7 +1273,7 @@ fn the_model_and_the_server_agree_on_every_step() -> anyhow::Result<()> {
         }
         Err(TestError::Fail(why, steps)) => {
             anyhow::bail!(
-                "the model and the server disagree (add this to the corpus):\n{steps:#?}\n{why}"
+                "the model and the server disagree: {why}\n(add this to the corpus):\n{steps:?}"
             )
         }
         Err(e) => anyhow::bail!("{e}"),
