@@ -80,24 +80,54 @@ pub(crate) struct Scratch {
 }
 
 /// A waiting line and its words: the line read or written last, so that
-/// reading it again needs no parse.
+/// reading it again needs no parse, nor its tickets another `tonumber`.
 #[derive(Debug, Clone, Default)]
 struct Parsed {
     /// The line `words` were found in, if any.
     line: Option<Vec<u8>>,
     /// Its words.
     words: Vec<Word>,
+    /// Each word's ticket, as [`Ticket::of`] its digits.
+    tickets: Vec<Ticket>,
+}
+
+/// A word's ticket digits as the scripts read them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ticket {
+    /// `tonumber` of the digits.
+    value: f64,
+    /// Whether the scripts write the digits back as they are
+    /// ([`writes_back_as_is`]).
+    as_is: bool,
+}
+
+impl Ticket {
+    fn of(digits: &[u8]) -> Self {
+        Ticket {
+            value: number(digits),
+            as_is: writes_back_as_is(digits),
+        }
+    }
 }
 
 impl Parsed {
-    /// Whether `v` is a line (`is_line`); when it is, `words` are its words.
+    /// Whether `v` is a line (`is_line`); when it is, `words` are its words
+    /// and `tickets` their tickets.
     fn read(&mut self, v: &[u8]) -> bool {
         if self.line.as_deref() == Some(v) {
-            debug_assert!(same_words(v, &self.words), "the words kept for {v:?}");
+            debug_assert!(
+                same_words(v, &self.words, &self.tickets),
+                "the words kept for {v:?}"
+            );
             return true;
         }
         self.words.clear();
-        if !line_words(v, |w| self.words.push(w)) {
+        self.tickets.clear();
+        let (words, tickets) = (&mut self.words, &mut self.tickets);
+        if !line_words(v, |w| {
+            tickets.push(Ticket::of(&v[w.at..w.colon]));
+            words.push(w);
+        }) {
             self.line = None;
             return false;
         }
@@ -118,6 +148,8 @@ struct Waiter {
     /// Where the `:` after the ticket is in the word, when the ticket is
     /// digits (`None`: `string.format('%d')` wrote a sign).
     colon: Option<usize>,
+    /// The ticket of the word as written back, when it is digits.
+    written: Ticket,
 }
 
 /// The value of a waiting manager's place (`<line>:<id>`) when a writer of
@@ -328,7 +360,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         });
         let (mut first, mut ahead) = (true, true);
         if let Some(v) = v {
-            for &Word { at, colon, end } in parsed.words.iter() {
+            for (&Word { at, colon, end }, &read) in parsed.words.iter().zip(&parsed.tickets) {
                 let id = &v[colon + 1..end];
                 place.truncate(base);
                 place.extend_from_slice(id);
@@ -340,23 +372,24 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                 } else {
                     found.other_first |= first;
                     found.writer_ahead |= ahead && p == WRITER_PLACE;
-                    let digits = &v[at..colon];
-                    let ticket = number(digits);
+                    let ticket = read.value;
                     let start = ids.len();
-                    let colon = if writes_back_as_is(digits) {
+                    let (colon, written) = if read.as_is {
                         ids.extend_from_slice(&v[at..end]);
-                        Some(digits.len())
+                        (Some(colon - at), read)
                     } else {
                         let text = format_d(ticket);
                         ids.extend_from_slice(text.bytes());
                         ids.push(b':');
                         ids.extend_from_slice(id);
-                        text.is_digits().then_some(text.bytes().len())
+                        let colon = text.is_digits().then_some(text.bytes().len());
+                        (colon, Ticket::of(text.bytes()))
                     };
                     waiting.push(Waiter {
                         ticket,
                         word: start..ids.len(),
                         colon,
+                        written,
                     });
                 }
                 first = false;
@@ -367,12 +400,18 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
     Ok(found)
 }
 
-/// Whether `words` are what [`line_words`] finds in line `v`.
-fn same_words(v: &[u8], words: &[Word]) -> bool {
+/// Whether `words` are what [`line_words`] finds in line `v`, and
+/// `tickets` their tickets.
+fn same_words(v: &[u8], words: &[Word], tickets: &[Ticket]) -> bool {
     let mut found = Vec::new();
-    let line = line_words(v, |w| found.push((w.at, w.colon, w.end)));
-    let kept = words.iter().map(|w| (w.at, w.colon, w.end));
-    line && found.into_iter().eq(kept)
+    let line = line_words(v, |w| {
+        found.push((w.at, w.colon, w.end, Ticket::of(&v[w.at..w.colon])));
+    });
+    let kept = words
+        .iter()
+        .zip(tickets)
+        .map(|(w, &t)| (w.at, w.colon, w.end, t));
+    line && words.len() == tickets.len() && found.into_iter().eq(kept)
 }
 
 /// Whether ticket digits read from a line are what `string.format('%d',
@@ -397,6 +436,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         parsed: Parsed {
             line: parsed,
             words,
+            tickets,
         },
         line: out,
         ..
@@ -404,6 +444,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
     let ticket = format_d(line.ticket);
     // The caller's word: the `:` after its ticket, when the ticket is digits.
     let my_colon = ticket.is_digits().then_some(ticket.bytes().len());
+    let my_ticket = Ticket::of(ticket.bytes());
     let mine: [&[u8]; 3] = [ticket.bytes(), b":", me];
     let mut start = 0;
     for ((mark, &end), kind) in marks.iter().zip(ends.iter()).zip(kinds.iter()) {
@@ -423,38 +464,43 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         // The line's words as written, while every ticket is digits (what
         // `line_words` would find in it).
         words.clear();
+        tickets.clear();
         let mut known = true;
-        let mut word = |out: &mut Vec<u8>, parts: &[&[u8]], colon: Option<usize>| {
-            if !out.is_empty() {
-                out.push(b' ');
-            }
-            let at = out.len();
-            for part in parts {
-                out.extend_from_slice(part);
-            }
-            match colon {
-                Some(colon) => words.push(Word {
-                    at,
-                    colon: at + colon,
-                    end: out.len(),
-                }),
-                None => known = false,
-            }
-        };
+        let mut word =
+            |out: &mut Vec<u8>, parts: &[&[u8]], colon: Option<usize>, ticket: Ticket| {
+                if !out.is_empty() {
+                    out.push(b' ');
+                }
+                let at = out.len();
+                for part in parts {
+                    out.extend_from_slice(part);
+                }
+                match colon {
+                    Some(colon) => {
+                        words.push(Word {
+                            at,
+                            colon: at + colon,
+                            end: out.len(),
+                        });
+                        tickets.push(ticket);
+                    }
+                    None => known = false,
+                }
+            };
         for (i, w) in others.iter().enumerate() {
             if joins && i == at {
-                word(out, &mine, my_colon);
+                word(out, &mine, my_colon, my_ticket);
             }
-            word(out, &[&ids[w.word.clone()]], w.colon);
+            word(out, &[&ids[w.word.clone()]], w.colon, w.written);
         }
         if joins && at == others.len() {
-            word(out, &mine, my_colon);
+            word(out, &mine, my_colon, my_ticket);
         }
         ks.set(now, mark, out, Some(line.mark_ttl));
         if known {
-            let p = parsed.get_or_insert_with(Vec::new);
-            p.clear();
-            p.extend_from_slice(out);
+            // The line written is kept as the one parsed: its buffer is
+            // swapped in, not copied (`out` is cleared before its next use).
+            std::mem::swap(parsed.get_or_insert_with(Vec::new), out);
         } else {
             *parsed = None;
         }
