@@ -218,6 +218,7 @@ impl Keyspace {
 
     /// The live entry at `key`.
     #[must_use]
+    #[inline]
     pub fn entry(&self, now: i64, key: &[u8]) -> Option<&Entry> {
         self.map.get(key).filter(|e| !expired(e, now))
     }
@@ -228,6 +229,15 @@ impl Keyspace {
         // Its expiry may change: the next purge looks at every key.
         self.earliest = i64::MIN;
         self.live_mut(now, key)
+    }
+
+    /// Replaces the value of the live entry at `key`, its expiry kept (for
+    /// a simulator's rules outside the model); the value it held. Unlike
+    /// [`Keyspace::entry_mut`], no expiry can change, so the next purge
+    /// still skips a key space with nothing expired.
+    pub fn replace_value(&mut self, now: i64, key: &[u8], value: Value) -> Option<Value> {
+        self.live_mut(now, key)
+            .map(|entry| std::mem::replace(&mut entry.value, value))
     }
 
     /// The live entry at `key`, in one lookup: an expired one stays in the
@@ -241,6 +251,7 @@ impl Keyspace {
     /// # Errors
     ///
     /// [`CallError::WrongType`] for a sorted set.
+    #[inline]
     pub fn get(&self, now: i64, key: &[u8]) -> Res<Option<&[u8]>> {
         match self.entry(now, key) {
             None => Ok(None),

@@ -188,15 +188,18 @@ fn execute(
     if rules.blind && claim.is_shared() {
         for k in keys_of(mask) {
             let key = names.key(k);
-            let Some(entry) = node.keys.entry_mut(now, key) else {
-                continue;
+            // The marker takes the key's expiry: no expiry changes, and the
+            // next purge still knows the earliest one.
+            let expires_at = match node.keys.entry(now, key) {
+                Some(Entry {
+                    value: Value::Str(v),
+                    expires_at,
+                }) if v != READERS_MARKER => *expires_at,
+                _ => continue,
             };
-            if matches!(&entry.value, Value::Str(v) if v != READERS_MARKER) {
-                let marker = Entry {
-                    value: Value::Str(READERS_MARKER.to_vec()),
-                    expires_at: entry.expires_at,
-                };
-                hidden[k] = Some(std::mem::replace(entry, marker));
+            let marker = Value::Str(READERS_MARKER.to_vec());
+            if let Some(value) = node.keys.replace_value(now, key, marker) {
+                hidden[k] = Some(Entry { value, expires_at });
             }
         }
     }
