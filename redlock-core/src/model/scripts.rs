@@ -362,12 +362,20 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         if let Some(v) = v {
             for (&Word { at, colon, end }, &read) in parsed.words.iter().zip(&parsed.tickets) {
                 let id = &v[colon + 1..end];
-                place.truncate(base);
-                place.extend_from_slice(id);
-                let Some(p) = call(ks.get(now, place))? else {
+                let is_me = id == me;
+                // The caller's own place was read above, from the same key
+                // space: the same answer.
+                let p = if is_me {
+                    mine
+                } else {
+                    place.truncate(base);
+                    place.extend_from_slice(id);
+                    call(ks.get(now, place))?
+                };
+                let Some(p) = p else {
                     continue;
                 };
-                if id == me {
+                if is_me {
                     ahead = false;
                 } else {
                     found.other_first |= first;

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use redlock_core::backend::{AcquireOutcome, Claim, Request, Response, Token, TOKEN_LEN};
 use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
-use redlock_core::model::{Command, Entry, Node, Outcome, Published, Value, READERS_MARKER};
+use redlock_core::model::{Command, Entry, Node, Outcome, Published, Reply, Value, READERS_MARKER};
 use redlock_core::{Resources, Ttl};
 
 use super::clock::NodeClock;
@@ -183,33 +183,12 @@ fn execute(
     let Some(command) = Command::of(&request, CHANNEL) else {
         return Answer::Failed;
     };
-    // Out of model: a blind reader sees a writer's key as the marker.
-    let mut hidden: [Option<Entry>; MAX_KEYS] = Default::default();
-    if rules.blind && claim.is_shared() {
-        for k in keys_of(mask) {
-            let key = names.key(k);
-            // The marker takes the key's expiry: no expiry changes, and the
-            // next purge still knows the earliest one.
-            let expires_at = match node.keys.entry(now, key) {
-                Some(Entry {
-                    value: Value::Str(v),
-                    expires_at,
-                }) if v != READERS_MARKER => *expires_at,
-                _ => continue,
-            };
-            let marker = Value::Str(READERS_MARKER.to_vec());
-            if let Some(value) = node.keys.replace_value(now, key, marker) {
-                hidden[k] = Some(Entry { value, expires_at });
-            }
-        }
-    }
-    let reply = node.apply(now, &command, published);
+    let reply = if rules.blind && claim.is_shared() {
+        apply_blind(node, now, names, mask, &command, published)
+    } else {
+        node.apply(now, &command, published)
+    };
     published.clear();
-    for (k, entry) in hidden.into_iter().enumerate() {
-        if let Some(entry) = entry {
-            node.keys.insert(names.key(k), entry);
-        }
-    }
     match command.outcome(reply) {
         Ok(Outcome::Done(Response::Acquire(AcquireOutcome::Granted { fence }))) => {
             Answer::Granted(fence.unwrap_or(0))
@@ -226,6 +205,42 @@ fn execute(
         // shape): the request failed.
         _ => Answer::Failed,
     }
+}
+
+/// [`Node::apply`] for a blind reader: out of model, it sees a writer's key
+/// as the readers' marker (the key is given back afterwards).
+fn apply_blind(
+    node: &mut Node,
+    now: i64,
+    names: &Names,
+    mask: u8,
+    command: &Command<'_>,
+    published: &mut Vec<Published>,
+) -> Reply {
+    let mut hidden: [Option<Entry>; MAX_KEYS] = Default::default();
+    for k in keys_of(mask) {
+        let key = names.key(k);
+        // The marker takes the key's expiry: no expiry changes, and the
+        // next purge still knows the earliest one.
+        let expires_at = match node.keys.entry(now, key) {
+            Some(Entry {
+                value: Value::Str(v),
+                expires_at,
+            }) if v != READERS_MARKER => *expires_at,
+            _ => continue,
+        };
+        let marker = Value::Str(READERS_MARKER.to_vec());
+        if let Some(value) = node.keys.replace_value(now, key, marker) {
+            hidden[k] = Some(Entry { value, expires_at });
+        }
+    }
+    let reply = node.apply(now, command, published);
+    for (k, entry) in hidden.into_iter().enumerate() {
+        if let Some(entry) = entry {
+            node.keys.insert(names.key(k), entry);
+        }
+    }
+    reply
 }
 
 /// Out of model: the holder-set rule ([`Rules::holder_set`]) for
