@@ -63,7 +63,8 @@ pub(crate) struct Scratch {
     /// A place key (`<line>:<id>`).
     place: Vec<u8>,
     /// The words of the live waiters read from waiting lines, as the
-    /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`).
+    /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`),
+    /// those of one line one space apart.
     ids: Vec<u8>,
     /// The live waiters read, by line.
     waiting: Vec<Waiter>,
@@ -359,6 +360,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
             READER_PLACE
         });
         let (mut first, mut ahead) = (true, true);
+        let line_start = waiting.len();
         if let Some(v) = v {
             for (&Word { at, colon, end }, &read) in parsed.words.iter().zip(&parsed.tickets) {
                 let id = &v[colon + 1..end];
@@ -381,6 +383,10 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                     found.other_first |= first;
                     found.writer_ahead |= ahead && p == WRITER_PLACE;
                     let ticket = read.value;
+                    // One space between the words of a line, as it is written.
+                    if waiting.len() > line_start {
+                        ids.push(b' ');
+                    }
                     let start = ids.len();
                     let (colon, written) = if read.as_is {
                         ids.extend_from_slice(&v[at..end]);
@@ -453,7 +459,6 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
     // The caller's word: the `:` after its ticket, when the ticket is digits.
     let my_colon = ticket.is_digits().then_some(ticket.bytes().len());
     let my_ticket = Ticket::of(ticket.bytes());
-    let mine: [&[u8]; 3] = [ticket.bytes(), b":", me];
     let mut start = 0;
     for ((mark, &end), kind) in marks.iter().zip(ends.iter()).zip(kinds.iter()) {
         let others = &waiting[start..end];
@@ -473,37 +478,31 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         // `line_words` would find in it).
         words.clear();
         tickets.clear();
-        let mut known = true;
-        let mut word =
-            |out: &mut Vec<u8>, parts: &[&[u8]], colon: Option<usize>, ticket: Ticket| {
-                if !out.is_empty() {
-                    out.push(b' ');
-                }
-                let at = out.len();
-                for part in parts {
-                    out.extend_from_slice(part);
-                }
-                match colon {
-                    Some(colon) => {
-                        words.push(Word {
-                            at,
-                            colon: at + colon,
-                            end: out.len(),
-                        });
-                        tickets.push(ticket);
-                    }
-                    None => known = false,
-                }
-            };
-        for (i, w) in others.iter().enumerate() {
-            if joins && i == at {
-                word(out, &mine, my_colon, my_ticket);
+        // The others' words lie in `ids` as the line writes them: copied in
+        // two runs at most, before and after the caller's word.
+        let (before, after) = others.split_at(if joins { at } else { others.len() });
+        let mut known = copy_words(out, words, tickets, ids, before);
+        if joins {
+            if !out.is_empty() {
+                out.push(b' ');
             }
-            word(out, &[&ids[w.word.clone()]], w.colon, w.written);
+            let at = out.len();
+            out.extend_from_slice(ticket.bytes());
+            out.push(b':');
+            out.extend_from_slice(me);
+            match my_colon {
+                Some(colon) => {
+                    words.push(Word {
+                        at,
+                        colon: at + colon,
+                        end: out.len(),
+                    });
+                    tickets.push(my_ticket);
+                }
+                None => known = false,
+            }
         }
-        if joins && at == others.len() {
-            word(out, &mine, my_colon, my_ticket);
-        }
+        known &= copy_words(out, words, tickets, ids, after);
         ks.set(now, mark, out, Some(line.mark_ttl));
         if known {
             // The line written is kept as the one parsed: its buffer is
@@ -514,6 +513,43 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         }
     }
     Reply::Int(-1)
+}
+
+/// Appends the words of `waiters` (one line's, in order) to line `out`,
+/// one space apart, and notes each word and its ticket; whether every
+/// ticket is digits (else the words noted are not all of them).
+fn copy_words(
+    out: &mut Vec<u8>,
+    words: &mut Vec<Word>,
+    tickets: &mut Vec<Ticket>,
+    ids: &[u8],
+    waiters: &[Waiter],
+) -> bool {
+    let (Some(first), Some(last)) = (waiters.first(), waiters.last()) else {
+        return true;
+    };
+    if !out.is_empty() {
+        out.push(b' ');
+    }
+    let base = out.len();
+    let origin = first.word.start;
+    out.extend_from_slice(&ids[origin..last.word.end]);
+    let mut known = true;
+    for w in waiters {
+        match w.colon {
+            Some(colon) => {
+                let at = base + (w.word.start - origin);
+                words.push(Word {
+                    at,
+                    colon: at + colon,
+                    end: base + (w.word.end - origin),
+                });
+                tickets.push(w.written);
+            }
+            None => known = false,
+        }
+    }
+    known
 }
 
 /// `QUEUED_ACQUIRE_LUA`.
