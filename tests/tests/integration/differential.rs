@@ -451,10 +451,13 @@ for _, k in ipairs(redis.call('KEYS', '*')) do
   local t = redis.call('TYPE', k)['ok']
   local at = redis.pcall('PEXPIRETIME', k)
   local guess = false
-  local before = now()
-  local pttl = redis.call('PTTL', k)
-  if type(at) ~= 'number' then
+  local pttl
+  if type(at) == 'number' then
+    pttl = redis.call('PTTL', k)
+  else
     at = false
+    local before = now()
+    pttl = redis.call('PTTL', k)
     if pttl >= 0 then
       guess = {before + pttl, now() - before}
     end
