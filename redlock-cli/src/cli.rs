@@ -160,6 +160,11 @@ pub(crate) struct RunArgs {
     /// each holder).
     #[arg(long)]
     pub(crate) fencing: bool,
+    /// Store NAME (say, host and pid) with the lock, for `redlock status`
+    /// to show who holds it: 1 to 128 bytes, no control characters, never
+    /// secret.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) identity: Option<String>,
     /// Take one of K permits of the semaphore KEY instead of the lock KEY:
     /// at most K commands run at once (1 to 64; every run on KEY must give
     /// the same K).

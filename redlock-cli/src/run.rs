@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use nix::sys::signal::Signal;
-use redlock_redis::{Cancel, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore};
+use redlock_redis::{
+    Cancel, Identity, KeepAlive, Lock, LockError, LostReason, Permit, Redlock, Semaphore,
+};
 use signal_hook::consts::{SIGCHLD, SIGCONT, SIGINT};
 use signal_hook::iterator::Signals;
 
@@ -115,11 +117,19 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
             }
         });
     }
+    // Checked here, not by the parser, which would echo a bad value raw.
+    let identity = args
+        .identity
+        .as_deref()
+        .map(Identity::new)
+        .transpose()
+        .map_err(|e| Exit::usage(e.to_string()))?;
     let (hook, rounds) = waiting::hook();
     let locks = crate::servers::connect(
         &urls,
         args.node_timeout,
         args.fencing,
+        identity,
         Arc::new(hook.clone()),
     )?;
     let target = match args.limit {

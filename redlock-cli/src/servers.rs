@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use redlock_core::Identity;
 use redlock_redis::{ConfigError, ConnectError, EventHandler, RedisErrorKind, Redlock};
 
 use crate::exit::{Exit, SOFTWARE};
@@ -55,12 +56,15 @@ pub(crate) fn connect(
     urls: &[String],
     node_timeout: Duration,
     fencing: bool,
+    identity: Option<Identity>,
     events: Arc<dyn EventHandler>,
 ) -> Result<Redlock, Exit> {
-    Redlock::builder([])
+    let mut builder = Redlock::builder([])
         .node_timeout(node_timeout)
         .fencing(fencing)
-        .events(events)
-        .connect(urls)
-        .map_err(connect_error)
+        .events(events);
+    if let Some(identity) = identity {
+        builder = builder.identity(identity);
+    }
+    builder.connect(urls).map_err(connect_error)
 }

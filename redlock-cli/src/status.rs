@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use redlock_core::backend::Holder;
+use redlock_core::Identity;
 use redlock_redis::decide::quorum;
 use redlock_redis::keys::PERMIT_INFIX;
 use redlock_redis::{key_status, keys_status, KeyState};
@@ -46,8 +48,9 @@ fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exi
                     (Some(ttl), Some(token)) => {
                         held += 1;
                         println!(
-                            "{node}: held, {} left, token {token}…",
-                            humantime::format_duration(round_ms(ttl))
+                            "{node}: held, {} left, token {token}…{}",
+                            humantime::format_duration(round_ms(ttl)),
+                            by(state.holder.as_ref(), state.fence)
                         );
                     }
                     _ => println!("{node}: free"),
@@ -57,12 +60,39 @@ fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exi
         }
     }
     let n = states.len();
-    println!(
-        "{}: held on {held} of {n} server(s) (a lock needs {})",
-        args.key,
-        quorum(n)
-    );
+    let views: Vec<_> = states
+        .iter()
+        .map(|(_, state)| state.as_ref().ok().map(|s| s.view().clone()))
+        .collect();
+    // Names are data: the key is shown escaped.
+    let key = args.key.escape_debug();
+    match Holder::of_views(&views, n) {
+        Some(holder) => println!(
+            "{key}: held on {} of {n} server(s) for {} more, token {}…{}",
+            holder.nodes(),
+            humantime::format_duration(round_ms(holder.ttl())),
+            holder.token_prefix(),
+            by(holder.identity(), holder.fence())
+        ),
+        None => println!(
+            "{key}: held on {held} of {n} server(s) (a lock needs {})",
+            quorum(n)
+        ),
+    }
     Ok((answered, n))
+}
+
+/// `, by IDENTITY, fencing counter F` for what is known.
+fn by(identity: Option<&Identity>, fence: Option<u64>) -> String {
+    let mut shown = String::new();
+    if let Some(identity) = identity {
+        // Validated when read (no control characters); escaped anyway.
+        shown.push_str(&format!(", by {}", identity.as_str().escape_debug()));
+    }
+    if let Some(fence) = fence {
+        shown.push_str(&format!(", fencing counter {fence}"));
+    }
+    shown
 }
 
 /// One line per permit (the key `KEY␟permit:i` of each, ␟ being U+001F,
@@ -114,9 +144,14 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
         } else {
             String::new()
         };
+        let holder = held
+            .iter()
+            .find(|state| state.token_prefix.as_deref() == Some(token))
+            .and_then(|state| state.holder.as_ref());
         println!(
-            "permit {slot} ({key}): held on {on} of {n} server(s), {} left, token {token}…{others}",
-            humantime::format_duration(round_ms(left))
+            "permit {slot} ({key}): held on {on} of {n} server(s), {} left, token {token}…{}{others}",
+            humantime::format_duration(round_ms(left)),
+            by(holder, None)
         );
     }
     for (node, state) in &states {

@@ -102,6 +102,7 @@ pub use types::cancel::Cancel;
 pub use types::clock::{Clock, SystemClock};
 pub use types::error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
 pub use types::fencing::FencingToken;
+pub use types::identity::Identity;
 pub use types::keep_alive::KeepAlive;
 pub use types::keys;
 pub use types::node_id::NodeId;

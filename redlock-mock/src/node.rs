@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Fencing, LockBackend, ReleaseFeed, ReleaseSink, Request, Response,
-    SharedClaims, Started, Token, TOKEN_LEN,
+    AcquireOutcome, Claim, Fencing, Inspect, KeyView, LockBackend, ReleaseFeed, ReleaseSink,
+    Request, Response, SharedClaims, Started, Token, TOKEN_LEN,
 };
 use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
-use redlock_core::model::{Command, ErrorReply, Node, Outcome, Published, Value, READERS_MARKER};
+use redlock_core::model::{
+    inspection, Command, ErrorReply, Node, Outcome, Published, Value, READERS_MARKER,
+};
 use redlock_core::{Clock, NodeId, Ttl};
 
 /// The error of a [`MockNode`].
@@ -409,7 +411,9 @@ impl MockNode {
         self.holder(key).is_some()
     }
 
-    /// The token stored under `key`, if the key is live.
+    /// The token stored under `key`, if the key is live (the value's first
+    /// [`TOKEN_LEN`] bytes: a manager's identity may follow, see
+    /// [`Claim::value`](redlock_core::backend::Claim::value)).
     ///
     /// # Examples
     ///
@@ -421,8 +425,9 @@ impl MockNode {
         let state = self.state();
         let now = self.now(&state);
         match state.node.keys.entry(now, key.as_bytes()).map(|e| &e.value) {
-            Some(Value::Str(v)) => <[u8; TOKEN_LEN]>::try_from(v.as_slice())
-                .ok()
+            Some(Value::Str(v)) => v
+                .get(..TOKEN_LEN)
+                .and_then(|token| <[u8; TOKEN_LEN]>::try_from(token).ok())
                 .map(Token::from_bytes),
             _ => None,
         }
@@ -441,7 +446,7 @@ impl MockNode {
         let state = self.state();
         let now = self.now(&state);
         let lock = |key: &[u8], value: &Value| match value {
-            Value::Str(v) => !is_helper(key) && (v.len() == TOKEN_LEN || v == READERS_MARKER),
+            Value::Str(v) => !is_helper(key) && (v.len() >= TOKEN_LEN || v == READERS_MARKER),
             Value::Zset(_) => false,
         };
         state
@@ -802,6 +807,8 @@ fn released(message: &[u8]) -> Option<(u64, String)> {
 /// (the same node model).
 impl Fencing for MockNode {}
 
+impl Inspect for MockNode {}
+
 impl SharedClaims for MockNode {}
 
 impl LockBackend for MockNode {
@@ -854,6 +861,19 @@ impl LockBackend for MockNode {
 
     /// Tells the managers of released keys that other managers wait for
     /// (see [`LockBackend::release_feed`]).
+    /// The node model's inspect command ([`Command::Inspect`]), with the
+    /// node's faults: down, an error; frozen, it waits as every call does.
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, MockError>> {
+        let command = Command::Inspect { key };
+        let reply = self.call(|state, now| state.node.apply(now, &command, &mut Vec::new()));
+        Some(reply.and_then(|reply| {
+            inspection(reply).ok_or_else(|| MockError::Refused {
+                node: self.inner.id.clone(),
+                code: "ERR",
+            })
+        }))
+    }
+
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         Some(Box::new(Feed(self.clone())))
     }

@@ -7,11 +7,14 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use redlock_core::NodeId;
+use redlock_core::backend::KeyView;
+use redlock_core::model::Command;
+use redlock_core::{Identity, NodeId};
 
 use crate::builder::Target;
 use crate::error::Stage;
-use crate::ops::Resp;
+use crate::ops::{Resp, Via};
+use crate::session::Failure;
 use crate::wire::{deadline_in, Wire};
 use crate::{RedisBackend, RedisNodeError};
 
@@ -573,6 +576,13 @@ pub struct KeyState {
     /// when held. A read-write lock's key that readers hold shows its
     /// marker's (`redlock:readers`): `726564`.
     pub token_prefix: Option<String>,
+    /// The holder's manager's identity, when held by a manager that has
+    /// one (see `Builder::identity` of `redlock-core`).
+    pub holder: Option<Identity>,
+    /// The resource's fencing counter on this server, when it has one.
+    pub fence: Option<u64>,
+    /// What the server said, for `Holder::of_views`.
+    view: KeyView,
 }
 
 impl KeyState {
@@ -584,6 +594,28 @@ impl KeyState {
     #[must_use]
     pub fn is_held(&self) -> bool {
         self.ttl.is_some()
+    }
+
+    /// The server's view of the key, for
+    /// [`Holder::of_views`](redlock_core::backend::Holder::of_views), which
+    /// tells who holds it on a quorum.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_core::backend::Holder;
+    /// let urls = ["redis://a:6379", "redis://b:6379", "redis://c:6379"];
+    /// let states = redlock_redis::key_status(urls, "job", Duration::from_secs(1))?;
+    /// let views: Vec<_> = states.iter().map(|(_, s)| s.as_ref().ok().map(|s| s.view().clone())).collect();
+    /// if let Some(holder) = Holder::of_views(&views, urls.len()) {
+    ///     println!("held by {:?} for {:?} more", holder.identity(), holder.ttl());
+    /// }
+    /// # Ok::<(), redlock_redis::RedisNodeError>(())
+    /// ```
+    #[must_use]
+    pub fn view(&self) -> &KeyView {
+        &self.view
     }
 }
 
@@ -707,7 +739,8 @@ where
     }))
 }
 
-/// `GET` and `PTTL` of each of `keys` on one server, pipelined.
+/// The inspect script (by `EVAL`: a connection of its own, without the
+/// scripts loaded) for each of `keys` on one server, pipelined.
 fn look<K: AsRef<str>>(target: &Target, keys: &[K]) -> Result<Vec<KeyState>, RedisNodeError> {
     let error = |stage, err| {
         RedisNodeError::from_redis(target.node.clone(), stage, err, target.password.as_ref())
@@ -716,52 +749,50 @@ fn look<K: AsRef<str>>(target: &Target, keys: &[K]) -> Result<Vec<KeyState>, Red
         .map_err(|e| error(Stage::Connect, e))?;
     let mut packed = Vec::new();
     for key in keys {
-        let key = key.as_ref().as_bytes();
-        Resp(&mut packed)
-            .command(2)
-            .bulk(b"GET")
-            .bulk(key)
-            .command(2)
-            .bulk(b"PTTL")
-            .bulk(key);
+        let command = Command::Inspect { key: key.as_ref() };
+        crate::ops::write(&mut packed, Via::Body, &command);
     }
     // The whole pipeline within the timeout.
     let deadline = deadline_in(target.timeout);
     wire.write(&packed, deadline)
         .map_err(|e| error(Stage::Command, e.into()))?;
-    let mut read = || match wire.read(deadline).map_err(|e| error(Stage::Command, e))? {
-        Value::ServerError(err) => Err(error(Stage::Command, err.into())),
-        value => Ok(value),
-    };
     let mut states = Vec::with_capacity(keys.len());
     for _ in keys {
-        let token = read()?;
-        let pttl = read()?;
-        states.push(key_state(token, pttl));
+        let reply = match wire.read(deadline).map_err(|e| error(Stage::Command, e))? {
+            Value::ServerError(err) => return Err(error(Stage::Command, err.into())),
+            value => value,
+        };
+        let view = crate::ops::inspect::read(reply).map_err(|failure| match failure {
+            Failure::Reply { kind, detail } => {
+                RedisNodeError::new(target.node.clone(), kind, Stage::Command, detail)
+            }
+            _ => RedisNodeError::new(
+                target.node.clone(),
+                crate::RedisErrorKind::UnexpectedReply,
+                Stage::Command,
+                "the inspect script's reply could not be read",
+            ),
+        })?;
+        states.push(key_state(view));
     }
     Ok(states)
 }
 
-/// What a key's `GET` and `PTTL` replies say.
-fn key_state(token: Value, pttl: Value) -> KeyState {
-    let token_prefix = match token {
-        Value::BulkString(bytes) => Some(
-            bytes
-                .iter()
-                .take(SHOWN_TOKEN_BYTES)
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>(),
-        ),
-        _ => None,
-    };
-    let ttl = match (pttl, &token_prefix) {
-        (Value::Int(ms), Some(_)) if ms >= 0 => Some(Duration::from_millis(ms.unsigned_abs())),
-        (Value::Int(-1), Some(_)) => Some(Duration::MAX),
-        _ => None,
-    };
+/// What a key's inspection says.
+fn key_state(view: KeyView) -> KeyState {
+    let token_prefix = view.value.as_ref().map(|bytes| {
+        bytes
+            .iter()
+            .take(SHOWN_TOKEN_BYTES)
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    });
     KeyState {
-        ttl,
-        token_prefix: ttl.and(token_prefix),
+        ttl: view.ttl,
+        token_prefix,
+        holder: view.value.as_deref().and_then(Identity::of_value),
+        fence: view.fence,
+        view,
     }
 }
 
@@ -825,7 +856,7 @@ mod tests {
     fn bug3_status_and_check_end_within_their_bounds_on_a_trickling_server() {
         let timeout = Duration::from_millis(200);
         // status: connect, handshake and the pipeline, a timeout each.
-        let url = format!("redis://127.0.0.1:{}", trickling_on("GET"));
+        let url = format!("redis://127.0.0.1:{}", trickling_on("EVAL"));
         let states = within(timeout * 3 * 10, move || {
             key_status([url], "k", timeout).expect("valid URL")
         });

@@ -189,8 +189,8 @@ pub use version::MIN_REDIS_VERSION;
 pub use redlock_core::{
     backend, decide, keys, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError,
     DynBackend, DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts,
-    FailureKind, FencingToken, IntoResources, KeepAlive, LostReason, ManagerStats, NoEvents,
-    NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,
+    FailureKind, FencingToken, Identity, IntoResources, KeepAlive, LostReason, ManagerStats,
+    NoEvents, NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,
     MAX_NODE_TIMEOUT, MAX_PERMITS,
 };
 

@@ -501,7 +501,7 @@ pub(crate) mod tests {
         };
         let mut expected = Vec::new();
         let args = [
-            Arg::Bytes(reader.token().as_bytes()),
+            Arg::Bytes(reader.value()),
             Arg::Bytes(RELEASE_CHANNEL.as_bytes()),
         ];
         SHARED_RELEASE.write(&mut expected, Via::Body, keys, &args);

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Connect, ConnectionSink, Fencing, LockBackend, ReleaseFeed, ReleaseSink,
-    Request, Response, SharedClaims, Started,
+    AcquireOutcome, Claim, Connect, ConnectionSink, Fencing, Inspect, KeyView, LockBackend,
+    ReleaseFeed, ReleaseSink, Request, Response, SharedClaims, Started,
 };
 use redlock_core::{NodeId, Ttl};
 
@@ -40,7 +40,8 @@ const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
 /// # Commands and keys
 ///
 /// A lock on resource `R` is the Redis string key `R` (no prefix is added)
-/// holding the lock's 20 random token bytes, with a millisecond TTL. Its
+/// holding the lock's 20 random token bytes (then its manager's identity,
+/// when it has one: [`Claim::value`]), with a millisecond TTL. Its
 /// helper keys sit beside it: the fencing counter `R␟fence` (see
 /// [`FENCE_SUFFIX`]; counters have no TTL and are never deleted), the
 /// waiting line `R␟waiting` of managers waiting for it (see
@@ -357,6 +358,42 @@ impl RedisBackend {
             .reply_error(RedisErrorKind::UnexpectedReply, detail)
     }
 
+    fn inspect_now(&self, key: &str) -> Result<KeyView, RedisNodeError> {
+        let deadline = self.deadline();
+        let mut conn = self.pool.checkout(deadline)?;
+        let command = redlock_core::model::Command::Inspect { key };
+        let result = {
+            let mut session = self.pool.session(&mut conn, deadline);
+            let mut ask = |via| {
+                session.send(|packed| crate::ops::write(packed, via, &command))?;
+                session.read()
+            };
+            match ask(crate::ops::Via::Hash) {
+                Ok(redis::Value::ServerError(err))
+                    if crate::ops::is_noscript(&err.clone().into()) =>
+                {
+                    ask(crate::ops::Via::Body)
+                }
+                other => other,
+            }
+        };
+        let reply = match result {
+            Ok(redis::Value::ServerError(err)) => return Err(self.pool.command_error(err.into())),
+            Ok(reply) => reply,
+            Err(failure) => {
+                // It may still owe the reply: never used again.
+                let err = self.pool.failed(&mut conn, failure);
+                conn.set_broken();
+                return Err(err);
+            }
+        };
+        crate::ops::inspect::read(reply).map_err(|failure| {
+            let err = self.pool.failed(&mut conn, failure);
+            conn.set_broken();
+            err
+        })
+    }
+
     fn held_answer(&self, planned: Planned<'_>) -> Result<bool, RedisNodeError> {
         match self.run_one(planned)? {
             Response::Held(held) => Ok(held),
@@ -370,6 +407,10 @@ impl RedisBackend {
 impl Fencing for RedisBackend {}
 
 impl SharedClaims for RedisBackend {}
+
+/// The inspect script (`ops/inspect.rs`), on a pooled connection of its
+/// own: never behind the requests the node still owes.
+impl Inspect for RedisBackend {}
 
 impl LockBackend for RedisBackend {
     type Error = RedisNodeError;
@@ -394,6 +435,15 @@ impl LockBackend for RedisBackend {
 
     fn node_id(&self) -> &NodeId {
         &self.node
+    }
+
+    /// Runs the inspect script on an idle pooled connection (by `EVALSHA`,
+    /// then `EVAL` after `NOSCRIPT`), all within the node timeout. With a
+    /// pool of one connection (see
+    /// [`pool_size`](crate::RedisBackendBuilder::pool_size)) it waits for
+    /// the connection the manager's requests use.
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, RedisNodeError>> {
+        Some(self.inspect_now(key))
     }
 
     fn acquire(

@@ -2,8 +2,8 @@
 //! several tests, and the harness that starts real
 //! `redis-server` processes.
 //!
-//! The READMEs' code (the workspace's and each published crate's) is
-//! compiled and run as doc tests here.
+//! The READMEs' code (the workspace's and each published crate's) and the
+//! guide's (docs/guide.md) are compiled and run as doc tests here.
 
 pub mod checks;
 pub mod harness;
@@ -23,3 +23,7 @@ struct MockReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../redlock-redis/README.md")]
 struct RedisReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide.md")]
+struct GuideDoctests;

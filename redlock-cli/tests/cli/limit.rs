@@ -273,7 +273,7 @@ struct Counts {
     clients: u64,
     connections: u64,
     reads: u64,
-    gets: u64,
+    evals: u64,
     pttls: u64,
 }
 
@@ -288,7 +288,7 @@ fn counts(admin: &mut redis::Connection) -> Counts {
         info.lines()
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
             .map_or(0, |value| {
-                // `cmdstat_get:calls=N,usec=...`, or a plain number.
+                // `cmdstat_eval:calls=N,usec=...`, or a plain number.
                 let value = value.strip_prefix("calls=").unwrap_or(value);
                 value.split(',').next().unwrap().trim().parse().unwrap()
             })
@@ -297,7 +297,7 @@ fn counts(admin: &mut redis::Connection) -> Counts {
         clients: field("connected_clients"),
         connections: field("total_connections_received"),
         reads: field("total_reads_processed"),
-        gets: field("cmdstat_get"),
+        evals: field("cmdstat_eval"),
         pttls: field("cmdstat_pttl"),
     }
 }
@@ -327,7 +327,11 @@ fn status_with_a_limit_costs_one_round_trip_per_server_whatever_k() {
             })
             .unwrap();
             assert_eq!(after.connections - before.connections, 1, "K={k}");
-            assert_eq!(after.gets - before.gets, k, "K={k}: a GET per permit");
+            assert_eq!(
+                after.evals - before.evals,
+                k,
+                "K={k}: an inspection per permit"
+            );
             assert_eq!(after.pttls - before.pttls, k, "K={k}: a PTTL per permit");
             per_server.push(after.reads - before.reads - looks);
         }

@@ -616,3 +616,77 @@ fn the_childs_exit_code_and_a_missing_command() {
         Some(0)
     );
 }
+
+/// `redlock run --identity` in one process, `redlock status` in another:
+/// the status names the holder, per server and for the quorum; a run
+/// without one shows none; a bad identity is a usage error.
+#[test]
+fn status_in_another_process_names_the_holder_of_run_identity() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let urls = cluster.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let name = key("identity");
+    let status = || {
+        let mut status = crate::redlock();
+        status.arg("status");
+        for url in &urls {
+            status.args(["--server", url]);
+        }
+        status.arg(&name);
+        finish(status)
+    };
+    let mut holder = Guarded(spawn(run_sh(
+        &urls,
+        &["--identity", "deploy-runner:4711", "--fencing"],
+        &name,
+        &until_go(dir.path()),
+    )));
+    wait_for_file(&dir.path().join("started"));
+    wait_until(
+        Duration::from_secs(10),
+        "the holder's key on every server",
+        || cluster.iter().all(|node| get(node, &name).is_some()),
+    )
+    .unwrap();
+    let out = status();
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    assert_eq!(
+        out.stdout.matches(", by deploy-runner:4711").count(),
+        4,
+        "three servers and the quorum: {}",
+        out.stdout
+    );
+    assert!(
+        out.says(&["held on 3 of 3", "by deploy-runner:4711", "fencing counter"]),
+        "{}",
+        out.stdout
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_eq!(exit_within(&mut holder.0, HANG).code(), Some(0));
+
+    // Without an identity: no name shown.
+    let _ = std::fs::remove_file(dir.path().join("started"));
+    let _ = std::fs::remove_file(dir.path().join("go"));
+    let mut plain = Guarded(spawn(run_sh(&urls, &[], &name, &until_go(dir.path()))));
+    wait_for_file(&dir.path().join("started"));
+    wait_until(
+        Duration::from_secs(10),
+        "the holder's key on every server",
+        || cluster.iter().all(|node| get(node, &name).is_some()),
+    )
+    .unwrap();
+    let out = status();
+    assert!(out.says(&["held on 3 of 3"]), "{}", out.stdout);
+    assert!(!out.stdout.contains(", by "), "{}", out.stdout);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_eq!(exit_within(&mut plain.0, HANG).code(), Some(0));
+
+    // A bad identity: a usage error naming the problem, nothing run.
+    let long = "x".repeat(129);
+    for bad in ["two\nlines", long.as_str(), ""] {
+        let out = finish(run_sh(&urls, &["--identity", bad], &name, "exit 3"));
+        assert_eq!(out.code(), Some(64), "{bad:?}: {out:?}");
+        assert!(out.stderr.contains("identity"), "{out:?}");
+        assert!(!out.stderr.contains("two\nlines"), "printed raw: {out:?}");
+    }
+}

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::backend::{Fencing, ReleaseFeed, SharedClaims};
+use crate::backend::{Fencing, Inspect, KeyView, ReleaseFeed, SharedClaims};
 use crate::{
     events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
     Ttl,
@@ -57,7 +57,7 @@ pub struct DynBackend {
 
 impl DynBackend {
     /// Erases `backend`'s type. The backend must have every ability
-    /// ([`Fencing`], [`SharedClaims`]), as the Redis and in-memory ones do,
+    /// ([`Fencing`], [`SharedClaims`], [`Inspect`]), as the Redis and in-memory ones do,
     /// since the erased type declares them all; a backend without them is
     /// used through its own type.
     ///
@@ -65,7 +65,7 @@ impl DynBackend {
     ///
     /// See [`DynBackend`].
     #[must_use]
-    pub fn new<B: Fencing + SharedClaims + 'static>(backend: B) -> Self {
+    pub fn new<B: Fencing + SharedClaims + Inspect + 'static>(backend: B) -> Self {
         DynBackend {
             inner: Box::new(backend),
         }
@@ -159,6 +159,7 @@ trait Erased: Send + Sync {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>>;
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>>;
 }
 
 impl<B: LockBackend> Erased for B {
@@ -189,6 +190,9 @@ impl<B: LockBackend> Erased for B {
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         LockBackend::release_feed(self)
     }
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>> {
+        LockBackend::inspect(self, key).map(|r| r.map_err(DynError::new))
+    }
 }
 
 impl LockBackend for DynBackend {
@@ -218,6 +222,9 @@ impl LockBackend for DynBackend {
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         self.inner.release_feed()
     }
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>> {
+        self.inner.inspect(key)
+    }
 }
 
 /// Opens `addresses` with backend `B` ([`Connect`](crate::Connect)) and
@@ -243,7 +250,7 @@ pub fn connect_dyn<B, I>(
     node_timeout: Duration,
 ) -> Result<DynRedlock, crate::ConnectError<DynError>>
 where
-    B: crate::Connect + Fencing + SharedClaims + 'static,
+    B: crate::Connect + Fencing + SharedClaims + Inspect + 'static,
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
@@ -260,5 +267,7 @@ where
 }
 
 impl Fencing for DynBackend {}
+
+impl Inspect for DynBackend {}
 
 impl SharedClaims for DynBackend {}

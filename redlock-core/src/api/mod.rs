@@ -4,6 +4,7 @@
 pub(crate) mod builder;
 pub(crate) mod dynamic;
 pub(crate) mod guard;
+pub(crate) mod holder;
 pub(crate) mod redlock;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;

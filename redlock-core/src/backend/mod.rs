@@ -12,8 +12,10 @@ use std::time::Duration;
 use crate::{NodeId, Ttl};
 
 pub(crate) mod feed;
+pub(crate) mod inspect;
 
 pub use crate::backend::feed::{ReleaseFeed, ReleaseSink};
+pub use crate::backend::inspect::{Holder, Inspect, KeyView};
 pub use crate::events::ConnectionSink;
 pub use crate::types::resource::{Claim, Queued};
 pub use crate::types::token::{Token, TOKEN_LEN};
@@ -412,6 +414,32 @@ pub trait LockBackend: Send + Sync {
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         None
     }
+
+    /// Reads who holds lock key `key` on this node, at one instant, within
+    /// the per-node timeout: its value (a [`Claim::value`]), the time it
+    /// has left and its resource's fencing counter. `None` (the default)
+    /// when the backend cannot; a backend that can also declares
+    /// [`Inspect`], which gives its managers
+    /// [`Redlock::holder`](crate::Redlock::holder). It may be called while
+    /// the node's worker runs another call on the same backend value.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Resources, Ttl};
+    /// use redlock_core::backend::{Claim, LockBackend, Token};
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
+    /// node.acquire(&claim, Ttl::new(Duration::from_secs(5))?, false)?;
+    /// let view = node.inspect("k").expect("the mock can")?;
+    /// assert_eq!(view.value.as_deref(), Some(claim.value()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, Self::Error>> {
+        let _ = key;
+        None
+    }
 }
 
 macro_rules! forward_backend {
@@ -445,8 +473,12 @@ macro_rules! forward_backend {
             fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
                 (**self).release_feed()
             }
+            fn inspect(&self, key: &str) -> Option<Result<KeyView, B::Error>> {
+                (**self).inspect(key)
+            }
         }
         impl<B: Fencing + ?Sized> Fencing for $ty {}
+        impl<B: Inspect + ?Sized> Inspect for $ty {}
         impl<B: SharedClaims + ?Sized> SharedClaims for $ty {}
     )*};
 }

@@ -487,7 +487,7 @@ impl<E> Acquire<E> {
             self.resources = choices.all[choices.next].clone();
             choices.next = (choices.next + 1) % len;
         }
-        let mut claim = Claim::new(self.resources.clone(), token);
+        let mut claim = self.settings.claim(self.resources.clone(), token);
         if self.shared {
             claim = claim.shared();
         }

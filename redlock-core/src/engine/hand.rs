@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use super::line::Waiting;
 use super::{Acquire, Entropy, Machine as _, Message, Settings, Transmit};
-use crate::{Claim, Queued};
+use crate::Queued;
 
 /// A hand-off that was made: the next owner's acquisition, started, and
 /// what to send to every node, in this order, as one batch.
@@ -92,7 +92,7 @@ impl<E> HandOff<E> {
         let resources = release.claim().resources().clone();
         // A plain acquire (the fast path) unless it must look for other
         // managers' waiting marks.
-        let mut claim = Claim::new(resources.clone(), token);
+        let mut claim = settings.claim(resources.clone(), token);
         if yields {
             claim = claim.queued(queued);
         }

@@ -98,7 +98,10 @@ pub(crate) use slots::permit_key;
 pub use slots::{Slots, MAX_PERMITS};
 pub use writers::LocalWriters;
 
-use crate::{drift, Claim, EntropyError, NodeFailure, NodeId, Response, RetryDelay, Token, Ttl};
+use crate::{
+    drift, Claim, EntropyError, Identity, NodeFailure, NodeId, Resources, Response, RetryDelay,
+    Token, Ttl,
+};
 
 /// The settings every machine of one manager shares.
 ///
@@ -122,6 +125,8 @@ pub struct Settings {
     pub(crate) fencing: bool,
     /// Whether machines keep a [`RoundRecord`] of each decided round.
     pub(crate) observe: bool,
+    /// The manager's identity, stored with each lock it takes.
+    pub(crate) identity: Option<Identity>,
 }
 
 impl Settings {
@@ -142,6 +147,7 @@ impl Settings {
             retry: RetryDelay::DEFAULT,
             fencing: false,
             observe: false,
+            identity: None,
         }
     }
 
@@ -205,6 +211,32 @@ impl Settings {
     pub fn fencing(mut self, on: bool) -> Self {
         self.fencing = on;
         self
+    }
+
+    /// The identity stored with each lock taken (see
+    /// [`Claim::with_identity`](crate::backend::Claim::with_identity)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::{Identity, NodeId, engine::Settings};
+    /// let s = Settings::new(vec![NodeId::new("a")].into()).identity(Some(Identity::new("me")?));
+    /// # Ok::<(), redlock_core::ConfigError>(())
+    /// ```
+    #[must_use]
+    pub fn identity(mut self, identity: Option<Identity>) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// A new claim on `resources` signed by `token`, with this manager's
+    /// identity when it has one.
+    pub(crate) fn claim(&self, resources: Resources, token: Token) -> Claim {
+        let claim = Claim::new(resources, token);
+        match &self.identity {
+            Some(identity) => claim.with_identity(identity),
+            None => claim,
+        }
     }
 
     /// With `on`, machines keep a [`RoundRecord`] of each round they decide,

@@ -55,7 +55,7 @@ pub use scripts::{READERS_MARKER, READER_PLACE, WRITER_PLACE};
 
 use lua::Decimal;
 
-use crate::backend::{AcquireOutcome, Request, Response};
+use crate::backend::{AcquireOutcome, KeyView, Request, Response};
 
 /// One command the Redis backend sends to a node (or another client of
 /// the node could send), as the node sees it.
@@ -230,6 +230,19 @@ pub enum Command<'a> {
         /// The key.
         key: &'a [u8],
     },
+    /// The inspect script: who holds lock key `key`, read at one instant.
+    /// Answers [`Reply::Array`] of three: the key's value when it is a
+    /// string, else [`Reply::Nil`] (a lock's [`Claim::value`]: its token,
+    /// then its manager's identity); its `PTTL` ([`Reply::Int`]: -2 when
+    /// absent, -1 without expiry); the value of its fencing counter
+    /// (`key` + [`FENCE_SUFFIX`](crate::keys::FENCE_SUFFIX)) when that is a
+    /// string, else [`Reply::Nil`]. Writes nothing.
+    ///
+    /// [`Claim::value`]: crate::backend::Claim::value
+    Inspect {
+        /// The lock key.
+        key: &'a str,
+    },
 }
 
 /// A node's reply to a [`Command`].
@@ -247,6 +260,8 @@ pub enum Reply {
     Bulk(Vec<u8>),
     /// An error reply.
     Error(ErrorReply),
+    /// A list of replies (a script's table).
+    Array(Vec<Reply>),
 }
 
 /// An error reply, by where it came from: servers word these differently
@@ -429,6 +444,7 @@ impl Node {
                 }
             }
             Command::Del { key } => return Reply::Int(i64::from(ks.del(now, key))),
+            Command::Inspect { key } => return inspect(ks, now, key),
             Command::Acquire {
                 keys,
                 token,
@@ -525,6 +541,86 @@ impl Node {
     }
 }
 
+/// [`Command::Inspect`] of lock key `key` at `now`.
+fn inspect(ks: &Keyspace, now: i64, key: &str) -> Reply {
+    let string = |key: &[u8]| match ks.entry(now, key) {
+        Some(Entry {
+            value: Value::Str(v),
+            ..
+        }) => Reply::Bulk(v.clone()),
+        _ => Reply::Nil,
+    };
+    let pttl = match ks.entry(now, key.as_bytes()) {
+        None => -2,
+        Some(Entry {
+            expires_at: None, ..
+        }) => -1,
+        Some(Entry {
+            expires_at: Some(at),
+            ..
+        }) => at.saturating_sub(now).max(0),
+    };
+    let mut counter = Vec::with_capacity(key.len() + crate::keys::FENCE_SUFFIX.len());
+    counter.extend_from_slice(key.as_bytes());
+    counter.extend_from_slice(crate::keys::FENCE_SUFFIX.as_bytes());
+    Reply::Array(vec![
+        string(key.as_bytes()),
+        Reply::Int(pttl),
+        string(&counter),
+    ])
+}
+
+/// What a [`Command::Inspect`] reply says, for
+/// [`Inspect`](crate::backend::Inspect) backends: `None` for a reply of
+/// another shape. A fencing counter that is not a canonical decimal (some
+/// other client wrote it) reads as none.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::model::{inspection, Command, Node};
+/// let mut node = Node::new();
+/// let keys = ["job".to_owned()];
+/// let acquire = Command::Acquire { keys: &keys, token: b"0123456789abcdefghijweb-1", ttl_ms: 100, fence: true };
+/// node.apply(0, &acquire, &mut Vec::new());
+/// let view = inspection(node.apply(40, &Command::Inspect { key: "job" }, &mut Vec::new())).unwrap();
+/// assert_eq!(view.value.as_deref(), Some(&b"0123456789abcdefghijweb-1"[..]));
+/// assert_eq!(view.ttl, Some(std::time::Duration::from_millis(60)));
+/// assert_eq!(view.fence, Some(1));
+/// ```
+#[must_use]
+pub fn inspection(reply: Reply) -> Option<KeyView> {
+    let Reply::Array(items) = reply else {
+        return None;
+    };
+    let [value, Reply::Int(pttl), counter] = <[Reply; 3]>::try_from(items).ok()? else {
+        return None;
+    };
+    let value = match value {
+        Reply::Bulk(v) => Some(v),
+        Reply::Nil => None,
+        _ => return None,
+    };
+    let fence = match counter {
+        Reply::Bulk(v) => std::str::from_utf8(&v)
+            .ok()
+            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse().ok()),
+        Reply::Nil => None,
+        _ => return None,
+    };
+    let ttl = match (pttl, &value) {
+        (_, None) | (..=-2, _) => None,
+        (-1, Some(_)) => Some(std::time::Duration::MAX),
+        (ms, Some(_)) => Some(std::time::Duration::from_millis(ms.unsigned_abs())),
+    };
+    Some(KeyView {
+        value: value.filter(|_| ttl.is_some()),
+        ttl,
+        fence,
+    })
+}
+
 /// What a [`Command`]'s reply means to the manager.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -570,7 +666,7 @@ impl<'a> Command<'a> {
     pub fn of(request: &Request<'a>, channel: &'a [u8]) -> Option<Self> {
         Some(match *request {
             Request::Acquire { claim, ttl, fence } => {
-                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let (keys, token) = (claim.keys(), claim.value());
                 let ttl_ms = ttl.as_millis();
                 let queue = claim.queue();
                 if claim.is_shared() {
@@ -607,7 +703,7 @@ impl<'a> Command<'a> {
                 }
             }
             Request::Extend { claim, ttl } => {
-                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let (keys, token) = (claim.keys(), claim.value());
                 let ttl_ms = ttl.as_millis();
                 if claim.is_shared() {
                     Command::SharedExtend {
@@ -624,7 +720,7 @@ impl<'a> Command<'a> {
                 }
             }
             Request::Release { claim } => {
-                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let (keys, token) = (claim.keys(), claim.value());
                 if claim.is_shared() {
                     Command::SharedRelease {
                         keys,
@@ -642,7 +738,7 @@ impl<'a> Command<'a> {
                 }
             }
             Request::RaiseFence { claim, at_least } => {
-                let (keys, token) = (claim.keys(), &claim.token().as_bytes()[..]);
+                let (keys, token) = (claim.keys(), claim.value());
                 // Redis counters are signed 64-bit.
                 let at_least = at_least.min(i64::MAX.unsigned_abs());
                 if claim.is_shared() {

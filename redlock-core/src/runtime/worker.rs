@@ -15,7 +15,7 @@ use std::time::Instant;
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::Started;
+use crate::backend::{KeyView, Started};
 use crate::engine::{self, Idle, Message, Retry, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::runtime::mailbox::Inbox;
@@ -102,11 +102,31 @@ pub(crate) struct Worker<E> {
 /// A backend as callers reach it without its worker: [`LockBackend::start`].
 trait Direct<E>: Send + Sync {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<E> + 'a>>;
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, E>>;
 }
 
 impl<B: LockBackend> Direct<B::Error> for B {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
         LockBackend::start(self, request)
+    }
+    fn inspect(&self, key: &str) -> Option<Result<KeyView, B::Error>> {
+        LockBackend::inspect(self, key)
+    }
+}
+
+/// The node's backend, for [`Inspector::inspect`].
+pub(crate) struct Inspector<E>(Arc<dyn Direct<E>>);
+
+impl<E> Inspector<E> {
+    /// Reads who holds `key` on the node ([`LockBackend::inspect`]); a
+    /// backend that panics or cannot answers as a failed node.
+    pub(crate) fn inspect(&self, key: &str) -> Result<KeyView, NodeFailure<E>> {
+        match catch_unwind(AssertUnwindSafe(|| self.0.inspect(key))) {
+            Ok(Some(Ok(view))) => Ok(view),
+            Ok(Some(Err(e))) => Err(NodeFailure::Backend(e)),
+            Ok(None) => Err(NodeFailure::Unanswered),
+            Err(_) => Err(NodeFailure::Panicked),
+        }
     }
 }
 
@@ -247,6 +267,12 @@ impl<E: Send + 'static> Worker<E> {
 }
 
 impl<E: std::error::Error + 'static> Worker<E> {
+    /// What reads who holds a key on the node from another thread
+    /// ([`LockBackend::inspect`]), without holding on to the manager.
+    pub(crate) fn inspector(&self) -> Inspector<E> {
+        Inspector(Arc::clone(&self.direct))
+    }
+
     /// Sends `request` to the node from the calling thread
     /// ([`LockBackend::start`]), when the worker has no job left to run (the
     /// node runs what it was sent first, first) and the node's last request

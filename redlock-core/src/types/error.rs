@@ -106,6 +106,16 @@ pub enum ConfigError {
         /// The read-write lock's name.
         name: String,
     },
+    /// An [`Identity`](crate::Identity) that is empty, too long or has a
+    /// control character in it.
+    Identity {
+        /// The name given (at most its first
+        /// [`Identity::MAX_LEN`](crate::Identity::MAX_LEN) characters;
+        /// shown escaped).
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -164,6 +174,9 @@ impl fmt::Display for ConfigError {
                 "{name:?} is a read-write lock on this manager: \
                  use it only as that read-write lock"
             ),
+            ConfigError::Identity { name, why } => {
+                write!(f, "the identity {:?} is not valid: {why}", name)
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ pub(crate) mod cancel;
 pub(crate) mod clock;
 pub(crate) mod error;
 pub(crate) mod fencing;
+pub(crate) mod identity;
 pub(crate) mod keep_alive;
 pub mod keys;
 pub(crate) mod node_id;

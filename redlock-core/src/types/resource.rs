@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::{ConfigError, Token, Ttl};
+use crate::{ConfigError, Identity, Token, Ttl, TOKEN_LEN};
 
 /// One or more resource names locked together, validated: at least one name,
 /// no empty name, duplicates removed, sorted.
@@ -163,6 +163,9 @@ impl TryFrom<String> for Resources {
 pub struct Claim {
     resources: Resources,
     token: Token,
+    /// The token followed by the manager's identity, when it has one: what
+    /// the nodes store ([`Claim::value`]).
+    value: Option<Arc<[u8]>>,
     queued: Option<Queued>,
     shared: bool,
 }
@@ -342,9 +345,68 @@ impl Claim {
         Claim {
             resources,
             token,
+            value: None,
             queued: None,
             shared: false,
         }
+    }
+
+    /// This claim, taken by a manager that names itself `identity` (see
+    /// [`Identity`]): its [`value`](Claim::value) is the token followed by
+    /// the identity.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::{Identity, Resources};
+    /// use redlock_core::backend::{Claim, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([1; 20]))
+    ///     .with_identity(&Identity::new("web-2")?);
+    /// assert_eq!(&claim.value()[..20], &[1; 20]);
+    /// assert_eq!(&claim.value()[20..], b"web-2");
+    /// assert_eq!(claim.identity().map(|i| i.to_string()), Some("web-2".to_owned()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_identity(mut self, identity: &Identity) -> Self {
+        let mut value = Vec::with_capacity(TOKEN_LEN + identity.as_str().len());
+        value.extend_from_slice(self.token.as_bytes());
+        value.extend_from_slice(identity.as_str().as_bytes());
+        self.value = Some(value.into());
+        self
+    }
+
+    /// The bytes a backend stores under each key of this lock, and compares
+    /// before it extends or deletes one: the [token](Claim::token), then
+    /// the manager's [identity](Claim::with_identity) when it has one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use redlock_core::Resources;
+    /// # use redlock_core::backend::{Claim, Token};
+    /// let claim = Claim::new(Resources::one("a")?, Token::from_bytes([1; 20]));
+    /// assert_eq!(claim.value(), &[1; 20]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        match &self.value {
+            Some(value) => value,
+            None => self.token.as_bytes(),
+        }
+    }
+
+    /// The identity of the manager that took this claim, if it has one
+    /// (see [`Claim::with_identity`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Claim::with_identity`].
+    #[must_use]
+    pub fn identity(&self) -> Option<Identity> {
+        self.value.as_deref().and_then(Identity::of_value)
     }
 
     /// This claim, made shared: a read of a read-write lock

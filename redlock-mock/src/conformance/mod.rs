@@ -44,9 +44,10 @@ use failure::{bail, ensure, Context as _};
 
 type Result<T, E = Failure> = std::result::Result<T, E>;
 use redlock_core::backend::{
-    AcquireOutcome, Claim, Fencing, LockBackend, Queued, Request, Response, SharedClaims, Token,
+    AcquireOutcome, Claim, Fencing, Inspect, KeyView, LockBackend, Queued, Request, Response,
+    SharedClaims, Token,
 };
-use redlock_core::{Redlock, Resources, Ttl};
+use redlock_core::{Identity, Redlock, Resources, Ttl};
 
 /// One named check.
 pub type Check<B> = fn(&Conformance<B>) -> Result<(), Failure>;
@@ -875,6 +876,116 @@ impl<B: SharedClaims + 'static> Conformance<B> {
             ),
             ("manager_rwlock", Self::manager_rwlock),
         ])
+    }
+}
+
+impl<B: Inspect + 'static> Conformance<B> {
+    /// Adds the checks of the [`Inspect`] ability.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::conformance::Conformance;
+    /// use redlock_mock::MockCluster;
+    /// let nodes = MockCluster::new(5).backends();
+    /// Conformance::new(move |n| nodes[..n].to_vec()).with_inspect().run_all()?;
+    /// # Ok::<(), redlock_mock::conformance::ConformanceError>(())
+    /// ```
+    #[must_use]
+    pub fn with_inspect(self) -> Self {
+        self.add(&[
+            (
+                "inspect_shows_the_value_its_ttl_and_the_counter",
+                Self::inspect_shows_the_value_its_ttl_and_the_counter,
+            ),
+            (
+                "manager_holder_names_the_identity",
+                Self::manager_holder_names_the_identity,
+            ),
+        ])
+    }
+
+    /// [`LockBackend::inspect`] shows what an acquire stored (the claim's
+    /// whole value, the token then the identity), the time left within the
+    /// TTL, the fencing counter of a fenced grant, and nothing once
+    /// released.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`] saying what the node got wrong.
+    pub fn inspect_shows_the_value_its_ttl_and_the_counter(&self) -> Result<()> {
+        let node = self.one()?;
+        let ttl = Self::ttl(TTL)?;
+        let name = self.key("inspected");
+        let view = |node: &B| -> Result<KeyView> {
+            node.inspect(&name)
+                .context("an Inspect backend answered None")?
+                .map_err(|e| Failure::new(format!("inspect: {e}")))
+        };
+        ensure!(view(&node)?.value.is_none(), "a free key shows a value");
+        let claim = self
+            .claim(&["inspected"])?
+            .with_identity(&Identity::new("conformance:1")?);
+        let AcquireOutcome::Granted { fence: Some(fence) } = node.acquire(&claim, ttl, true)?
+        else {
+            bail!("a fenced grant returned no counter");
+        };
+        let seen = view(&node)?;
+        ensure!(
+            seen.value.as_deref() == Some(claim.value()),
+            "the key shows {:?}, not the claim's value",
+            seen.value
+        );
+        ensure!(
+            seen.ttl.is_some_and(|left| left <= TTL && left > TTL / 2),
+            "time left {:?} for a TTL of {TTL:?}",
+            seen.ttl
+        );
+        ensure!(
+            seen.fence == Some(fence),
+            "counter {:?}, granted {fence}",
+            seen.fence
+        );
+        ensure!(node.release(&claim)?, "the release did not find the value");
+        let after = view(&node)?;
+        ensure!(
+            after.value.is_none() && after.ttl.is_none(),
+            "released, it still shows {after:?}"
+        );
+        Ok(())
+    }
+
+    /// A manager with an identity takes a lock; another manager's
+    /// [`Redlock::holder`] names it, from all three nodes.
+    ///
+    /// # Errors
+    ///
+    /// A [`Failure`] saying what was wrong.
+    pub fn manager_holder_names_the_identity(&self) -> Result<()> {
+        let nodes = (self.make)(3);
+        ensure!(
+            nodes.len() == 3,
+            "the factory returned {} nodes",
+            nodes.len()
+        );
+        let named = Redlock::builder(nodes)
+            .node_timeout(Duration::from_secs(2))
+            .identity(Identity::new("conformance-holder")?)
+            .build()?;
+        let watcher = self.manager(3)?;
+        let name = self.key("holder");
+        let lock = named.try_lock(name.as_str(), TTL)?;
+        // The call returned at a quorum: every node's grant first.
+        ensure!(named.flush(EXPIRY_BOUND), "a node did not catch up");
+        let holder = watcher.holder(&name)?.context("held, but no holder")?;
+        ensure!(
+            holder.identity().map(Identity::as_str) == Some("conformance-holder"),
+            "holder {holder:?}"
+        );
+        ensure!(holder.nodes() >= 2, "held on {} of 3", holder.nodes());
+        lock.release()?;
+        ensure!(watcher.holder(&name)?.is_none(), "released, still a holder");
+        Ok(())
     }
 }
 

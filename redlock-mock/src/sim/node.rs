@@ -155,7 +155,7 @@ fn execute(
     // key, unseen, until it is touched, and a snapshot or a replica taken
     // with it would see it again on a clock that reads earlier).
     node.keys.purge(now);
-    let token = &d.claim.token().as_bytes()[..];
+    let token = d.claim.value();
     let mask = d.mask;
     if let Some(set) = rules.set_of(mask) {
         if let Some(answer) = holder_set(node, now, names, set, token, d.op) {

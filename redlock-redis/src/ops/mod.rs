@@ -15,6 +15,7 @@
 //! | release (and the release written behind an unanswered acquire) | [`release`] | `Release` |
 //! | raise the fencing counters | [`raise_fence`] | `RaiseFence` |
 //! | the same four for a shared claim (a reader) | [`shared_acquire`], [`shared_extend`], [`shared_release`], [`shared_raise_fence`] | `Shared*` |
+//! | who holds a lock key (its value, `PTTL` and fencing counter) | [`inspect`] | `Inspect` |
 //!
 //! Common to all: [`script`] (how a script is sent, `EVALSHA` with the
 //! `EVAL` fallback on `NOSCRIPT`, and the RESP writer), [`lua`] (the Lua
@@ -27,7 +28,8 @@
 //! # Keys
 //!
 //! A lock on resource `R` is the Redis string key `R` (no prefix is
-//! added) holding the lock's 20 random token bytes, with a millisecond
+//! added) holding the lock's 20 random token bytes (then its manager's
+//! identity, when it has one: `Claim::value`), with a millisecond
 //! TTL. Its helper keys follow from it ([`redlock_core::keys`]): the
 //! fencing counter `R␟fence`, the waiting mark `R␟waiting` (and a waiting
 //! manager's place in it, `R␟waiting:<id>`), the reader set `R␟readers`
@@ -79,6 +81,7 @@ pub(crate) mod script;
 
 pub(crate) mod acquire;
 pub(crate) mod extend;
+pub(crate) mod inspect;
 pub(crate) mod queued_acquire;
 pub(crate) mod raise_fence;
 pub(crate) mod release;
@@ -91,6 +94,7 @@ pub(crate) mod shared_release;
 
 pub(crate) use acquire::ACQUIRE;
 pub(crate) use extend::EXTEND;
+pub(crate) use inspect::INSPECT;
 pub(crate) use queued_acquire::QUEUED_ACQUIRE;
 pub(crate) use raise_fence::RAISE_FENCE;
 pub(crate) use release::{write_release, RELEASE};
@@ -135,6 +139,7 @@ pub(crate) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         Command::SharedExtend { .. } => shared_extend::write(packed, via, command),
         Command::SharedRelease { .. } => shared_release::write(packed, via, command),
         Command::SharedRaiseFence { .. } => shared_raise_fence::write(packed, via, command),
+        Command::Inspect { .. } => inspect::write(packed, via, command),
         Command::Set { .. } | Command::ZAdd { .. } | Command::Del { .. } => {
             setup::write(packed, command);
         }
@@ -222,7 +227,7 @@ impl Read {
 /// later echoing the binary lock token in a reply that cannot be parsed. A
 /// `NOPERM` (an ACL user without `SCRIPT`) is tolerated: the calls fall back
 /// to `EVAL`.
-pub(crate) fn preload() -> [&'static str; 9] {
+pub(crate) fn preload() -> [&'static str; 10] {
     [
         ACQUIRE.code,
         QUEUED_ACQUIRE.code,
@@ -233,6 +238,7 @@ pub(crate) fn preload() -> [&'static str; 9] {
         SHARED_EXTEND.code,
         SHARED_RELEASE.code,
         SHARED_RAISE_FENCE.code,
+        INSPECT.code,
     ]
 }
 
@@ -389,14 +395,15 @@ mod tests {
             &SHARED_EXTEND.hash,
             &SHARED_RELEASE.hash,
             &SHARED_RAISE_FENCE.hash,
+            &INSPECT.hash,
         ];
         for hash in hashes {
             assert_eq!(hash.len(), 40);
             assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
         }
         let distinct: std::collections::HashSet<_> = hashes.into_iter().collect();
-        assert_eq!(distinct.len(), 9);
-        assert_eq!(preload().len(), 9);
+        assert_eq!(distinct.len(), 10);
+        assert_eq!(preload().len(), 10);
     }
 
     #[test]

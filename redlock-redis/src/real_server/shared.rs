@@ -55,7 +55,7 @@ impl Server {
             .bulk(LIVE.as_bytes())
             .int(1)
             .bulk(readers(key).as_bytes())
-            .bulk(claim.token().as_bytes());
+            .bulk(claim.value());
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(2)))

@@ -9,6 +9,7 @@ fn mock_backend_conforms() {
     let nodes = cluster.backends();
     Conformance::new(move |n| nodes[..n].to_vec())
         .with_all_abilities()
+        .with_inspect()
         .run_all()
         .expect("conformance");
 }

@@ -100,13 +100,18 @@ fn suffixes() -> Vec<String> {
     ]
 }
 
-/// The tokens: four managers' 20-byte ones, one that is no text, and the
-/// readers' marker itself (a value no real token has).
+/// The tokens: four managers' 20-byte ones, one that is no text, the
+/// readers' marker itself (a value no real token has), and two values of
+/// managers with an identity (a token, then the identity: `Claim::value`),
+/// the second starting with the first manager's token, which it must never
+/// pass for.
 fn token(who: usize) -> Vec<u8> {
     match who {
         0..=3 => vec![b'A' + who as u8; 20],
         4 => b"\r\n\0\xff tok\x1f\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00".to_vec(),
-        _ => READERS_MARKER.to_vec(),
+        5 => READERS_MARKER.to_vec(),
+        6 => [&[b'G'; 20][..], "web-1:42 ß".as_bytes()].concat(),
+        _ => [&[b'A'; 20][..], b"host-b"].concat(),
     }
 }
 
@@ -185,6 +190,8 @@ enum Step {
         who: usize,
         at_least: u64,
     },
+    /// Who holds `names[key]`: the inspect script.
+    Inspect { key: usize },
     /// Another client writes `names[name] + suffixes[suffix]`.
     Other {
         name: usize,
@@ -206,6 +213,7 @@ impl Owned {
         let (keys, who) = match step {
             Step::Wait(_) => (Vec::new(), 0),
             Step::SetNx { key, who, .. } => (vec![names[*key].clone()], *who),
+            Step::Inspect { key } => (vec![names[*key].clone()], 0),
             Step::Acquire { keys, who, .. }
             | Step::Queued { keys, who, .. }
             | Step::Extend { keys, who, .. }
@@ -330,6 +338,9 @@ impl Owned {
                 token,
                 at_least,
             },
+            Step::Inspect { .. } => Command::Inspect {
+                key: self.keys[0].as_str(),
+            },
             Step::Other { ref write, .. } => match *write {
                 Write::Str(value, px) => Command::Set {
                     key: &self.key,
@@ -360,7 +371,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
         1 => proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 1..=3),
     ];
     let key = prop_oneof![1 => proptest::sample::select(hot), 1 => 0..n];
-    let who = prop_oneof![1 => 0..2usize, 1 => 0..6usize];
+    let who = prop_oneof![1 => 0..2usize, 1 => 0..8usize];
     let ttl = prop_oneof![
         3 => proptest::sample::select(vec![1u64, 2, 3, 5, 10, 25]),
         2 => proptest::sample::select(vec![80u64, 400]),
@@ -430,6 +441,7 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             .prop_map(|(keys, who, leave)| Step::ReadRelease { keys, who, leave }),
         1 => (keys, who, at_least)
             .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
+        2 => key.clone().prop_map(|key| Step::Inspect { key }),
         2 => (key, 0..suffixes().len(), write)
             .prop_map(|(name, suffix, write)| Step::Other { name, suffix, write }),
     ]
@@ -710,6 +722,9 @@ fn same_reply(model: &Reply, server: &Wire) -> bool {
         (Reply::Ok, Wire::SimpleString(s)) => s == "OK",
         (Reply::Status(a), Wire::SimpleString(b)) => a == b,
         (Reply::Bulk(a), Wire::BulkString(b)) => a == b,
+        (Reply::Array(a), Wire::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_reply(a, b))
+        }
         (Reply::Error(e), Wire::ServerError(err)) => {
             let text = format!("{} {}", err.code(), err.details().unwrap_or(""));
             text.contains(e.code())
@@ -1218,6 +1233,58 @@ fn corpus() -> Vec<Vec<Step>> {
                 who: 1,
                 leave: None,
             },
+        ],
+        // Holder identity: a value that starts with another manager's
+        // token is not that manager's (no release, no extend); who holds
+        // it, with its counter, then an inspection of a key of another
+        // type and of a counter another client wrote.
+        vec![
+            Step::Acquire {
+                keys: vec![0],
+                who: 7,
+                ttl: 60_000,
+                fence: true,
+            },
+            Step::Inspect { key: 0 },
+            Step::Release {
+                keys: vec![0],
+                who: 0,
+                leave: None,
+            },
+            Step::Extend {
+                keys: vec![0],
+                who: 0,
+                ttl: 5,
+            },
+            Step::Inspect { key: 0 },
+            Step::Release {
+                keys: vec![0],
+                who: 7,
+                leave: None,
+            },
+            Step::Inspect { key: 0 },
+            Step::SetNx {
+                key: 1,
+                who: 6,
+                ttl: 25,
+            },
+            Step::Inspect { key: 1 },
+            Step::Other {
+                name: 1,
+                suffix: 0,
+                write: Write::Del,
+            },
+            Step::Other {
+                name: 1,
+                suffix: 0,
+                write: Write::Zset(3),
+            },
+            Step::Other {
+                name: 1,
+                suffix: 1,
+                write: Write::Str("x", None),
+            },
+            Step::Inspect { key: 1 },
         ],
     ]
 }

@@ -286,6 +286,7 @@ fn conformance_suite_on_redis() {
             .collect()
     })
     .with_all_abilities()
+    .with_inspect()
     .run_all()
     .expect("redis conforms");
 }
