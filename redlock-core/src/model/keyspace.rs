@@ -8,6 +8,8 @@
 
 use std::collections::HashMap;
 
+use crate::keys::FORMAT_SUFFIX;
+
 /// The key space's hasher: foldhash, seeded per process as std's is, and
 /// several times faster than SipHash on short keys (the model runs every
 /// in-memory node's and every simulated node's commands).
@@ -92,6 +94,10 @@ pub struct Keyspace {
     /// Buffers of deleted keys and strings, for the next keys and strings
     /// set: a lock taken and released allocates nothing once warm.
     spare: Vec<Vec<u8>>,
+    /// How many keys in the map (live or expired) end with
+    /// [`FORMAT_SUFFIX`]: while there are none, no format key can be
+    /// found ([`Keyspace::may_hold_format_keys`]).
+    format_keys: usize,
 }
 
 /// How many buffers [`Keyspace::spare`] keeps at most.
@@ -104,6 +110,7 @@ impl Clone for Keyspace {
             map: self.map.clone(),
             earliest: self.earliest,
             spare: Vec::new(),
+            format_keys: self.format_keys,
         }
     }
 }
@@ -140,6 +147,7 @@ impl Keyspace {
     pub fn clear(&mut self) {
         self.map.clear();
         self.earliest = i64::MAX;
+        self.format_keys = 0;
     }
 
     /// `bytes` in a buffer of a deleted key or string if there is one.
@@ -167,6 +175,7 @@ impl Keyspace {
         let Some((k, entry)) = self.map.remove_entry(key) else {
             return false;
         };
+        self.format_keys -= usize::from(is_format(&k));
         let live = !expired(&entry, now);
         self.recycle(k);
         if let Value::Str(v) = entry.value {
@@ -189,6 +198,7 @@ impl Keyspace {
         match self.map.get_mut(key) {
             Some(slot) => *slot = entry,
             None => {
+                self.format_keys += usize::from(is_format(key));
                 self.map.insert(key.to_vec(), entry);
             }
         }
@@ -199,7 +209,14 @@ impl Keyspace {
         if now <= self.earliest {
             return;
         }
-        self.map.retain(|_, e| !expired(e, now));
+        let format_keys = &mut self.format_keys;
+        self.map.retain(|k, e| {
+            let live = !expired(e, now);
+            if !live {
+                *format_keys -= usize::from(is_format(k));
+            }
+            live
+        });
         self.earliest = self
             .map
             .values()
@@ -214,6 +231,15 @@ impl Keyspace {
             .iter()
             .filter(move |(_, e)| !expired(e, now))
             .map(|(k, e)| (k.as_slice(), e))
+    }
+
+    /// Whether some key (live or expired) may be a format key
+    /// ([`crate::keys::format_key`]): when not, every format key reads
+    /// as absent and the scripts' format check can skip its lookups.
+    #[must_use]
+    #[inline]
+    pub fn may_hold_format_keys(&self) -> bool {
+        self.format_keys > 0
     }
 
     /// The live entry at `key`.
@@ -289,10 +315,35 @@ impl Keyspace {
                     value: Value::Str(self.buffer(value)),
                     expires_at,
                 };
+                self.format_keys += usize::from(is_format(key));
                 let key = self.buffer(key);
                 self.map.insert(key, entry);
             }
         }
+    }
+
+    /// `SET key value PX px` (`px` > 0) where the string at `key` may
+    /// already be `value`: when a live string is there and `same` says it
+    /// is the value, only its expiry is set (in one lookup); whether it
+    /// was (else nothing changed and the caller sets the value).
+    pub(crate) fn set_expiry_if(
+        &mut self,
+        now: i64,
+        key: &[u8],
+        px: i64,
+        same: impl FnOnce(&[u8]) -> bool,
+    ) -> bool {
+        debug_assert!(px > 0, "SET takes a positive PX");
+        let at = now.saturating_add(px);
+        match self.live_mut(now, key) {
+            Some(Entry {
+                value: Value::Str(v),
+                expires_at,
+            }) if same(v) => *expires_at = Some(at),
+            _ => return false,
+        }
+        self.expires(Some(at));
+        true
     }
 
     /// `DEL`: whether a live key was there.
@@ -332,6 +383,7 @@ impl Keyspace {
                     value: Value::Str(self.buffer(digits.bytes())),
                     expires_at: None,
                 };
+                self.format_keys += usize::from(is_format(key));
                 let key = self.buffer(key);
                 self.map.insert(key, entry);
             }
@@ -400,6 +452,7 @@ impl Keyspace {
                     value: Value::Zset(Vec::new()),
                     expires_at: None,
                 };
+                self.format_keys += usize::from(is_format(key));
                 let owned = self.buffer(key);
                 self.map.insert(owned, entry);
                 match self.map.get_mut(key) {
@@ -470,6 +523,11 @@ impl Keyspace {
             .zset_mut(now, key)?
             .and_then(|m| m.last().map(|(s, _)| *s)))
     }
+}
+
+/// Whether `key` is counted in [`Keyspace::format_keys`].
+fn is_format(key: &[u8]) -> bool {
+    key.ends_with(FORMAT_SUFFIX.as_bytes())
 }
 
 fn expired(entry: &Entry, now: i64) -> bool {
@@ -552,6 +610,39 @@ mod tests {
         }
         keys.purge(71);
         assert_eq!(keys.map.len(), 0);
+    }
+
+    #[test]
+    fn format_keys_are_counted_while_in_the_map() {
+        let mut keys = Keyspace::new();
+        let format = format!("r{FORMAT_SUFFIX}");
+        let format = format.as_bytes();
+        keys.set(0, b"r", b"t", Some(5));
+        assert!(!keys.may_hold_format_keys());
+        keys.set(0, format, b"2", Some(5));
+        keys.set(1, format, b"3", None);
+        assert_eq!(keys.format_keys, 1);
+        keys.del(1, format);
+        assert!(!keys.may_hold_format_keys());
+        keys.incr(1, format).ok();
+        keys.pexpire(1, format, 5);
+        keys.purge(6);
+        assert_eq!(keys.format_keys, 1, "live until 6");
+        keys.purge(7);
+        assert!(!keys.may_hold_format_keys());
+        keys.zadd(7, format, 1.0, b"m").ok();
+        keys.insert(
+            b"s\x1fformat",
+            Entry {
+                value: Value::Str(b"1".to_vec()),
+                expires_at: None,
+            },
+        );
+        assert_eq!(keys.format_keys, 2);
+        keys.zrem(7, format, b"m").ok();
+        assert_eq!(keys.format_keys, 1);
+        keys.clear();
+        assert!(!keys.may_hold_format_keys());
     }
 
     #[test]

@@ -30,6 +30,10 @@ fn refuse(code: &'static str) -> Reply {
 /// but [`WIRE_FORMAT`] in decimal, or is of another type
 /// (`redis.pcall('GET', ...)`: the error is a value); absent is format 1.
 fn check_format(ks: &Keyspace, place: &mut Vec<u8>, now: i64, keys: &[String]) -> Step<()> {
+    // Without any format key, every lookup below finds none.
+    if !ks.may_hold_format_keys() {
+        return Ok(());
+    }
     let ours = Decimal::of_u64(u64::from(WIRE_FORMAT));
     for k in keys {
         match ks.get(now, format_key_in(place, k.as_bytes())) {
@@ -78,6 +82,11 @@ pub(crate) struct Scratch {
     mine: Vec<usize>,
     /// Each line's place value for the caller: a writer's or a reader's.
     kinds: Vec<&'static [u8]>,
+    /// Per line, when it reads as `join_lines` would write it back with
+    /// the caller's word unchanged (every other word live and written
+    /// back as it is, the caller's word once and as it is): how many live
+    /// waiters are before the caller, and the caller's ticket in it.
+    verbatim: Vec<Option<(usize, f64)>>,
 }
 
 /// A waiting line and its words: the line read or written last, so that
@@ -332,12 +341,14 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         ends,
         kinds,
         parsed,
+        verbatim,
         ..
     } = sc;
     ids.clear();
     waiting.clear();
     ends.clear();
     kinds.clear();
+    verbatim.clear();
     let mut found = Lines {
         other_first: false,
         writer_ahead: false,
@@ -361,10 +372,19 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         });
         let (mut first, mut ahead) = (true, true);
         let line_start = waiting.len();
+        // The caller's word (how many live waiters before it, its
+        // ticket), while the line reads as it would be written back.
+        let (mut same, mut my_word) = (v.is_some(), None);
         if let Some(v) = v {
             for (&Word { at, colon, end }, &read) in parsed.words.iter().zip(&parsed.tickets) {
                 let id = &v[colon + 1..end];
                 let is_me = id == me;
+                if is_me {
+                    same &= read.as_is && my_word.is_none();
+                    my_word = Some((waiting.len() - line_start, read.value));
+                } else {
+                    same &= read.as_is;
+                }
                 // The caller's own place was read above, from the same key
                 // space: the same answer.
                 let p = if is_me {
@@ -375,6 +395,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                     call(ks.get(now, place))?
                 };
                 let Some(p) = p else {
+                    same &= is_me;
                     continue;
                 };
                 if is_me {
@@ -410,6 +431,7 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
             }
         }
         ends.push(waiting.len());
+        verbatim.push(my_word.filter(|_| same));
     }
     Ok(found)
 }
@@ -447,6 +469,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         waiting,
         ends,
         kinds,
+        verbatim,
         parsed: Parsed {
             line: parsed,
             words,
@@ -460,7 +483,12 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
     let my_colon = ticket.is_digits().then_some(ticket.bytes().len());
     let my_ticket = Ticket::of(ticket.bytes());
     let mut start = 0;
-    for ((mark, &end), kind) in marks.iter().zip(ends.iter()).zip(kinds.iter()) {
+    for (((mark, &end), kind), &verbatim) in marks
+        .iter()
+        .zip(ends.iter())
+        .zip(kinds.iter())
+        .zip(verbatim.iter())
+    {
         let others = &waiting[start..end];
         start = end;
         let joins = others.len() < 16;
@@ -469,8 +497,25 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
             .position(|w| w.ticket > line.ticket)
             .unwrap_or(others.len());
         ks.set(now, place_in(place, mark, me), kind, Some(line.mark_ttl));
-        if others.is_empty() && !joins {
-            ks.del(now, mark);
+        // (A line the caller joins is never empty: no line is deleted.)
+        // The others' words lie in `ids` as the line writes them: two runs
+        // at most, before and after the caller's word.
+        let (before, after) = others.split_at(if joins { at } else { others.len() });
+        let (before_run, after_run) = (run(ids, before), run(ids, after));
+        // A line written as it already is (each waiter live, the caller's
+        // word the same and in place: a waiter asking again) only has its
+        // expiry set, as `SET` would; the words kept for it stay right.
+        if joins
+            && line.mark_ttl > 0
+            && verbatim == Some((at, line.ticket))
+            && ks.set_expiry_if(now, mark, line.mark_ttl, |v| {
+                debug_assert!(
+                    is_line_of(v, before_run, &[ticket.bytes(), b":", me], after_run),
+                    "{v:?} is written back as it is"
+                );
+                true
+            })
+        {
             continue;
         }
         out.clear();
@@ -478,9 +523,6 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         // `line_words` would find in it).
         words.clear();
         tickets.clear();
-        // The others' words lie in `ids` as the line writes them: copied in
-        // two runs at most, before and after the caller's word.
-        let (before, after) = others.split_at(if joins { at } else { others.len() });
         let mut known = copy_words(out, words, tickets, ids, before);
         if joins {
             if !out.is_empty() {
@@ -513,6 +555,46 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         }
     }
     Reply::Int(-1)
+}
+
+/// The words of `waiters` (one line's, in order) as they lie in `ids`,
+/// one space apart.
+fn run<'i>(ids: &'i [u8], waiters: &[Waiter]) -> &'i [u8] {
+    match (waiters.first(), waiters.last()) {
+        (Some(first), Some(last)) => &ids[first.word.start..last.word.end],
+        _ => &[],
+    }
+}
+
+/// Whether `v` is the line `join_lines` writes from the words in
+/// `before`, the caller's word (the concatenation of `mine`, if any) and
+/// the words in `after`: the nonempty parts one space apart.
+fn is_line_of(v: &[u8], before: &[u8], mine: &[&[u8]], after: &[u8]) -> bool {
+    fn eat(rest: &mut &[u8], piece: &[u8]) -> bool {
+        match rest.strip_prefix(piece) {
+            Some(r) => {
+                *rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+    let mut rest = v;
+    let mut first = true;
+    for part in [
+        std::slice::from_ref(&before),
+        mine,
+        std::slice::from_ref(&after),
+    ] {
+        if part.iter().all(|p| p.is_empty()) {
+            continue;
+        }
+        if !(first || eat(&mut rest, b" ")) || !part.iter().all(|p| eat(&mut rest, p)) {
+            return false;
+        }
+        first = false;
+    }
+    rest.is_empty()
 }
 
 /// Appends the words of `waiters` (one line's, in order) to line `out`,
