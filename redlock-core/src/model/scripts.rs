@@ -67,8 +67,9 @@ pub(crate) struct Scratch {
     /// A place key (`<line>:<id>`).
     place: Vec<u8>,
     /// The words of the live waiters read from waiting lines, as the
-    /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`),
-    /// those of one line one space apart.
+    /// scripts write them back (`string.format('%d', ticket) .. ':' .. id`):
+    /// each line as read (the words written back as they are lie in it),
+    /// followed by the words it has that are written otherwise.
     ids: Vec<u8>,
     /// The live waiters read, by line.
     waiting: Vec<Waiter>,
@@ -376,6 +377,10 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         // ticket), while the line reads as it would be written back.
         let (mut same, mut my_word) = (v.is_some(), None);
         if let Some(v) = v {
+            // The line as read: the words written back as they are lie in
+            // it (one copy, not one per word).
+            let copy = ids.len();
+            ids.extend_from_slice(v);
             for (&Word { at, colon, end }, &read) in parsed.words.iter().zip(&parsed.tickets) {
                 let id = &v[colon + 1..end];
                 // Ids mostly differ in their first digit: no `memcmp` then.
@@ -405,25 +410,21 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                     found.other_first |= first;
                     found.writer_ahead |= ahead && p == WRITER_PLACE;
                     let ticket = read.value;
-                    // One space between the words of a line, as it is written.
-                    if waiting.len() > line_start {
-                        ids.push(b' ');
-                    }
-                    let start = ids.len();
-                    let (colon, written) = if read.as_is {
-                        ids.extend_from_slice(&v[at..end]);
-                        (Some(colon - at), read)
+                    let (word, colon, written) = if read.as_is {
+                        (copy + at..copy + end, Some(colon - at), read)
                     } else {
+                        // Written anew after the copy.
+                        let start = ids.len();
                         let text = format_d(ticket);
                         ids.extend_from_slice(text.bytes());
                         ids.push(b':');
                         ids.extend_from_slice(id);
                         let colon = text.is_digits().then_some(text.bytes().len());
-                        (colon, Ticket::of(text.bytes()))
+                        (start..ids.len(), colon, Ticket::of(text.bytes()))
                     };
                     waiting.push(Waiter {
                         ticket,
-                        word: start..ids.len(),
+                        word,
                         colon,
                         written,
                     });
@@ -479,10 +480,10 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         line: out,
         ..
     } = sc;
-    let ticket = format_d(line.ticket);
-    // The caller's word: the `:` after its ticket, when the ticket is digits.
-    let my_colon = ticket.is_digits().then_some(ticket.bytes().len());
-    let my_ticket = Ticket::of(ticket.bytes());
+    // The caller's ticket as written, the `:` after it in its word when
+    // it is digits, and the ticket read back: formatted for the first
+    // line written anew (none for lines only kept).
+    let mut mine = None;
     let mut start = 0;
     for (((mark, &end), kind), &verbatim) in marks
         .iter()
@@ -499,10 +500,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
             .unwrap_or(others.len());
         ks.set(now, place_in(place, mark, me), kind, Some(line.mark_ttl));
         // (A line the caller joins is never empty: no line is deleted.)
-        // The others' words lie in `ids` as the line writes them: two runs
-        // at most, before and after the caller's word.
         let (before, after) = others.split_at(if joins { at } else { others.len() });
-        let (before_run, after_run) = (run(ids, before), run(ids, after));
         // A line written as it already is (each waiter live, the caller's
         // word the same and in place: a waiter asking again) only has its
         // expiry set, as `SET` would; the words kept for it stay right.
@@ -511,7 +509,12 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
             && verbatim == Some((at, line.ticket))
             && ks.set_expiry_if(now, mark, line.mark_ttl, |v| {
                 debug_assert!(
-                    is_line_of(v, before_run, &[ticket.bytes(), b":", me], after_run),
+                    is_line_of(
+                        v,
+                        run(ids, before),
+                        &[format_d(line.ticket).bytes(), b":", me],
+                        run(ids, after)
+                    ),
                     "{v:?} is written back as it is"
                 );
                 true
@@ -519,6 +522,11 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         {
             continue;
         }
+        let &mut (ticket, my_colon, my_ticket) = mine.get_or_insert_with(|| {
+            let ticket = format_d(line.ticket);
+            let colon = ticket.is_digits().then_some(ticket.bytes().len());
+            (ticket, colon, Ticket::of(ticket.bytes()))
+        });
         out.clear();
         // The line's words as written, while every ticket is digits (what
         // `line_words` would find in it).
@@ -559,7 +567,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
 }
 
 /// The words of `waiters` (one line's, in order) as they lie in `ids`,
-/// one space apart.
+/// when they lie there one space apart (a line read with none left out).
 fn run<'i>(ids: &'i [u8], waiters: &[Waiter]) -> &'i [u8] {
     match (waiters.first(), waiters.last()) {
         (Some(first), Some(last)) => &ids[first.word.start..last.word.end],
@@ -600,7 +608,9 @@ fn is_line_of(v: &[u8], before: &[u8], mine: &[&[u8]], after: &[u8]) -> bool {
 
 /// Appends the words of `waiters` (one line's, in order) to line `out`,
 /// one space apart, and notes each word and its ticket; whether every
-/// ticket is digits (else the words noted are not all of them).
+/// ticket is digits (else the words noted are not all of them). Words
+/// that lie one space apart in `ids` (as read, none left out between
+/// them) are copied in one run.
 fn copy_words(
     out: &mut Vec<u8>,
     words: &mut Vec<Word>,
@@ -608,28 +618,39 @@ fn copy_words(
     ids: &[u8],
     waiters: &[Waiter],
 ) -> bool {
-    let (Some(first), Some(last)) = (waiters.first(), waiters.last()) else {
-        return true;
-    };
-    if !out.is_empty() {
-        out.push(b' ');
-    }
-    let base = out.len();
-    let origin = first.word.start;
-    out.extend_from_slice(&ids[origin..last.word.end]);
     let mut known = true;
-    for w in waiters {
-        match w.colon {
-            Some(colon) => {
-                let at = base + (w.word.start - origin);
-                words.push(Word {
-                    at,
-                    colon: at + colon,
-                    end: base + (w.word.end - origin),
-                });
-                tickets.push(w.written);
+    let mut rest = waiters;
+    while let Some(first) = rest.first() {
+        let mut last = first;
+        let mut n = 1;
+        for w in &rest[1..] {
+            if w.word.start != last.word.end + 1 || ids[last.word.end] != b' ' {
+                break;
             }
-            None => known = false,
+            last = w;
+            n += 1;
+        }
+        let (run, after) = rest.split_at(n);
+        rest = after;
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        let base = out.len();
+        let origin = first.word.start;
+        out.extend_from_slice(&ids[origin..last.word.end]);
+        for w in run {
+            match w.colon {
+                Some(colon) => {
+                    let at = base + (w.word.start - origin);
+                    words.push(Word {
+                        at,
+                        colon: at + colon,
+                        end: base + (w.word.end - origin),
+                    });
+                    tickets.push(w.written);
+                }
+                None => known = false,
+            }
         }
     }
     known
