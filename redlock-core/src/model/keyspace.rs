@@ -184,6 +184,15 @@ impl Keyspace {
         live
     }
 
+    /// Puts `entry` at `key`, which has no live entry (an expired one is
+    /// replaced), in a spare buffer; a new format key is counted.
+    fn add_key(&mut self, key: &[u8], entry: Entry) {
+        let owned = self.buffer(key);
+        if self.map.insert(owned, entry).is_none() {
+            self.format_keys += usize::from(is_format(key));
+        }
+    }
+
     /// Notes that a key in the map expires at `at`.
     fn expires(&mut self, at: Option<i64>) {
         if let Some(at) = at {
@@ -315,9 +324,7 @@ impl Keyspace {
                     value: Value::Str(self.buffer(value)),
                     expires_at,
                 };
-                self.format_keys += usize::from(is_format(key));
-                let key = self.buffer(key);
-                self.map.insert(key, entry);
+                self.add_key(key, entry);
             }
         }
     }
@@ -383,9 +390,7 @@ impl Keyspace {
                     value: Value::Str(self.buffer(digits.bytes())),
                     expires_at: None,
                 };
-                self.format_keys += usize::from(is_format(key));
-                let key = self.buffer(key);
-                self.map.insert(key, entry);
+                self.add_key(key, entry);
             }
         }
         Ok(next)
@@ -452,9 +457,7 @@ impl Keyspace {
                     value: Value::Zset(Vec::new()),
                     expires_at: None,
                 };
-                self.format_keys += usize::from(is_format(key));
-                let owned = self.buffer(key);
-                self.map.insert(owned, entry);
+                self.add_key(key, entry);
                 match self.map.get_mut(key) {
                     Some(Entry {
                         value: Value::Zset(members),
@@ -464,15 +467,61 @@ impl Keyspace {
                 }
             }
         };
-        let before = members.len();
-        members.retain(|(_, m)| m != member);
-        let new = members.len() == before;
-        let at = members
-            .iter()
-            .position(|(s, m)| order(*s, m, score, member).is_gt())
-            .unwrap_or(members.len());
-        members.insert(at, (score, member.to_vec()));
-        Ok(new)
+        Ok(put_member(members, score, member))
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf max`, then `ZADD key score member`, then
+    /// `ZRANGE key -1 -1 WITHSCORES` (the last score), in one lookup while
+    /// the set is not emptied (an emptied set is deleted, then created).
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string (nothing changes).
+    pub(crate) fn zadd_after_upto(
+        &mut self,
+        now: i64,
+        key: &[u8],
+        max: f64,
+        score: f64,
+        member: &[u8],
+    ) -> Res<f64> {
+        if let Some(members) = self.zset_mut(now, key)? {
+            members.retain(|(s, _)| *s > max);
+            if !members.is_empty() {
+                put_member(members, score, member);
+                return Ok(members.last().map_or(score, |(s, _)| *s));
+            }
+            self.remove(now, key);
+        }
+        self.zadd(now, key, score, member)?;
+        Ok(score)
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf max`, then `ZREM key member`, then
+    /// `ZRANGE key -1 -1 WITHSCORES` (the last score), in one lookup; an
+    /// emptied set is deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`CallError::WrongType`] for a string (nothing changes).
+    pub(crate) fn zrem_after_upto(
+        &mut self,
+        now: i64,
+        key: &[u8],
+        max: f64,
+        member: &[u8],
+    ) -> Res<Option<f64>> {
+        let last = match self.zset_mut(now, key)? {
+            Some(members) => {
+                members.retain(|(s, m)| *s > max && m != member);
+                members.last().map(|(s, _)| *s)
+            }
+            None => return Ok(None),
+        };
+        if last.is_none() {
+            self.remove(now, key);
+        }
+        Ok(last)
     }
 
     /// `ZREMRANGEBYSCORE key -inf max`; an emptied set is deleted.
@@ -532,6 +581,20 @@ fn is_format(key: &[u8]) -> bool {
 
 fn expired(entry: &Entry, now: i64) -> bool {
     entry.expires_at.is_some_and(|at| now > at)
+}
+
+/// Adds `member` with `score` to a set's `members` (moved if there):
+/// whether it is new.
+fn put_member(members: &mut Members, score: f64, member: &[u8]) -> bool {
+    let before = members.len();
+    members.retain(|(_, m)| m != member);
+    let new = members.len() == before;
+    let at = members
+        .iter()
+        .position(|(s, m)| order(*s, m, score, member).is_gt())
+        .unwrap_or(members.len());
+    members.insert(at, (score, member.to_vec()));
+    new
 }
 
 /// Redis's sorted-set order: by score, then by member bytes.
@@ -643,6 +706,64 @@ mod tests {
         assert_eq!(keys.format_keys, 1);
         keys.clear();
         assert!(!keys.may_hold_format_keys());
+        // A key written over its expired entry is counted once.
+        keys.set(0, format, b"1", Some(1));
+        keys.incr(5, format).ok();
+        keys.del(5, format);
+        keys.zadd(0, format, 1.0, b"m").ok();
+        keys.pexpire(0, format, 1);
+        keys.zadd(5, format, 1.0, b"m").ok();
+        keys.del(5, format);
+        assert!(!keys.may_hold_format_keys());
+    }
+
+    #[test]
+    fn the_combined_sorted_set_calls_are_the_calls_in_turn() {
+        let sets: [&[(f64, &[u8])]; 5] = [
+            &[],
+            &[(1.0, b"a")],
+            &[(1.0, b"a"), (9.0, b"t")],
+            &[(9.0, b"t")],
+            &[(2.0, b"b"), (7.0, b"c"), (8.0, b"t")],
+        ];
+        for members in sets {
+            for expires_at in [None, Some(20)] {
+                let mut keys = Keyspace::new();
+                for &(score, m) in members {
+                    keys.zadd(0, b"z", score, m).ok();
+                }
+                if let (Some(at), Some(e)) = (expires_at, keys.entry_mut(0, b"z")) {
+                    e.expires_at = Some(at);
+                }
+                keys.set(0, b"s", b"v", None);
+                let (mut one, mut turn) = (keys.clone(), keys.clone());
+                let mut each = turn.clone();
+                assert_eq!(one.zadd_after_upto(5, b"z", 5.0, 30.0, b"t"), {
+                    turn.zrem_upto(5, b"z", 5.0).ok();
+                    turn.zadd(5, b"z", 30.0, b"t").ok();
+                    turn.zlast_score(5, b"z").map(|s| s.unwrap_or(30.0))
+                });
+                assert_eq!(one.map, turn.map, "{members:?}");
+                let mut one = keys.clone();
+                assert_eq!(one.zrem_after_upto(5, b"z", 5.0, b"t"), {
+                    each.zrem_upto(5, b"z", 5.0).ok();
+                    each.zrem(5, b"z", b"t").ok();
+                    each.zlast_score(5, b"z")
+                });
+                assert_eq!(one.map, each.map, "{members:?}");
+            }
+        }
+        let mut keys = Keyspace::new();
+        keys.set(0, b"s", b"v", None);
+        assert_eq!(
+            keys.zadd_after_upto(0, b"s", 0.0, 1.0, b"m"),
+            Err(CallError::WrongType)
+        );
+        assert_eq!(
+            keys.zrem_after_upto(0, b"s", 0.0, b"m"),
+            Err(CallError::WrongType)
+        );
+        assert_eq!(keys.get(0, b"s"), Ok(Some(&b"v"[..])));
     }
 
     #[test]

@@ -879,9 +879,8 @@ fn add_reader(
     token: &[u8],
     until_ms: f64,
 ) -> Step<i64> {
-    call(ks.zrem_upto(now, readers, now as f64))?;
-    call(ks.zadd(now, readers, until_ms, token))?;
-    let last = call(ks.zlast_score(now, readers))?.unwrap_or(until_ms);
+    // `ZREMRANGEBYSCORE`, `ZADD`, `ZRANGE -1 -1`: one lookup.
+    let last = call(ks.zadd_after_upto(now, readers, now as f64, until_ms, token))?;
     Ok(lua_long(last - now as f64))
 }
 
@@ -984,9 +983,8 @@ pub(crate) fn shared_release(
     for (k, r) in keys.iter().zip(readers.iter()) {
         let value = call(ks.get(now, k.as_bytes()))?;
         let (unset, marker) = (value.is_none(), value == Some(READERS_MARKER));
-        call(ks.zrem_upto(now, r, now as f64))?;
-        call(ks.zrem(now, r, token))?;
-        match call(ks.zlast_score(now, r))? {
+        // `ZREMRANGEBYSCORE`, `ZREM`, `ZRANGE -1 -1`: one lookup.
+        match call(ks.zrem_after_upto(now, r, now as f64, token))? {
             None => {
                 ks.del(now, r);
                 if marker {
