@@ -498,7 +498,11 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
             .iter()
             .position(|w| w.ticket > line.ticket)
             .unwrap_or(others.len());
-        ks.set(now, place_in(place, mark, me), kind, Some(line.mark_ttl));
+        // The caller's place: mostly there already with the same value.
+        let p = place_in(place, mark, me);
+        if line.mark_ttl <= 0 || !ks.set_expiry_if(now, p, line.mark_ttl, |v| v == *kind) {
+            ks.set(now, p, kind, Some(line.mark_ttl));
+        }
         // (A line the caller joins is never empty: no line is deleted.)
         let (before, after) = others.split_at(if joins { at } else { others.len() });
         // A line written as it already is (each waiter live, the caller's
