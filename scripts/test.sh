@@ -53,7 +53,7 @@ cargo test --locked
 # module lands.
 kind_filters=(
   differential:: conformance:: key_space::
-  redis_acl:: redis_dyn:: redis_errors:: redis_events:: redis_exit:: redis_faults::
+  redis_acl:: redis_dyn:: redis_election:: redis_errors:: redis_events:: redis_exit:: redis_faults::
   redis_ghost:: redis_holder:: redis_hostile:: redis_interop:: redis_lifetime:: redis_regressions::
   redis_rwlock:: redis_semaphore:: redis_versions:: redis_wake::
   real_server::

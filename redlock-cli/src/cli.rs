@@ -11,7 +11,8 @@ use crate::exit;
 /// The text after `--help`: the exit codes (docs/cli.md says the same).
 const EXIT_CODES: &str = "\
 Exit codes:
-  0-255     run: the command's own exit code (128+N when signal N ended it)
+  0-255     run, elect: the command's own exit code (128+N when signal N
+            ended it)
   0         check: fit for Redlock; status: a quorum of servers answered
   1         check: not fit for Redlock (see the errors)
   64        bad usage: arguments, no servers, a malformed URL or duration,
@@ -22,12 +23,13 @@ Exit codes:
   74        completions, man: the output could not be written (EX_IOERR)
   75        run: the lock is held by another holder, or with --limit all
             permits are (--no-wait, or --wait ran out); change it with
-            --conflict-exit-code
-  79        run: the lock was lost while the command ran; it was stopped
-  126, 127  run: the command could not be started, was not found
+            --conflict-exit-code; elect: another led until --wait ran out
+  79        run, elect: the lock (leadership) was lost while the command
+            ran; it was stopped
+  126, 127  run, elect: the command could not be started, was not found
   129, 130, 131, 143
-            run: SIGHUP, SIGINT, SIGQUIT, SIGTERM while waiting for the
-            lock (128+N)
+            run, elect: SIGHUP, SIGINT, SIGQUIT, SIGTERM while waiting for
+            the lock (128+N)
 
 Servers come from --server URL (repeated) or REDLOCK_SERVERS
 (comma-separated): redis://[user:password@]host[:port][/db], rediss://
@@ -49,6 +51,11 @@ pub(crate) enum Command {
     /// exit with its code.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
+    /// Wait to become the leader of the election NAME, run COMMAND while
+    /// leader (its term in REDLOCK_TERM), stop its process group when the
+    /// leadership is lost; with --again, campaign again after.
+    #[command(after_help = EXIT_CODES)]
+    Elect(ElectArgs),
     /// Check that the servers are fit for Redlock (docs/operations.md).
     Check(ServerArgs),
     /// Show, per server, whether KEY is held, for how long, and the first
@@ -126,7 +133,7 @@ pub(crate) struct StatusArgs {
     pub(crate) key: String,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub(crate) struct RunArgs {
     /// A Redis master's URL; repeat for each (3 or 5 independent masters).
     /// Defaults to the comma-separated REDLOCK_SERVERS.
@@ -178,6 +185,53 @@ pub(crate) struct RunArgs {
     pub(crate) node_timeout: Duration,
     /// The lock's key.
     pub(crate) key: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+    /// Set by `elect`: the command gets REDLOCK_TERM.
+    #[arg(skip)]
+    pub(crate) term: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ElectArgs {
+    /// A Redis master's URL; repeat for each (3 or 5 independent masters).
+    /// Defaults to the comma-separated REDLOCK_SERVERS.
+    #[arg(long = "server", value_name = "URL")]
+    pub(crate) servers: Vec<String>,
+    /// The leadership's time to live; it is extended while COMMAND runs,
+    /// and a crashed leader is replaced about this long after.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "30s", value_parser = positive_duration)]
+    pub(crate) ttl: Duration,
+    /// How long to campaign before giving up (exit 75; default: as long as
+    /// it takes).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = any_duration)]
+    pub(crate) wait: Option<Duration>,
+    /// While campaigning, give up (exit 69) once no quorum of servers has
+    /// answered for this long.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1m", value_parser = any_duration)]
+    pub(crate) no_quorum_timeout: Duration,
+    /// After SIGTERM on a lost leadership, how long COMMAND has before
+    /// SIGKILL (cut short so that SIGKILL comes before its validity ends).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "10s", value_parser = any_duration)]
+    pub(crate) kill_grace: Duration,
+    /// Store NAME (say, host and pid) with the leadership, for `redlock
+    /// status` to show who leads: 1 to 128 bytes, no control characters.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) identity: Option<String>,
+    /// After COMMAND ends or the leadership is lost, campaign again (until
+    /// a signal stops redlock).
+    #[arg(long)]
+    pub(crate) again: bool,
+    /// Progress on stderr: campaigning, attempts, elected, extended,
+    /// resigned.
+    #[arg(short, long)]
+    pub(crate) verbose: bool,
+    /// How long each server may take to answer a round.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "50ms", value_parser = positive_duration)]
+    pub(crate) node_timeout: Duration,
+    /// The election's name.
+    pub(crate) name: String,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub(crate) command: Vec<OsString>,

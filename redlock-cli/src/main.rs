@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         };
         match cli.command {
             Command::Run(args) => run::run(args),
+            Command::Elect(args) => run::elect(&args),
             Command::Check(args) => check::check(&args),
             Command::Status(args) => status::status(&args),
             Command::Completions(args) => completions::completions(&args),

@@ -17,7 +17,7 @@ use redlock_redis::{
 use signal_hook::consts::{SIGCHLD, SIGCONT, SIGINT};
 use signal_hook::iterator::Signals;
 
-use crate::cli::RunArgs;
+use crate::cli::{ElectArgs, RunArgs};
 use crate::exit::{self, Exit, CANNOT_RUN, LOST, NOT_FOUND, SOFTWARE, UNAVAILABLE};
 use crate::group::{self, Ended, Group, Reaped};
 use crate::guard::Guardian;
@@ -87,6 +87,58 @@ impl Progress {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
+    run_once(args).0
+}
+
+/// `redlock elect NAME -- COMMAND`: `run` on the lock NAME with fencing
+/// and no bound on the hold (the leadership of the library's
+/// `Redlock::election`, a kept-alive fenced lock on the name, its term the
+/// fencing token), the term in `REDLOCK_TERM`; with `--again`, once more
+/// after each end, until a signal stops redlock.
+pub(crate) fn elect(args: &ElectArgs) -> Result<u8, Exit> {
+    let run_args = RunArgs {
+        servers: args.servers.clone(),
+        ttl: args.ttl,
+        wait: args.wait,
+        no_quorum_timeout: args.no_quorum_timeout,
+        no_wait: false,
+        conflict_exit_code: exit::CONFLICT,
+        // A leader leads until it loses or its command ends.
+        max_hold: Duration::MAX,
+        kill_grace: args.kill_grace,
+        fencing: true,
+        identity: args.identity.clone(),
+        limit: None,
+        verbose: args.verbose,
+        node_timeout: args.node_timeout,
+        key: args.name.clone(),
+        command: args.command.clone(),
+        term: true,
+    };
+    loop {
+        let (result, interrupted) = run_once(run_args.clone());
+        let again = match &result {
+            // The command ended, or the leadership was lost: again.
+            Ok(_) => true,
+            Err(exit) => exit.code == LOST,
+        };
+        if !args.again || interrupted || !again {
+            return result;
+        }
+        if let Err(exit) = &result {
+            eprintln!("redlock: {}", exit.message);
+        }
+    }
+}
+
+/// [`run`], and whether a signal for redlock itself came meanwhile.
+fn run_once(args: RunArgs) -> (Result<u8, Exit>, bool) {
+    let cancel = Cancel::new();
+    let result = run_with(args, &cancel);
+    (result, cancel.is_cancelled())
+}
+
+fn run_with(args: RunArgs, cancel: &Cancel) -> Result<u8, Exit> {
     if args.key.is_empty() {
         return Err(Exit::usage("the key must not be empty"));
     }
@@ -97,7 +149,6 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
         key: args.key.clone(),
     };
     let (events_tx, events) = crossbeam_channel::unbounded();
-    let cancel = Cancel::new();
     // Before any handler: the signals ignored at start stay ignored.
     let passed_on = crate::signals::to_handle();
     let mut signals = Signals::new(passed_on.iter().copied().chain([SIGCHLD, SIGCONT]))
@@ -143,7 +194,7 @@ pub(crate) fn run(args: RunArgs) -> Result<u8, Exit> {
     let watch = Watch {
         hook: &hook,
         rounds,
-        cancel: &cancel,
+        cancel,
     };
     let held = acquire(
         &locks,
@@ -355,6 +406,9 @@ fn supervise(
     }
     if let Some(token) = lock.fencing_token() {
         command.env("REDLOCK_FENCING_TOKEN", token.to_string());
+        if args.term {
+            command.env("REDLOCK_TERM", token.to_string());
+        }
     }
     // Started first, so that the command is never without it.
     let mut guardian = match Guardian::start(guardian_grace(args)) {

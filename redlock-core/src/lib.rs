@@ -103,6 +103,13 @@ pub use types::clock::{Clock, SystemClock};
 pub use types::error::{BuildError, ConfigError, ConnectError, LockError, LostReason, SpawnError};
 pub use types::fencing::FencingToken;
 pub use types::identity::Identity;
+
+/// Leader election: [`Redlock::election`], the [`Leadership`](election::Leadership)
+/// a candidate wins, the [`Leader`](election::Leader) everyone can read and
+/// the [`Observer`](election::Observer) of its changes.
+pub mod election {
+    pub use crate::api::election::{Election, Leader, Leadership, Observed, Observer};
+}
 pub use types::keep_alive::KeepAlive;
 pub use types::keys;
 pub use types::node_id::NodeId;

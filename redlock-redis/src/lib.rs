@@ -187,7 +187,7 @@ pub use version::MIN_REDIS_VERSION;
 // types are the aliases below, over `RedisBackend`); backend authors find
 // the trait in `backend`, the pure decisions in `decide`.
 pub use redlock_core::{
-    backend, decide, keys, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError,
+    backend, decide, election, keys, BuildError, CallKind, CallOutcome, Cancel, Clock, ConfigError,
     DynBackend, DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts,
     FailureKind, FencingToken, Identity, IntoResources, KeepAlive, LostReason, ManagerStats,
     NoEvents, NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,

@@ -7,6 +7,7 @@
 
 mod check;
 mod deploy;
+mod elect;
 mod limit;
 mod run;
 mod tool;

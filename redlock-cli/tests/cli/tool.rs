@@ -4,7 +4,7 @@
 use crate::{finish, redlock, Finished};
 
 /// The subcommands a user may type; `guard` is internal.
-const SUBCOMMANDS: [&str; 5] = ["run", "check", "status", "completions", "man"];
+const SUBCOMMANDS: [&str; 6] = ["run", "elect", "check", "status", "completions", "man"];
 
 fn redlock_with(args: &[&str]) -> Finished {
     let mut command = redlock();

@@ -3,6 +3,7 @@
 
 pub(crate) mod builder;
 pub(crate) mod dynamic;
+pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod holder;
 pub(crate) mod redlock;

@@ -148,11 +148,16 @@ impl Holder {
                 value: value.to_vec(),
                 identity: Identity::of_value(value),
                 ttl: ttls.get(quorum - 1).copied().unwrap_or_default(),
-                fence: same.iter().filter_map(|v| v.fence).max(),
+                fence: agreed(same.iter().map(|v| v.fence), quorum),
                 nodes: same.len(),
             });
         }
         None
+    }
+
+    /// The value held (the token, then the identity).
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.value
     }
 
     /// The holder's manager's identity, when it has one (see
@@ -179,8 +184,12 @@ impl Holder {
         self.ttl
     }
 
-    /// The resource's fencing counter on the holding nodes (the largest):
-    /// the holder's fencing token when it took the lock with fencing.
+    /// The resource's fencing counter that at least a quorum of the
+    /// holding nodes agree on: the holder's fencing token once it took the
+    /// lock with fencing and raised it (a node that granted late, after
+    /// other managers' refused rounds bumped its counter, may show more;
+    /// between the grant and the raise the nodes may not agree yet, or
+    /// agree on one less). `None` when they do not agree, or keep none.
     ///
     /// # Examples
     ///
@@ -229,4 +238,12 @@ impl Holder {
         }
         hex
     }
+}
+
+/// The value at least `quorum` of `values` are, if any.
+fn agreed(values: impl Iterator<Item = Option<u64>> + Clone, quorum: usize) -> Option<u64> {
+    values
+        .clone()
+        .flatten()
+        .find(|v| values.clone().filter(|w| *w == Some(*v)).count() >= quorum)
 }

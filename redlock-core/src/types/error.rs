@@ -106,6 +106,12 @@ pub enum ConfigError {
         /// The read-write lock's name.
         name: String,
     },
+    /// An election on a manager without fencing: its terms are fencing
+    /// tokens ([`Builder::fencing`](crate::Builder::fencing)).
+    ElectionNeedsFencing {
+        /// The election's name.
+        name: String,
+    },
     /// An [`Identity`](crate::Identity) that is empty, too long or has a
     /// control character in it.
     Identity {
@@ -173,6 +179,10 @@ impl fmt::Display for ConfigError {
                 f,
                 "{name:?} is a read-write lock on this manager: \
                  use it only as that read-write lock"
+            ),
+            ConfigError::ElectionNeedsFencing { name } => write!(
+                f,
+                "the election {name:?} needs a manager with fencing on: its terms are fencing tokens"
             ),
             ConfigError::Identity { name, why } => {
                 write!(f, "the identity {:?} is not valid: {why}", name)

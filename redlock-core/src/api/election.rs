@@ -1,0 +1,704 @@
+//! Leader election over the manager's nodes: a kept-alive, fenced lock on
+//! the election's name is the leadership, its fencing token the term.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use parking_lot::Mutex;
+
+use crate::backend::{Fencing, Inspect};
+use crate::{
+    Cancel, ConfigError, Identity, KeepAlive, Lock, LockBackend, LockError, LostReason, Redlock,
+    Resources,
+};
+
+/// What runs when a leadership is lost (see [`Election::on_lost`]).
+type OnLost = Arc<dyn Fn(LostReason) + Send + Sync>;
+
+impl<B: Fencing + Inspect + 'static> Redlock<B> {
+    /// The election `name` among every candidate that campaigns on it on
+    /// this manager's nodes, from any process: at most one
+    /// [`Leadership`] at a time, each with a term (its fencing token) that
+    /// rises from one leader to the next. A leader is kept alive for `ttl`
+    /// at a time by the manager's keeper thread; a leader that crashes is
+    /// replaced within about `ttl`.
+    ///
+    /// The manager must have fencing on ([`Builder::fencing`]): the term
+    /// is a fencing token. Give it an [identity](crate::Builder::identity),
+    /// so that [`Election::leader`] can say who leads.
+    ///
+    /// [`Builder::fencing`]: crate::Builder::fencing
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::ElectionNeedsFencing`] on a manager without fencing;
+    /// [`ConfigError::EmptyKey`] or [`ConfigError::ReservedChar`] for a
+    /// name no lock can have; a `ttl` no lock can have
+    /// ([`ConfigError::TtlZero`], [`ConfigError::TtlWithinDrift`], ...).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::{Identity, Redlock};
+    /// let cluster = redlock_mock::MockCluster::new(3);
+    /// let locks = Redlock::builder(cluster.backends())
+    ///     .fencing(true)
+    ///     .identity(Identity::new("scheduler-1")?)
+    ///     .build()?;
+    /// let election = locks.election("scheduler", Duration::from_secs(5))?;
+    /// let leadership = election.campaign()?;
+    /// // ... run the scheduler while leadership.ensure_held() is Ok ...
+    /// let leader = election.leader()?.expect("a leader");
+    /// assert_eq!(leader.term(), leadership.term());
+    /// assert_eq!(leader.identity().map(Identity::as_str), Some("scheduler-1"));
+    /// leadership.resign()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn election(&self, name: &str, ttl: Duration) -> Result<Election<B>, ConfigError> {
+        crate::keys::check_name(name)?;
+        let config = &self.manager.shared.config;
+        if !config.settings.fencing {
+            return Err(ConfigError::ElectionNeedsFencing {
+                name: name.to_owned(),
+            });
+        }
+        config.check_ttl(ttl)?;
+        Ok(Election {
+            locks: self.clone(),
+            name: Resources::one(name)?,
+            ttl,
+            poll: (ttl / 5).max(Duration::from_millis(10)),
+            on_lost: None,
+        })
+    }
+}
+
+/// One leader election: see [`Redlock::election`].
+pub struct Election<B: LockBackend> {
+    locks: Redlock<B>,
+    name: Resources,
+    ttl: Duration,
+    /// How often an observer reads the leader when no notification comes.
+    poll: Duration,
+    on_lost: Option<OnLost>,
+}
+
+impl<B: LockBackend> fmt::Debug for Election<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Election")
+            .field("name", &self.name.keys()[0])
+            .field("ttl", &self.ttl)
+            .field("poll", &self.poll)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Fencing + Inspect + 'static> Election<B> {
+    /// The election's name.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", std::time::Duration::from_secs(5))?;
+    /// assert_eq!(election.name(), "cron");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name.keys()[0]
+    }
+
+    /// How often an [`Observer`] reads the leader when no node tells it of
+    /// a release (default: a fifth of the TTL, at least 10 ms).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?.poll_interval(Duration::from_millis(200));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Runs `callback` (on the keeper thread, once per leadership) when a
+    /// leadership won from this election is lost, as
+    /// [`KeepAlive::on_lost`] does for a lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks
+    ///     .election("cron", Duration::from_secs(5))?
+    ///     .on_lost(|reason| eprintln!("no longer the leader: {reason}"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn on_lost(mut self, callback: impl Fn(LostReason) + Send + Sync + 'static) -> Self {
+        self.on_lost = Some(Arc::new(callback));
+        self
+    }
+
+    /// Waits, as long as it takes, until this candidate leads; the
+    /// leadership is kept alive until it is resigned, dropped or lost.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`], but never a timeout: an error that no
+    /// waiting cures ([`LockError::Config`], [`LockError::Entropy`],
+    /// [`LockError::Spawn`]).
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::election`].
+    pub fn campaign(&self) -> Result<Leadership<B>, LockError<B::Error>> {
+        self.campaign_until(None, &Cancel::new())
+    }
+
+    /// [`Election::campaign`], giving up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock_timeout`]: [`LockError::Timeout`] when another
+    /// candidate led throughout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?;
+    /// let first = election.campaign()?;
+    /// assert!(election.campaign_timeout(Duration::from_millis(50)).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn campaign_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Leadership<B>, LockError<B::Error>> {
+        let now = self.locks.manager.shared.config.clock.now();
+        let deadline = crate::decide::deadline::later(now, timeout);
+        self.campaign_until(Some(deadline), &Cancel::new())
+    }
+
+    /// [`Election::campaign`], giving up at `deadline` (an instant of the
+    /// manager's [clock](crate::Builder::clock)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Election::campaign_timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?;
+    /// let leadership = election.campaign_deadline(Instant::now() + Duration::from_secs(1))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn campaign_deadline(
+        &self,
+        deadline: Instant,
+    ) -> Result<Leadership<B>, LockError<B::Error>> {
+        self.campaign_until(Some(deadline), &Cancel::new())
+    }
+
+    /// [`Election::campaign`] until `deadline` (`None`: as long as it
+    /// takes), stopped early by `cancel` from another thread.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Cancelled`] once cancelled (a leadership won by a round
+    /// already under way is resigned); otherwise as
+    /// [`Election::campaign_timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redlock_core::{Cancel, LockError};
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?;
+    /// let _leader = election.campaign()?;
+    /// let cancel = Cancel::new();
+    /// let stop = cancel.clone();
+    /// std::thread::spawn(move || { std::thread::sleep(Duration::from_millis(20)); stop.cancel() });
+    /// assert!(matches!(election.campaign_cancellable(None, &cancel), Err(LockError::Cancelled)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn campaign_cancellable(
+        &self,
+        deadline: Option<Instant>,
+        cancel: &Cancel,
+    ) -> Result<Leadership<B>, LockError<B::Error>> {
+        self.campaign_until(deadline, cancel)
+    }
+
+    fn campaign_until(
+        &self,
+        deadline: Option<Instant>,
+        cancel: &Cancel,
+    ) -> Result<Leadership<B>, LockError<B::Error>> {
+        let lock = self
+            .locks
+            .lock_cancellable(&self.name, self.ttl, deadline, cancel)?;
+        let Some(term) = lock.fencing_token().map(|t| t.value()) else {
+            // Fencing is on (checked when the election was made).
+            return Err(LockError::NoFencingCounters);
+        };
+        let (tx, lost) = crossbeam_channel::bounded(1);
+        let callback = self.on_lost.clone();
+        // A leader leads until it resigns or loses: no bound on the hold.
+        let policy = KeepAlive::new()
+            .max_hold(Duration::MAX)
+            .on_lost(move |reason| {
+                let _ = tx.send(reason);
+                if let Some(callback) = callback {
+                    callback(reason);
+                }
+            });
+        lock.keep_alive(policy)?;
+        Ok(Leadership {
+            lock,
+            term,
+            lost,
+            reason: Mutex::new(None),
+        })
+    }
+
+    /// Who leads now, as a quorum of the nodes sees it: the leader's
+    /// identity, term and remaining validity; `None` when nobody leads
+    /// (or a leadership is being won right now). A leadership read in the
+    /// instant between its grant and its term's raise (one round, at most
+    /// two node timeouts) shows a term lower than its own, yet higher than
+    /// every earlier leader's; an [`Observer`] waits that out. A snapshot, for showing
+    /// and watching: the leader itself decides with
+    /// [`Leadership::ensure_held`], and a store with the term.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::holder`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::election`].
+    pub fn leader(&self) -> Result<Option<Leader>, LockError<B::Error>> {
+        let Some(holder) = self.locks.holder(self.name())? else {
+            return Ok(None);
+        };
+        let settings = &self.locks.manager.shared.config.settings;
+        let drift = self
+            .locks
+            .manager
+            .shared
+            .config
+            .check_ttl(self.ttl)
+            .map(|ttl| settings.drift(ttl))
+            .unwrap_or_default();
+        Ok(holder.fence().map(|term| Leader {
+            identity: holder.identity().cloned(),
+            term,
+            validity: holder.ttl().saturating_sub(drift),
+            value: holder.value().to_vec(),
+        }))
+    }
+
+    /// How long after a leadership's grant its term is surely raised (or
+    /// the leadership given up): two node timeouts.
+    fn settle(&self) -> Duration {
+        self.locks
+            .manager
+            .shared
+            .config
+            .settings
+            .timeout()
+            .saturating_mul(2)
+    }
+
+    /// An observer of this election's leaders: see [`Observer`].
+    ///
+    /// # Examples
+    ///
+    /// See [`Observer`].
+    #[must_use]
+    pub fn observe(&self) -> Observer<'_, B> {
+        Observer {
+            election: self,
+            last: None,
+            top: 0,
+            pending: None,
+        }
+    }
+}
+
+/// The leader of an election as the nodes see it ([`Election::leader`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Leader {
+    identity: Option<Identity>,
+    term: u64,
+    validity: Duration,
+    /// What its keys hold: one leadership's, for telling two apart.
+    value: Vec<u8>,
+}
+
+impl fmt::Debug for Leader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leader")
+            .field("identity", &self.identity)
+            .field("term", &self.term)
+            .field("validity", &self.validity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Leader {
+    /// The leader's manager's identity, when it has one.
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::election`].
+    #[must_use]
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    /// Its term: its fencing token, larger than every earlier leader's.
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::election`].
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// How long it still leads unless it extends (time a quorum still
+    /// holds its key, less the drift allowance), as of the reading.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?;
+    /// let _leadership = election.campaign()?;
+    /// assert!(election.leader()?.expect("a leader").validity() <= Duration::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn validity(&self) -> Duration {
+        self.validity
+    }
+}
+
+/// Leadership of an election, won by [`Election::campaign`]: kept alive by
+/// the manager's keeper thread until it is resigned, dropped (which
+/// resigns) or lost.
+///
+/// A leader checks [`Leadership::ensure_held`] before each side effect and
+/// passes [`Leadership::term`] to the store it writes, which refuses a
+/// term lower than one it has seen (a fencing token: see
+/// [`FencingToken`](crate::FencingToken)).
+pub struct Leadership<B: LockBackend> {
+    lock: Lock<B>,
+    term: u64,
+    lost: Receiver<LostReason>,
+    /// The reason once [`Leadership::wait_lost`] received it.
+    reason: Mutex<Option<LostReason>>,
+}
+
+impl<B: LockBackend> fmt::Debug for Leadership<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leadership")
+            .field("term", &self.term)
+            .field("lock", &self.lock)
+            .finish()
+    }
+}
+
+impl<B: LockBackend> Leadership<B> {
+    /// The term: this leadership's fencing token, larger than every earlier
+    /// leader's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let election = locks.election("cron", Duration::from_secs(5))?;
+    /// let first = election.campaign()?.term();
+    /// let second = election.campaign()?.term();
+    /// assert!(second > first);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.term
+    }
+
+    /// Whether the leadership is lost (an extension failed, or its validity
+    /// ran out, as after a long pause of this process).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let leadership = locks.election("cron", Duration::from_secs(5))?.campaign()?;
+    /// assert!(!leadership.is_lost());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn is_lost(&self) -> bool {
+        self.lock.is_lost()
+    }
+
+    /// `Ok` while this candidate leads: call it right before each side
+    /// effect of the leader.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Lost`] with the reason.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let leadership = locks.election("cron", Duration::from_secs(5))?.campaign()?;
+    /// leadership.ensure_held()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ensure_held(&self) -> Result<(), LockError<B::Error>> {
+        self.lock.ensure_held()
+    }
+
+    /// Waits up to `timeout` for the keeper to find the leadership lost;
+    /// the reason (every call after it was found), or `None` if it is
+    /// still held then. A leader thread can
+    /// block here while others work, and stop them when it returns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let leadership = locks.election("cron", Duration::from_secs(5))?.campaign()?;
+    /// assert_eq!(leadership.wait_lost(Duration::from_millis(10)), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        let mut known = self.reason.lock();
+        if known.is_none() {
+            *known = self.lost.recv_timeout(timeout).ok();
+        }
+        *known
+    }
+
+    /// The time the leadership is still valid without another extension.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+    /// let leadership = locks.election("cron", Duration::from_secs(5))?.campaign()?;
+    /// assert!(leadership.validity() <= Duration::from_secs(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn validity(&self) -> Duration {
+        self.lock.validity()
+    }
+
+    /// Gives the leadership up: releases it on every node, so that another
+    /// candidate can win at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::release`]: [`LockError::NotHeld`] when it had already
+    /// been lost.
+    ///
+    /// # Examples
+    ///
+    /// See [`Redlock::election`].
+    pub fn resign(self) -> Result<(), LockError<B::Error>> {
+        self.lock.release()
+    }
+}
+
+/// One thing an [`Observer`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    /// A new leader (a higher term than the last one reported).
+    Leader(Leader),
+    /// Nobody leads on a quorum of the nodes (the last leader resigned,
+    /// crashed past its TTL, or a new one is being elected).
+    Vacant,
+}
+
+/// Watches an election's leaders ([`Election::observe`]): each change in
+/// order, terms never going back.
+///
+/// It reads [`Election::leader`] again as soon as a node tells this
+/// manager that the election's key was released (the nodes tell a manager
+/// that has a candidate waiting in the election, so an observer on a
+/// candidate's manager hears of a resignation at once), and otherwise
+/// every [poll interval](Election::poll_interval). A new leader is reported
+/// once its term is settled: still the leader two node timeouts after it
+/// was first seen. A leadership shorter than that may go unseen.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_core::election::Observed;
+/// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
+/// let election = locks.election("cron", Duration::from_secs(5))?;
+/// let mut observer = election.observe();
+/// assert_eq!(observer.next_timeout(Duration::from_millis(50))?, Some(Observed::Vacant));
+/// let leadership = election.campaign()?;
+/// match observer.next_timeout(Duration::from_secs(5))? {
+///     Some(Observed::Leader(leader)) => assert_eq!(leader.term(), leadership.term()),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Observer<'a, B: LockBackend> {
+    election: &'a Election<B>,
+    /// What was reported last: `None` nothing yet, `Some(None)` vacant,
+    /// `Some(Some(value))` the leadership whose keys hold that value.
+    last: Option<Option<Vec<u8>>>,
+    /// The highest term reported: no leader of a lower one is.
+    top: u64,
+    /// A new leadership seen (its value) and when, not yet reported.
+    pending: Option<(Vec<u8>, Instant)>,
+}
+
+impl<B: LockBackend> fmt::Debug for Observer<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Observer")
+            .field("election", self.election)
+            .field("last", &self.last)
+            .finish()
+    }
+}
+
+impl<B: Fencing + Inspect + 'static> Observer<'_, B> {
+    /// Waits up to `timeout` for the leader to change from the last one
+    /// reported (the first call reports the current state at once): the
+    /// change, or `None` when nothing changed in time.
+    ///
+    /// # Errors
+    ///
+    /// As [`Election::leader`], when a reading fails.
+    ///
+    /// # Examples
+    ///
+    /// See [`Observer`].
+    pub fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Option<Observed>, LockError<B::Error>> {
+        let shared = &self.election.locks.manager.shared;
+        let deadline = crate::decide::deadline::later(Instant::now(), timeout);
+        shared.wakeups.start();
+        loop {
+            let since = Instant::now();
+            // Registered before the reading: a release after it wakes us.
+            let registration = shared.wakeups.wait_for(&self.election.name, since);
+            let seen = self.election.leader()?;
+            let mut wake = self.election.poll;
+            match seen.as_ref().filter(|l| self.is_new(l)) {
+                // A new leader is reported once its term must have been
+                // raised: read between its grant and its raise, a
+                // leadership shows a term lower than its own.
+                Some(leader) => {
+                    let now = Instant::now();
+                    let settled = match &self.pending {
+                        Some((value, at)) if *value == leader.value => *at + self.election.settle(),
+                        _ => {
+                            self.pending = Some((leader.value.clone(), now));
+                            now + self.election.settle()
+                        }
+                    };
+                    if now < settled {
+                        wake = settled - now;
+                    } else if let Some(change) = self.change(seen) {
+                        return Ok(Some(change));
+                    }
+                }
+                None => {
+                    self.pending = None;
+                    if let Some(change) = self.change(seen) {
+                        return Ok(Some(change));
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            let until = deadline.min(now + wake);
+            while !registration.flag().take() {
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::park_timeout(until - now);
+            }
+        }
+    }
+
+    /// Whether `leader` is not the one reported last (nor an older one).
+    fn is_new(&self, leader: &Leader) -> bool {
+        self.last.as_ref().and_then(Option::as_ref) != Some(&leader.value)
+            && (self.top == 0 || leader.term > self.top)
+    }
+
+    /// What `seen` changes, if anything; remembered as reported.
+    fn change(&mut self, seen: Option<Leader>) -> Option<Observed> {
+        match seen {
+            Some(leader) if self.is_new(&leader) => {
+                self.top = leader.term;
+                self.last = Some(Some(leader.value.clone()));
+                Some(Observed::Leader(leader))
+            }
+            // The same leader, or a stale reading of an older one: terms
+            // never go back.
+            Some(_) => None,
+            None if self.last != Some(None) => {
+                self.last = Some(None);
+                Some(Observed::Vacant)
+            }
+            None => None,
+        }
+    }
+}
+
+impl<B: Fencing + Inspect + 'static> Iterator for Observer<'_, B> {
+    type Item = Result<Observed, LockError<B::Error>>;
+
+    /// The next change, waiting as long as it takes.
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.next_timeout(Duration::from_secs(3600)) {
+                Ok(Some(change)) => return Some(Ok(change)),
+                Ok(None) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
