@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 30] = [
+    pub const NAMES: [&'static str; 32] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -44,6 +44,8 @@ impl Scenario {
         "rwlock",
         "rwlock-blind-readers",
         "rwlock-local",
+        "election",
+        "election-max-term",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -88,6 +90,8 @@ impl Scenario {
             "rwlock" => Self::rwlock(),
             "rwlock-blind-readers" => Self::rwlock_blind_readers(),
             "rwlock-local" => Self::rwlock_local(),
+            "election" => Self::election(),
+            "election-max-term" => Self::election_max_term(),
             _ => return None,
         })
     }
@@ -461,6 +465,58 @@ impl Scenario {
                 ..base.client_faults.clone()
             },
             ..base
+        }
+    }
+
+    /// Leader election as [`Redlock::election`](redlock_core::Redlock::election)
+    /// runs it: two candidates in each of three processes campaign on one
+    /// name with fencing (durable counters, as in [`Scenario::fencing`]);
+    /// a leader is kept alive by the core's keep-alive schedule with no
+    /// bound on its hold, leads up to four TTLs, and checks its leadership
+    /// before each access; the in-model faults with
+    /// [`Scenario::keep_alive`]'s longer pauses and partitions. Expect zero
+    /// violations: never two leaders in their validity at once
+    /// ([`ViolationKind::MutualExclusion`](super::ViolationKind::MutualExclusion)),
+    /// terms strictly rising from leader to leader
+    /// ([`ViolationKind::FencingToken`](super::ViolationKind::FencingToken)),
+    /// a paused leader told of its loss before another is elected
+    /// ([`ViolationKind::StaleHolder`](super::ViolationKind::StaleHolder)).
+    /// Observers (`Election::leader`, `observe`) are not simulated.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_mock::sim::{sweep, Scenario};
+    /// assert_eq!(sweep(&Scenario::election(), 0..20, 1).violations, 0);
+    /// ```
+    #[must_use]
+    pub fn election() -> Scenario {
+        let base = Self::keep_alive();
+        Scenario {
+            name: "election".into(),
+            fencing: true,
+            keys: 1,
+            multi_key: 0.0,
+            callers_per_process: 2,
+            keep_max_hold: Duration::MAX,
+            node_faults: Self::fencing().node_faults,
+            ..base
+        }
+    }
+
+    /// [`Scenario::election`] with terms taken from the grants alone (the
+    /// largest counter the granting nodes returned, no raise on a quorum):
+    /// deliberately wrong (out of model, for the term). A failed campaign's
+    /// grants on a minority raise counters there, so a later leader whose
+    /// quorum misses those nodes gets a term no larger than an earlier
+    /// leader's: the checker finds it.
+    #[must_use]
+    pub fn election_max_term() -> Scenario {
+        Scenario {
+            name: "election-max-term".into(),
+            out_of_model: true,
+            fence_scheme: FenceScheme::MaxOnly,
+            ..Self::election()
         }
     }
 

@@ -144,6 +144,31 @@ fn keep_alive_holders_learn_of_a_loss_before_anyone_else_is_granted() {
     assert!(t.writes > 500);
 }
 
+/// Leader election (two candidates in each of three processes on one
+/// name, leaders kept alive with no hold bound, fencing terms, pauses past
+/// the TTL, partitions): never two leaders in their validity at once,
+/// terms strictly rising, a paused leader told of its loss before another
+/// is elected.
+#[test]
+fn election_one_leader_at_a_time_rising_terms_and_a_paused_leader_told_first() {
+    expect_safe("election", 10_000);
+    // The runs elected leaders, kept them, paused and lost some.
+    let t = totals(&scenario("election"), 0..200);
+    println!("{t:?}");
+    assert!(t.acquired > 500 && t.extended > 500, "{t:?}");
+    assert!(t.keep_lost > 50 && t.pauses > 50, "{t:?}");
+}
+
+/// The election's wrong twin: terms from the grants alone, without the
+/// quorum's raise, go back; the checker finds it.
+#[test]
+fn election_terms_from_the_grants_alone_are_caught() {
+    expect_broken(
+        &scenario("election-max-term"),
+        &[ViolationKind::FencingToken],
+    );
+}
+
 /// Late replies: acquires granted on nodes after their round was decided
 /// and abandoned. Every such grant is undone by the release of the failed
 /// round, which the ordered connection runs after it: once every message has
@@ -572,6 +597,7 @@ fn every_named_scenario_is_valid_and_does_work() {
                     | "semaphore"
                     | "rwlock"
                     | "rwlock-local"
+                    | "election"
             )
         );
         let report = sweep(&scenario, 0..50, THREADS);
