@@ -93,7 +93,7 @@ echo "packages: redlock-core, redlock-mock, redlock-redis, redlock-cli"
 log "examples on in-memory nodes (the README's main command and the others)"
 # Each ends with its own checks: a broken promise exits nonzero.
 for example in quickstart scoped multi_resource fencing \
-  semaphore rwlock cancel events dyn_testing; do
+  semaphore rwlock cancel events dyn_testing election; do
   cargo run -q --locked --example "$example" >/dev/null
 done
 echo "examples: all ran"
