@@ -12,13 +12,7 @@ use crate::{exit_within, finish, key, redlock, signal, spawn, wait_output, Guard
 
 /// `redlock elect --server ... OPTIONS NAME -- sh -c SCRIPT`.
 fn elect_sh(urls: &[String], options: &[&str], name: &str, script: &str) -> Command {
-    let mut command = redlock();
-    command.arg("elect");
-    for url in urls {
-        command.args(["--server", url]);
-    }
-    command.args(options).args([name, "--", "sh", "-c", script]);
-    command
+    crate::sh_under("elect", urls, options, name, script)
 }
 
 #[test]

@@ -50,8 +50,20 @@ pub(crate) fn redlock() -> Command {
 
 /// `redlock run --server ...` with `options`, then `KEY -- sh -c SCRIPT`.
 pub(crate) fn run_sh(urls: &[String], options: &[&str], key: &str, script: &str) -> Command {
+    sh_under("run", urls, options, key, script)
+}
+
+/// `redlock SUBCOMMAND --server ...` with `options`, then `KEY -- sh -c
+/// SCRIPT` (`run` or `elect`).
+pub(crate) fn sh_under(
+    subcommand: &str,
+    urls: &[String],
+    options: &[&str],
+    key: &str,
+    script: &str,
+) -> Command {
     let mut command = redlock();
-    command.arg("run");
+    command.arg(subcommand);
     for url in urls {
         command.args(["--server", url]);
     }

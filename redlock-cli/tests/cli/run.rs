@@ -635,19 +635,21 @@ fn status_in_another_process_names_the_holder_of_run_identity() {
         status.arg(&name);
         finish(status)
     };
-    let mut holder = Guarded(spawn(run_sh(
-        &urls,
-        &["--identity", "deploy-runner:4711", "--fencing"],
-        &name,
-        &until_go(dir.path()),
-    )));
-    wait_for_file(&dir.path().join("started"));
-    wait_until(
-        Duration::from_secs(10),
-        "the holder's key on every server",
-        || cluster.iter().all(|node| get(node, &name).is_some()),
-    )
-    .unwrap();
+    // A holder started with `options`, once its key is on every server.
+    let hold = |options: &[&str]| {
+        let _ = std::fs::remove_file(dir.path().join("started"));
+        let _ = std::fs::remove_file(dir.path().join("go"));
+        let holder = Guarded(spawn(run_sh(&urls, options, &name, &until_go(dir.path()))));
+        wait_for_file(&dir.path().join("started"));
+        wait_until(
+            Duration::from_secs(10),
+            "the holder's key on every server",
+            || cluster.iter().all(|node| get(node, &name).is_some()),
+        )
+        .unwrap();
+        holder
+    };
+    let mut holder = hold(&["--identity", "deploy-runner:4711", "--fencing"]);
     let out = status();
     assert_eq!(out.code(), Some(0), "{out:?}");
     assert_eq!(
@@ -665,16 +667,7 @@ fn status_in_another_process_names_the_holder_of_run_identity() {
     assert_eq!(exit_within(&mut holder.0, HANG).code(), Some(0));
 
     // Without an identity: no name shown.
-    let _ = std::fs::remove_file(dir.path().join("started"));
-    let _ = std::fs::remove_file(dir.path().join("go"));
-    let mut plain = Guarded(spawn(run_sh(&urls, &[], &name, &until_go(dir.path()))));
-    wait_for_file(&dir.path().join("started"));
-    wait_until(
-        Duration::from_secs(10),
-        "the holder's key on every server",
-        || cluster.iter().all(|node| get(node, &name).is_some()),
-    )
-    .unwrap();
+    let mut plain = hold(&[]);
     let out = status();
     assert!(out.says(&["held on 3 of 3"]), "{}", out.stdout);
     assert!(!out.stdout.contains(", by "), "{}", out.stdout);
