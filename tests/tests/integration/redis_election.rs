@@ -231,6 +231,7 @@ fn a_killed_leader_process_is_replaced_within_its_ttl_and_a_retry() {
     // Within the TTL, a retry, a round and scheduling slack on a loaded
     // machine (a hang bound, not a figure).
     let bound = TTL + RETRY_MAX + NODE_TIMEOUT * 2 + Duration::from_secs(2);
+    println!("replaced {took:?} after the kill (TTL {TTL:?})");
     assert!(took < bound, "replaced after {took:?}");
 }
 
@@ -258,6 +259,10 @@ fn a_leader_is_told_of_its_loss_before_its_validity_ends_when_three_of_five_free
         servers.node(i).resume().expect("SIGCONT");
     }
     assert_eq!(reason, Some(LostReason::ExtendFailed));
+    println!(
+        "told {:?} before the validity ended",
+        valid_until.saturating_duration_since(told)
+    );
     assert!(
         told < valid_until,
         "told {:?} after its validity ended",
