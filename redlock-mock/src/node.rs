@@ -862,8 +862,15 @@ impl LockBackend for MockNode {
     /// Tells the managers of released keys that other managers wait for
     /// (see [`LockBackend::release_feed`]).
     /// The node model's inspect command ([`Command::Inspect`]), with the
-    /// node's faults: down, an error; frozen, it waits as every call does.
+    /// node's faults: down, an error; frozen, an error at once (a read
+    /// never waits for a thaw, so that callers polling a frozen node do
+    /// not pile up threads behind it); slow, its latency.
     fn inspect(&self, key: &str) -> Option<Result<KeyView, MockError>> {
+        if self.state().frozen {
+            return Some(Err(MockError::Down {
+                node: self.inner.id.clone(),
+            }));
+        }
         let command = Command::Inspect { key };
         let reply = self.call(|state, now| state.node.apply(now, &command, &mut Vec::new()));
         Some(reply.and_then(|reply| {
