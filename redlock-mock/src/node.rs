@@ -325,7 +325,9 @@ impl MockNode {
     }
 
     /// Makes every request block until [`MockNode::thaw`], like a server
-    /// stopped with SIGSTOP.
+    /// stopped with SIGSTOP. A read of who holds a key
+    /// ([`LockBackend::inspect`]) fails at once instead, as one that timed
+    /// out would.
     ///
     /// # Examples
     ///
