@@ -204,12 +204,20 @@ impl Keyspace {
     /// Puts `entry` at `key`, whatever was there (for tests that take a
     /// server's key space over).
     pub fn insert(&mut self, key: &[u8], entry: Entry) {
+        self.put(key, entry);
+    }
+
+    /// Puts `entry` at `key`, whatever was there, as [`Keyspace::insert`]
+    /// does; the entry it replaces, live or expired (for a simulator's
+    /// rules outside the model, which reuse its buffers).
+    pub fn put(&mut self, key: &[u8], entry: Entry) -> Option<Entry> {
         self.expires(entry.expires_at);
         match self.map.get_mut(key) {
-            Some(slot) => *slot = entry,
+            Some(slot) => Some(std::mem::replace(slot, entry)),
             None => {
                 self.format_keys += usize::from(is_format(key));
                 self.map.insert(key.to_vec(), entry);
+                None
             }
         }
     }
@@ -279,6 +287,14 @@ impl Keyspace {
     pub fn replace_value(&mut self, now: i64, key: &[u8], value: Value) -> Option<Value> {
         self.live_mut(now, key)
             .map(|entry| std::mem::replace(&mut entry.value, value))
+    }
+
+    /// The value of the live entry at `key`, to change in place, and its
+    /// expiry, in one lookup (for a simulator's rules outside the model).
+    /// As with [`Keyspace::replace_value`], no expiry can change.
+    pub fn value_mut(&mut self, now: i64, key: &[u8]) -> Option<(&mut Value, Option<i64>)> {
+        self.live_mut(now, key)
+            .map(|entry| (&mut entry.value, entry.expires_at))
     }
 
     /// The live entry at `key`, in one lookup: an expired one stays in the

@@ -91,6 +91,7 @@ impl Ctx<'_> {
     }
 
     /// Adds a trace line (built only when tracing).
+    #[inline]
     pub(crate) fn line(&mut self, text: impl FnOnce() -> String) {
         self.trace.line(self.now, text);
     }
@@ -137,10 +138,9 @@ impl Ctx<'_> {
     pub(crate) fn transmit(&mut self, client: u8, node: u8, tx: u32, lock: u32, op: Op) {
         let now = self.now;
         let sc = self.sc;
-        let link = self.net.request(client, node);
-        match link.send(
+        match self.net.send_request(
+            (client, node),
             now,
-            &sc.net,
             sc.net.loss,
             self.calm,
             !sc.unordered_connections,

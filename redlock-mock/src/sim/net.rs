@@ -40,7 +40,7 @@ impl Link {
     pub(crate) fn send(
         &mut self,
         now: u64,
-        net: &NetFaults,
+        net: &Delays,
         loss: f64,
         calm: bool,
         ordered: bool,
@@ -51,14 +51,9 @@ impl Link {
         if !calm && self.rng.chance(loss) {
             return Fate::Lost;
         }
-        let mut delay = self
-            .rng
-            .range(duration_ns(net.delay_min), duration_ns(net.delay_max));
+        let mut delay = self.rng.range(net.min, net.max);
         if !calm && self.rng.chance(net.tail_chance) {
-            delay = delay.max(
-                self.rng
-                    .pareto(duration_ns(net.tail_scale), duration_ns(net.tail_max)),
-            );
+            delay = delay.max(self.rng.pareto(net.tail_scale, net.tail_max));
         }
         let arrival = if ordered {
             (now + delay).max(self.last)
@@ -67,6 +62,28 @@ impl Link {
         };
         self.last = self.last.max(arrival);
         Fate::Arrives(arrival)
+    }
+}
+
+/// A scenario's delays ([`NetFaults`]) in nanoseconds, converted once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Delays {
+    min: u64,
+    max: u64,
+    tail_chance: f64,
+    tail_scale: u64,
+    tail_max: u64,
+}
+
+impl Delays {
+    pub(crate) fn of(net: &NetFaults) -> Self {
+        Delays {
+            min: duration_ns(net.delay_min),
+            max: duration_ns(net.delay_max),
+            tail_chance: net.tail_chance,
+            tail_scale: duration_ns(net.tail_scale),
+            tail_max: duration_ns(net.tail_max),
+        }
     }
 }
 
@@ -80,6 +97,8 @@ pub(crate) struct Net {
     callers: usize,
     req: Vec<Link>,
     rep: Vec<Link>,
+    /// The scenario's delays.
+    delays: Delays,
     /// With [`Scenario::exit`](super::Scenario::exit): each process's
     /// worker per node.
     pub(crate) workers: Vec<Worker>,
@@ -113,7 +132,13 @@ pub(crate) struct Worker {
 impl Net {
     /// The links of `processes` × `nodes`, each with its own stream of the
     /// run's `seed`, for processes of `callers` callers each.
-    pub(crate) fn new(seed: u64, processes: usize, nodes: usize, callers: usize) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        processes: usize,
+        nodes: usize,
+        callers: usize,
+        net: &NetFaults,
+    ) -> Self {
         let link = |dir: u64| {
             (0..processes * nodes)
                 .map(|i| Link::new(SimRng::stream(seed, 1_000_000 + 2 * i as u64 + dir)))
@@ -124,6 +149,7 @@ impl Net {
             callers: callers.max(1),
             req: link(0),
             rep: link(1),
+            delays: Delays::of(net),
             workers: vec![Worker::default(); processes * nodes],
         }
     }
@@ -143,6 +169,33 @@ impl Net {
     pub(crate) fn reply(&mut self, client: u8, node: u8) -> &mut Link {
         let i = self.index(client, node);
         &mut self.rep[i]
+    }
+
+    /// Sends a request from `client` to `node` at `now` (see
+    /// [`Link::send`]).
+    pub(crate) fn send_request(
+        &mut self,
+        (client, node): (u8, u8),
+        now: u64,
+        loss: f64,
+        calm: bool,
+        ordered: bool,
+    ) -> Fate {
+        let i = self.index(client, node);
+        self.req[i].send(now, &self.delays, loss, calm, ordered)
+    }
+
+    /// Sends a reply from `node` to `client` at `now` (see [`Link::send`]).
+    pub(crate) fn send_reply(
+        &mut self,
+        (client, node): (u8, u8),
+        now: u64,
+        loss: f64,
+        calm: bool,
+        ordered: bool,
+    ) -> Fate {
+        let i = self.index(client, node);
+        self.rep[i].send(now, &self.delays, loss, calm, ordered)
     }
 
     /// The worker of `client`'s process for `node`.

@@ -149,6 +149,7 @@ fn execute(
     rules: Rules,
     d: &Delivery,
     published: &mut Vec<Published>,
+    blind: &mut Blind,
 ) -> Answer {
     // Expired keys leave at once, as the simulated nodes always let them
     // (Redis expires them in the background; the model keeps an expired
@@ -184,7 +185,7 @@ fn execute(
         return Answer::Failed;
     };
     let reply = if rules.blind && claim.is_shared() {
-        apply_blind(node, now, names, mask, &command, published)
+        apply_blind(node, now, names, mask, &command, published, blind)
     } else {
         node.apply(now, &command, published)
     };
@@ -207,6 +208,16 @@ fn execute(
     }
 }
 
+/// What a blind reader's command hides, kept between commands so that
+/// hiding allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Blind {
+    /// Each hidden writer's key index, value and expiry.
+    hidden: Vec<(usize, Vec<u8>, Option<i64>)>,
+    /// A buffer for the next marker (the last one put back).
+    spare: Vec<u8>,
+}
+
 /// [`Node::apply`] for a blind reader: out of model, it sees a writer's key
 /// as the readers' marker (the key is given back afterwards).
 fn apply_blind(
@@ -216,28 +227,34 @@ fn apply_blind(
     mask: u8,
     command: &Command<'_>,
     published: &mut Vec<Published>,
+    blind: &mut Blind,
 ) -> Reply {
-    let mut hidden: [Option<Entry>; MAX_KEYS] = Default::default();
+    let Blind { hidden, spare } = blind;
+    hidden.clear();
     for k in keys_of(mask) {
-        let key = names.key(k);
         // The marker takes the key's expiry: no expiry changes, and the
         // next purge still knows the earliest one.
-        let expires_at = match node.keys.entry(now, key) {
-            Some(Entry {
-                value: Value::Str(v),
-                expires_at,
-            }) if v != READERS_MARKER => *expires_at,
-            _ => continue,
-        };
-        let marker = Value::Str(READERS_MARKER.to_vec());
-        if let Some(value) = node.keys.replace_value(now, key, marker) {
-            hidden[k] = Some(Entry { value, expires_at });
+        if let Some((Value::Str(v), expires_at)) = node.keys.value_mut(now, names.key(k)) {
+            if v != READERS_MARKER {
+                let mut marker = std::mem::take(spare);
+                marker.clear();
+                marker.extend_from_slice(READERS_MARKER);
+                hidden.push((k, std::mem::replace(v, marker), expires_at));
+            }
         }
     }
     let reply = node.apply(now, command, published);
-    for (k, entry) in hidden.into_iter().enumerate() {
-        if let Some(entry) = entry {
-            node.keys.insert(names.key(k), entry);
+    for (k, value, expires_at) in hidden.drain(..) {
+        let entry = Entry {
+            value: Value::Str(value),
+            expires_at,
+        };
+        if let Some(Entry {
+            value: Value::Str(old),
+            ..
+        }) = node.keys.put(names.key(k), entry)
+        {
+            *spare = old;
         }
     }
     reply
@@ -316,6 +333,7 @@ impl Replica {
     /// Runs what has arrived by real time `t`.
     fn catch_up(&mut self, t: u64, names: &Names, rules: Rules) {
         let mut published = Vec::new();
+        let mut blind = Blind::default();
         while let Some(&(arrival, now, _)) = self.stream.front() {
             if arrival > t {
                 break;
@@ -323,7 +341,8 @@ impl Replica {
             if let Some((_, _, shipped)) = self.stream.pop_front() {
                 match shipped {
                     Shipped::Ran(d) => {
-                        execute(&mut self.applied, now, names, rules, &d, &mut published);
+                        let applied = &mut self.applied;
+                        execute(applied, now, names, rules, &d, &mut published, &mut blind);
                     }
                     Shipped::Flush => evict_lock_keys(&mut self.applied, now),
                 }
@@ -385,6 +404,7 @@ pub(crate) struct SimNode {
     pub(crate) rules: Rules,
     names: Arc<Names>,
     published: Vec<Published>,
+    blind: Blind,
 }
 
 impl SimNode {
@@ -411,6 +431,7 @@ impl SimNode {
             rules,
             names,
             published: Vec::new(),
+            blind: Blind::default(),
         }
     }
 
@@ -454,6 +475,7 @@ impl SimNode {
             self.rules,
             &d,
             &mut self.published,
+            &mut self.blind,
         );
         if let Some(replica) = &mut self.replica {
             replica.ship(now, lag, at, Shipped::Ran(d));

@@ -23,6 +23,7 @@ impl Trace {
     }
 
     /// Mixes the words of one event into the hash.
+    #[inline]
     pub(crate) fn mix(&mut self, words: &[u64]) {
         for &w in words {
             self.hash.word(w);
@@ -30,9 +31,11 @@ impl Trace {
     }
 
     /// Adds a line (built only when tracing).
+    #[inline]
     pub(crate) fn line(&mut self, now: u64, text: impl FnOnce() -> String) {
+        // Off the hot path: without tracing, only the check stays inline.
         if let Some(lines) = &mut self.lines {
-            lines.push(format!("{:>14} {}", fmt_time(now), text()));
+            push_line(lines, now, text());
         }
     }
 
@@ -43,4 +46,11 @@ impl Trace {
     pub(crate) fn into_lines(self) -> Vec<String> {
         self.lines.unwrap_or_default()
     }
+}
+
+/// Adds the line `text` at `now` (tracing only).
+#[cold]
+#[inline(never)]
+fn push_line(lines: &mut Vec<String>, now: u64, text: String) {
+    lines.push(format!("{:>14} {}", fmt_time(now), text));
 }

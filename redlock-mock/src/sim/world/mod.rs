@@ -135,7 +135,7 @@ impl<'s, 'o> World<'s, 'o> {
             nodes,
             clients,
             processes,
-            net: Net::new(seed, sc.clients, n, per),
+            net: Net::new(seed, sc.clients, n, per, &sc.net),
             locks: Locks::new(),
             checker: Checker::new(sc.fenced_resource, rule(sc)),
             trace: Trace::new(text),
@@ -197,6 +197,10 @@ impl<'s, 'o> World<'s, 'o> {
 
     /// What the last client event means for the others.
     fn handle_notes(&mut self) {
+        // Most client events note nothing.
+        if self.notes.is_empty() {
+            return;
+        }
         for note in std::mem::take(&mut self.notes) {
             match note {
                 Note::Granted(granted) => self.granted(&granted),
@@ -638,10 +642,9 @@ impl<'s, 'o> World<'s, 'o> {
             format!("n{n} {op:?} L{lock} from c{client} -> {answer:?}")
         });
         self.left_behind(n, lock, op, answer);
-        let link = self.net.reply(client, n);
-        match link.send(
+        match self.net.send_reply(
+            (client, n),
             now,
-            &sc.net,
             sc.net.reply_loss,
             self.calm,
             !sc.unordered_connections,
