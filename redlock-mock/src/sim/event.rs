@@ -214,6 +214,7 @@ pub(crate) enum Ev {
 
 impl Ev {
     /// The words this event contributes to the trace hash.
+    #[inline]
     pub(crate) fn words(&self) -> [u64; 3] {
         let pack = |a: u8, b: u8, c: u64| (u64::from(a) << 56) | (u64::from(b) << 48) | c;
         match *self {

@@ -2,6 +2,7 @@
 //! and what became of it (for the checker).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 
 use redlock_core::backend::TOKEN_LEN;
 
@@ -49,11 +50,61 @@ pub(crate) struct LockRec {
 /// unique tokens, the scenarios' default, a token is one attempt's; with
 /// `unique_tokens` off, the latest attempt with it).
 #[derive(Debug, Default)]
-pub(crate) struct Locks(Vec<LockRec>, HashMap<[u8; TOKEN_LEN], u32>);
+pub(crate) struct Locks(Vec<LockRec>, HashMap<[u8; TOKEN_LEN], u32, Tokens>);
+
+/// The hasher of the locks' tokens: a multiply-rotate over their bytes
+/// (the map is only looked up, never iterated: its hasher changes
+/// nothing but the cost; a run's tokens start with their lock number).
+#[derive(Debug, Default, Clone, Copy)]
+struct Tokens;
+
+#[derive(Debug, Default, Clone, Copy)]
+struct TokenHasher(u64);
+
+impl BuildHasher for Tokens {
+    type Hasher = TokenHasher;
+
+    fn build_hasher(&self) -> TokenHasher {
+        TokenHasher(0)
+    }
+}
+
+impl TokenHasher {
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for TokenHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
+        }
+        let mut word = [0u8; 8];
+        let rest = chunks.remainder();
+        word[..rest.len()].copy_from_slice(rest);
+        self.mix(u64::from_le_bytes(word));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // The table takes its index from the low bits: fold the high in.
+        self.0 ^ (self.0 >> 29)
+    }
+}
 
 impl Locks {
     pub(crate) fn new() -> Self {
-        Locks(Vec::with_capacity(64), HashMap::with_capacity(64))
+        Locks(
+            Vec::with_capacity(64),
+            HashMap::with_capacity_and_hasher(64, Tokens),
+        )
     }
 
     /// The attempt with `token` (the latest, if several share it).
