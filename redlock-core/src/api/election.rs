@@ -282,8 +282,8 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
     /// (or a leadership is being won right now). A leadership read in the
     /// instant between its grant and its term's raise (one round, at most
     /// two node timeouts) shows a term lower than its own, yet higher than
-    /// every earlier leader's; an [`Observer`] waits that out. A snapshot, for showing
-    /// and watching: the leader itself decides with
+    /// every earlier leader's; an [`Observer`] waits that out. A
+    /// snapshot, for showing and watching: the leader itself decides with
     /// [`Leadership::ensure_held`], and a store with the term.
     ///
     /// # Errors
