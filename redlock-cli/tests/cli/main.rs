@@ -229,11 +229,12 @@ pub(crate) fn exit_within(child: &mut Child, bound: Duration) -> ExitStatus {
 /// The first of `lines` that contains `what` (at most [`HANG`]).
 pub(crate) fn line_with(lines: &mpsc::Receiver<String>, what: &str) -> String {
     let deadline = Instant::now() + HANG;
+    let mut seen = Vec::new();
     loop {
         match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(line) if line.contains(what) => return line,
-            Ok(_) => {}
-            Err(e) => panic!("no line with {what:?}: {e}"),
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("no line with {what:?} ({e}); the lines before: {seen:#?}"),
         }
     }
 }
