@@ -297,7 +297,15 @@ fn the_tools_documented_rule_allows_run_status_and_check() {
     let out = redlock(
         "run",
         &urls,
-        &["--fencing", "--no-wait", &name, "--", "true"],
+        &[
+            "--fencing",
+            "--no-wait",
+            "--node-timeout",
+            "1s",
+            &name,
+            "--",
+            "true",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let (locks, _) = connect(&urls, false).expect("connect");
@@ -306,7 +314,11 @@ fn the_tools_documented_rule_allows_run_status_and_check() {
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
     assert!(stdout.contains("held on 3 of 3"), "{stdout}");
-    let out = redlock("run", &urls, &["--no-wait", &name, "--", "true"]);
+    let out = redlock(
+        "run",
+        &urls,
+        &["--no-wait", "--node-timeout", "1s", &name, "--", "true"],
+    );
     assert_eq!(out.status.code(), Some(75), "{}", text(&out.stderr));
     lock.release().expect("held");
     let out = redlock("status", &urls, &["--limit", "2", &name]);
