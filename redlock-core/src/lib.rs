@@ -108,7 +108,8 @@ pub use types::identity::Identity;
 /// a candidate wins, the [`Leader`](election::Leader) everyone can read and
 /// the [`Observer`](election::Observer) of its changes.
 pub mod election {
-    pub use crate::api::election::{Election, Leader, Leadership, Observed, Observer};
+    pub use crate::api::election::{Election, Leadership, Observer};
+    pub use crate::engine::{Leader, Observed};
 }
 pub use types::keep_alive::KeepAlive;
 pub use types::keys;

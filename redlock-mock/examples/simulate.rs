@@ -86,11 +86,17 @@ fn main() -> anyhow::Result<()> {
         .filter(|k| report.runs_with(**k) > 0)
         .map(|k| format!("{}={}", k.name(), report.runs_with(*k)))
         .collect();
-    let fenced = if args.scenario.fenced_resource {
+    let mut fenced = if args.scenario.fenced_resource {
         format!("; stale accesses fenced off: {}", report.fenced_off)
     } else {
         String::new()
     };
+    if args.scenario.observers > 0 {
+        let [leaders, early, phantoms] = report.observed;
+        fenced.push_str(&format!(
+            "; observers reported {leaders} leaders ({early} before their term's raise, {phantoms} that never led)"
+        ));
+    }
     println!(
         "# {} seeds {}..{} in {:.2?} on {} threads; acquires: {}{fenced}; violating runs by kind: [{}]",
         args.scenario.name,

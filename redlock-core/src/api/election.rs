@@ -9,9 +9,9 @@ use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
 use crate::backend::{Fencing, Inspect};
+use crate::engine::{Leader, Observed, Watch, WatchStep};
 use crate::{
-    Cancel, ConfigError, Identity, KeepAlive, Lock, LockBackend, LockError, LostReason, Redlock,
-    Resources,
+    Cancel, ConfigError, KeepAlive, Lock, LockBackend, LockError, LostReason, Redlock, Resources,
 };
 
 /// What runs when a leadership is lost (see [`Election::on_lost`]).
@@ -70,7 +70,7 @@ impl<B: Fencing + Inspect + 'static> Redlock<B> {
             locks: self.clone(),
             name: Resources::one(name)?,
             ttl,
-            poll: (ttl / 5).max(Duration::from_millis(10)),
+            poll: Watch::default_poll(ttl),
             on_lost: None,
         })
     }
@@ -279,11 +279,11 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
 
     /// Who leads now, as a quorum of the nodes sees it: the leader's
     /// identity, term and remaining validity; `None` when nobody leads
-    /// (or a leadership is being won right now). A leadership read in the
-    /// instant between its grant and its term's raise (one round, at most
-    /// two node timeouts) shows a term lower than its own, yet higher than
-    /// every earlier leader's; an [`Observer`] waits that out. A
-    /// snapshot, for showing and watching: the leader itself decides with
+    /// (or a leadership is being won right now). A leadership read
+    /// between its grant and its term's raise (one round, at most two node
+    /// timeouts, unless the leader's process stops in between) shows a
+    /// term lower than its own, yet higher than every earlier leader's; an
+    /// [`Observer`] waits that out. A snapshot, for showing and watching: the leader itself decides with
     /// [`Leadership::ensure_held`], and a store with the term.
     ///
     /// # Errors
@@ -306,24 +306,7 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
             .check_ttl(self.ttl)
             .map(|ttl| settings.drift(ttl))
             .unwrap_or_default();
-        Ok(holder.fence().map(|term| Leader {
-            identity: holder.identity().cloned(),
-            term,
-            validity: holder.ttl().saturating_sub(drift),
-            value: holder.value().to_vec(),
-        }))
-    }
-
-    /// How long after a leadership's grant its term is surely raised (or
-    /// the leadership given up): two node timeouts.
-    fn settle(&self) -> Duration {
-        self.locks
-            .manager
-            .shared
-            .config
-            .settings
-            .timeout()
-            .saturating_mul(2)
+        Ok(Leader::of_holder(&holder, drift))
     }
 
     /// An observer of this election's leaders: see [`Observer`].
@@ -335,70 +318,11 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
     pub fn observe(&self) -> Observer<'_, B> {
         Observer {
             election: self,
-            last: None,
-            top: 0,
-            pending: None,
+            watch: Watch::new(
+                self.locks.manager.shared.config.settings.timeout(),
+                self.poll,
+            ),
         }
-    }
-}
-
-/// The leader of an election as the nodes see it ([`Election::leader`]).
-#[derive(Clone, PartialEq, Eq)]
-pub struct Leader {
-    identity: Option<Identity>,
-    term: u64,
-    validity: Duration,
-    /// What its keys hold: one leadership's, for telling two apart.
-    value: Vec<u8>,
-}
-
-impl fmt::Debug for Leader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Leader")
-            .field("identity", &self.identity)
-            .field("term", &self.term)
-            .field("validity", &self.validity)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Leader {
-    /// The leader's manager's identity, when it has one.
-    ///
-    /// # Examples
-    ///
-    /// See [`Redlock::election`].
-    #[must_use]
-    pub fn identity(&self) -> Option<&Identity> {
-        self.identity.as_ref()
-    }
-
-    /// Its term: its fencing token, larger than every earlier leader's.
-    ///
-    /// # Examples
-    ///
-    /// See [`Redlock::election`].
-    #[must_use]
-    pub fn term(&self) -> u64 {
-        self.term
-    }
-
-    /// How long it still leads unless it extends (time a quorum still
-    /// holds its key, less the drift allowance), as of the reading.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # let locks = redlock_core::Redlock::builder(redlock_mock::MockCluster::new(3).backends()).fencing(true).build()?;
-    /// let election = locks.election("cron", Duration::from_secs(5))?;
-    /// let _leadership = election.campaign()?;
-    /// assert!(election.leader()?.expect("a leader").validity() <= Duration::from_secs(5));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    #[must_use]
-    pub fn validity(&self) -> Duration {
-        self.validity
     }
 }
 
@@ -539,16 +463,6 @@ impl<B: LockBackend> Leadership<B> {
     }
 }
 
-/// One thing an [`Observer`] saw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Observed {
-    /// A new leader (a higher term than the last one reported).
-    Leader(Leader),
-    /// Nobody leads on a quorum of the nodes (the last leader resigned,
-    /// crashed past its TTL, or a new one is being elected).
-    Vacant,
-}
-
 /// Watches an election's leaders ([`Election::observe`]): each change in
 /// order, terms never going back.
 ///
@@ -558,7 +472,12 @@ pub enum Observed {
 /// candidate's manager hears of a resignation at once), and otherwise
 /// every [poll interval](Election::poll_interval). A new leader is reported
 /// once its term is settled: still the leader two node timeouts after it
-/// was first seen. A leadership shorter than that may go unseen.
+/// was first seen. A leadership shorter than that may go unseen. A leader
+/// whose process stopped between winning and raising its term for longer
+/// than that is reported with a lower term than its own (still higher
+/// than every earlier leader's), then again with its own once raised.
+/// The decisions are the core's [`Watch`](crate::engine::Watch), which the
+/// simulator's `election` scenario checks.
 ///
 /// # Examples
 ///
@@ -578,20 +497,15 @@ pub enum Observed {
 /// ```
 pub struct Observer<'a, B: LockBackend> {
     election: &'a Election<B>,
-    /// What was reported last: `None` nothing yet, `Some(None)` vacant,
-    /// `Some(Some(value))` the leadership whose keys hold that value.
-    last: Option<Option<Vec<u8>>>,
-    /// The highest term reported: no leader of a lower one is.
-    top: u64,
-    /// A new leadership seen (its value) and when, not yet reported.
-    pending: Option<(Vec<u8>, Instant)>,
+    /// What it reported and what it waits to report.
+    watch: Watch,
 }
 
 impl<B: LockBackend> fmt::Debug for Observer<'_, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Observer")
             .field("election", self.election)
-            .field("last", &self.last)
+            .field("watch", &self.watch)
             .finish()
     }
 }
@@ -620,38 +534,11 @@ impl<B: Fencing + Inspect + 'static> Observer<'_, B> {
             // Registered before the reading: a release after it wakes us.
             let registration = shared.wakeups.wait_for(&self.election.name, since);
             let seen = self.election.leader()?;
-            let mut wake = self.election.poll;
-            match seen.as_ref().filter(|l| self.is_new(l)) {
-                // A new leader is reported once its term must have been
-                // raised: read between its grant and its raise, a
-                // leadership shows a term lower than its own.
-                Some(leader) => {
-                    let now = Instant::now();
-                    let settled = match &self.pending {
-                        Some((value, at)) if *value == leader.value => *at + self.election.settle(),
-                        _ => {
-                            self.pending = Some((leader.value.clone(), now));
-                            now + self.election.settle()
-                        }
-                    };
-                    if now < settled {
-                        wake = settled - now;
-                    } else if let Some(change) = self.change(seen) {
-                        return Ok(Some(change));
-                    }
-                }
-                None => {
-                    self.pending = None;
-                    if let Some(change) = self.change(seen) {
-                        return Ok(Some(change));
-                    }
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            let until = deadline.min(now + wake);
+            let again = match self.watch.saw(Instant::now(), seen) {
+                WatchStep::Changed(change) => return Ok(Some(change)),
+                WatchStep::ReadAt(at) => at,
+            };
+            let until = deadline.min(again);
             while !registration.flag().take() {
                 let now = Instant::now();
                 if now >= until {
@@ -659,31 +546,9 @@ impl<B: Fencing + Inspect + 'static> Observer<'_, B> {
                 }
                 std::thread::park_timeout(until - now);
             }
-        }
-    }
-
-    /// Whether `leader` is not the one reported last (nor an older one).
-    fn is_new(&self, leader: &Leader) -> bool {
-        self.last.as_ref().and_then(Option::as_ref) != Some(&leader.value)
-            && (self.top == 0 || leader.term > self.top)
-    }
-
-    /// What `seen` changes, if anything; remembered as reported.
-    fn change(&mut self, seen: Option<Leader>) -> Option<Observed> {
-        match seen {
-            Some(leader) if self.is_new(&leader) => {
-                self.top = leader.term;
-                self.last = Some(Some(leader.value.clone()));
-                Some(Observed::Leader(leader))
+            if Instant::now() >= deadline {
+                return Ok(None);
             }
-            // The same leader, or a stale reading of an older one: terms
-            // never go back.
-            Some(_) => None,
-            None if self.last != Some(None) => {
-                self.last = Some(None);
-                Some(Observed::Vacant)
-            }
-            None => None,
         }
     }
 }

@@ -52,7 +52,7 @@ impl<B: Inspect + 'static> Redlock<B> {
         }
         drop(tx);
         let timeout = self.manager.shared.config.settings.timeout();
-        let deadline = Instant::now() + timeout.saturating_mul(2);
+        let deadline = Instant::now() + timeout.saturating_mul(crate::engine::READ_TIMEOUTS);
         let mut answers: Vec<Result<KeyView, NodeFailure<B::Error>>> =
             (0..nodes).map(|_| Err(NodeFailure::TimedOut)).collect();
         for _ in 0..nodes {

@@ -32,6 +32,8 @@
 //!   one of them; [`Acquire::read`], a read of a read-write lock.
 //! - [`LocalWriters`]: the writers of a read-write lock waiting on one
 //!   manager, in arrival order, and whether a reader must wait for them.
+//! - [`Watch`]: an election observer's decisions: when a new leader is
+//!   reported, that terms never go back, when to read again.
 //!
 //! # Examples
 //!
@@ -77,6 +79,7 @@ mod own_round;
 mod round;
 mod single;
 mod slots;
+mod watch;
 mod writers;
 
 use std::sync::Arc;
@@ -96,6 +99,7 @@ pub use single::{Decided, Single, Until};
 #[cfg(test)]
 pub(crate) use slots::permit_key;
 pub use slots::{Slots, MAX_PERMITS};
+pub use watch::{Leader, Observed, Watch, WatchStep, READ_TIMEOUTS};
 pub use writers::LocalWriters;
 
 use crate::{

@@ -68,6 +68,20 @@ impl fmt::Display for NodeDown {
 
 impl std::error::Error for NodeDown {}
 
+/// A node's answer to an election observer's inspect request
+/// ([`Command::Inspect`](redlock_core::model::Command::Inspect)), packed:
+/// the lock whose token the key holds, its time left, and the fencing
+/// counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct View {
+    /// The lock number (`u32::MAX`: free, or a value no lock has).
+    pub(crate) lock: u32,
+    /// `PTTL` in milliseconds (`u32::MAX`: no expiry).
+    pub(crate) ttl_ms: u32,
+    /// The fencing counter (0: none; counters start at 1).
+    pub(crate) fence: u64,
+}
+
 /// Which of a client's machines a message or timer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Slot {
@@ -208,6 +222,30 @@ pub(crate) enum Ev {
     },
     /// Fault number `i` of the scenario's script.
     Scripted(u16),
+    /// Election observer `watcher` starts a reading.
+    Watch {
+        watcher: u8,
+    },
+    /// A reading's inspect request reaches its node.
+    Inspect {
+        watcher: u8,
+        node: u8,
+        round: u32,
+        sent: u64,
+    },
+    /// A node's answer to a reading reaches its observer (`None`: the
+    /// connection was refused or reset).
+    Viewed {
+        watcher: u8,
+        node: u8,
+        round: u32,
+        view: Option<View>,
+    },
+    /// A reading's deadline: nodes that have not answered count as failed.
+    WatchEnd {
+        watcher: u8,
+        round: u32,
+    },
     FaultsEnd,
     LivenessDeadline,
 }
@@ -278,6 +316,25 @@ impl Ev {
             Ev::WorkerFree { client, node, tx } => {
                 [pack(18, client, u64::from(node)), u64::from(tx), 0]
             }
+            Ev::Watch { watcher } => [pack(19, watcher, 0), 0, 0],
+            Ev::Inspect {
+                watcher,
+                node,
+                round,
+                sent,
+            } => [pack(20, watcher, u64::from(node)), u64::from(round), sent],
+            Ev::Viewed {
+                watcher,
+                node,
+                round,
+                view,
+            } => {
+                let v = view.map_or(u64::MAX, |v| {
+                    (u64::from(v.lock) << 32 | u64::from(v.ttl_ms)) ^ v.fence
+                });
+                [pack(21, watcher, u64::from(node)), u64::from(round), v]
+            }
+            Ev::WatchEnd { watcher, round } => [pack(22, watcher, 0), u64::from(round), 0],
             Ev::FaultsEnd => [pack(13, 0, 0), 0, 0],
             Ev::LivenessDeadline => [pack(14, 0, 0), 0, 0],
         }

@@ -138,6 +138,6 @@ pub use rng::SimRng;
 pub use run::{run, run_observed, run_traced};
 pub use scenario::{
     ClientFaults, ClockFaults, Cut, Fault, FenceScheme, NetFaults, NodeFaults, Persistence,
-    Primitive, Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES,
+    Primitive, Scenario, MAX_CLIENTS, MAX_KEYS, MAX_NODES, MAX_OBSERVERS,
 };
 pub use sweep::{sweep, SeedPlan, SweepReport};

@@ -102,6 +102,9 @@ pub(crate) struct Net {
     /// With [`Scenario::exit`](super::Scenario::exit): each process's
     /// worker per node.
     pub(crate) workers: Vec<Worker>,
+    /// Each election observer's links to the nodes (request, reply), never
+    /// cut by partitions.
+    watch: Vec<(Link, Link)>,
 }
 
 /// A request waiting in a worker's queue.
@@ -131,10 +134,11 @@ pub(crate) struct Worker {
 
 impl Net {
     /// The links of `processes` × `nodes`, each with its own stream of the
-    /// run's `seed`, for processes of `callers` callers each.
+    /// run's `seed`, for processes of `callers` callers each, and of
+    /// `observers` × `nodes`.
     pub(crate) fn new(
         seed: u64,
-        processes: usize,
+        (processes, observers): (usize, usize),
         nodes: usize,
         callers: usize,
         net: &NetFaults,
@@ -151,6 +155,12 @@ impl Net {
             rep: link(1),
             delays: Delays::of(net),
             workers: vec![Worker::default(); processes * nodes],
+            watch: (0..observers * nodes)
+                .map(|i| {
+                    let stream = |dir: u64| SimRng::stream(seed, 3_000_000 + 2 * i as u64 + dir);
+                    (Link::new(stream(0)), Link::new(stream(1)))
+                })
+                .collect(),
         }
     }
 
@@ -196,6 +206,23 @@ impl Net {
     ) -> Fate {
         let i = self.index(client, node);
         self.rep[i].send(now, &self.delays, loss, calm, ordered)
+    }
+
+    /// Sends an inspect request of observer `watcher` to `node` at `now`,
+    /// or (`reply`) the node's answer back (see [`Link::send`]; ordered).
+    pub(crate) fn send_watch(
+        &mut self,
+        (watcher, node): (u8, u8),
+        reply: bool,
+        now: u64,
+        (loss, calm): (f64, bool),
+    ) -> Fate {
+        let i = watcher as usize * self.nodes + node as usize;
+        let Some((req, rep)) = self.watch.get_mut(i) else {
+            return Fate::Lost;
+        };
+        let link = if reply { rep } else { req };
+        link.send(now, &self.delays, loss, calm, true)
     }
 
     /// The worker of `client`'s process for `node`.

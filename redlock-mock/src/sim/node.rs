@@ -21,9 +21,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redlock_core::backend::{AcquireOutcome, Claim, Request, Response, Token, TOKEN_LEN};
+use redlock_core::backend::{AcquireOutcome, Claim, KeyView, Request, Response, Token, TOKEN_LEN};
 use redlock_core::keys::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
-use redlock_core::model::{Command, Entry, Node, Outcome, Published, Reply, Value, READERS_MARKER};
+use redlock_core::model::{
+    inspection, Command, Entry, Node, Outcome, Published, Reply, Value, READERS_MARKER,
+};
 use redlock_core::{Resources, Ttl};
 
 use super::clock::NodeClock;
@@ -481,6 +483,17 @@ impl SimNode {
             replica.ship(now, lag, at, Shipped::Ran(d));
         }
         answer
+    }
+
+    /// What [`Command::Inspect`] of key index `k` reads at real time `now`
+    /// (`None` for a key name that is not UTF-8, which no scenario has).
+    pub(crate) fn inspect(&mut self, now: u64, k: usize) -> Option<KeyView> {
+        let at = self.now_ms(now);
+        let key = std::str::from_utf8(self.names.key(k)).ok()?;
+        inspection(
+            self.model
+                .apply(at, &Command::Inspect { key }, &mut Vec::new()),
+        )
     }
 
     /// Evicts every lock key at real time `now` (fencing counters and

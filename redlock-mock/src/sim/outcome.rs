@@ -66,6 +66,14 @@ pub enum ViolationKind {
     /// a writer believed (inside its validity) that it held the lock at the
     /// same real time as another writer or a reader.
     WriterShared,
+    /// With [`Scenario::observers`](super::Scenario::observers): an
+    /// election observer reported a leader whose term is not above the
+    /// term it reported before.
+    ObservedTermBack,
+    /// With [`Scenario::observers`](super::Scenario::observers): an
+    /// election observer reported a leader that led with another term
+    /// than the one reported (read before its term was raised).
+    ObservedWrongTerm,
     /// The [`GrantObserver`](super::GrantObserver) rejected a grant (e.g. a
     /// fencing token that did not rise).
     Observer,
@@ -76,7 +84,7 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ViolationKind; 15] = [
+    pub const ALL: [ViolationKind; 17] = [
         ViolationKind::MutualExclusion,
         ViolationKind::LostUpdate,
         ViolationKind::QuorumLost,
@@ -90,6 +98,8 @@ impl ViolationKind {
         ViolationKind::Starved,
         ViolationKind::TooManyHolders,
         ViolationKind::WriterShared,
+        ViolationKind::ObservedTermBack,
+        ViolationKind::ObservedWrongTerm,
         ViolationKind::Observer,
         ViolationKind::InvalidScenario,
     ];
@@ -119,6 +129,8 @@ impl ViolationKind {
             ViolationKind::Starved => "starved",
             ViolationKind::TooManyHolders => "too-many-holders",
             ViolationKind::WriterShared => "writer-shared",
+            ViolationKind::ObservedTermBack => "observed-term-back",
+            ViolationKind::ObservedWrongTerm => "observed-wrong-term",
             ViolationKind::Observer => "observer",
             ViolationKind::InvalidScenario => "invalid-scenario",
         }
@@ -211,6 +223,19 @@ pub struct Stats {
     /// round's deadline
     /// ([`Message::stale`](redlock_core::engine::Message::stale)).
     pub stale_dropped: u64,
+    /// Leaders the election observers reported
+    /// ([`Scenario::observers`](super::Scenario::observers)).
+    pub observed_leaders: u64,
+    /// Reported leaders whose acquisition then failed (their keys were on
+    /// a quorum with a term, yet the candidate never led).
+    pub observed_phantoms: u64,
+    /// Reported leaders whose term was not raised yet when they were
+    /// read: their leader stopped between its grant and its raise for
+    /// longer than the observer waits (reported with a lower term than
+    /// its own, above every earlier leader's).
+    pub observed_early: u64,
+    /// Observers' readings that fewer than a quorum of nodes answered.
+    pub watch_failed: u64,
     /// Releases an exiting process left to their keys' TTL: kept ones
     /// not due again before its exit drain ended
     /// ([`Kept::idle`](redlock_core::engine::Kept::idle)), and ones whose
@@ -292,6 +317,10 @@ impl Stats {
             releases_dropped,
             stale_dropped,
             kept_lost_at_exit,
+            observed_leaders,
+            observed_phantoms,
+            observed_early,
+            watch_failed,
             drain_retries,
             acquired_expired,
             own_rounds,
@@ -329,6 +358,10 @@ impl Stats {
         self.releases_dropped += releases_dropped;
         self.stale_dropped += stale_dropped;
         self.kept_lost_at_exit += kept_lost_at_exit;
+        self.observed_leaders += observed_leaders;
+        self.observed_phantoms += observed_phantoms;
+        self.observed_early += observed_early;
+        self.watch_failed += watch_failed;
         self.drain_retries += drain_retries;
         self.acquired_expired += acquired_expired;
         self.own_rounds += own_rounds;

@@ -13,7 +13,7 @@ const fn ms(v: u64) -> Duration {
 
 impl Scenario {
     /// The named scenarios, as accepted by [`Scenario::by_name`].
-    pub const NAMES: [&'static str; 32] = [
+    pub const NAMES: [&'static str; 33] = [
         "in-model",
         "delayed-restart",
         "restart-without-persistence",
@@ -46,6 +46,7 @@ impl Scenario {
         "rwlock-local",
         "election",
         "election-max-term",
+        "election-eager-observer",
     ];
 
     /// The scenario called `name`, if there is one.
@@ -92,6 +93,7 @@ impl Scenario {
             "rwlock-local" => Self::rwlock_local(),
             "election" => Self::election(),
             "election-max-term" => Self::election_max_term(),
+            "election-eager-observer" => Self::election_eager_observer(),
             _ => return None,
         })
     }
@@ -138,6 +140,8 @@ impl Scenario {
             fairness: None,
             exit: false,
             wake_ups: false,
+            observers: 0,
+            observer_settle: None,
             primitive: Primitive::Mutex,
             horizon: ms(600),
             script: Vec::new(),
@@ -481,7 +485,11 @@ impl Scenario {
     /// ([`ViolationKind::FencingToken`](super::ViolationKind::FencingToken)),
     /// a paused leader told of its loss before another is elected
     /// ([`ViolationKind::StaleHolder`](super::ViolationKind::StaleHolder)).
-    /// Observers (`Election::leader`, `observe`) are not simulated.
+    /// Two observers ([`Scenario::observers`]) never see a term go back
+    /// ([`ViolationKind::ObservedTermBack`](super::ViolationKind::ObservedTermBack))
+    /// and report each leader with its own term unless it paused between
+    /// its grant and its raise
+    /// ([`ViolationKind::ObservedWrongTerm`](super::ViolationKind::ObservedWrongTerm)).
     ///
     /// # Examples
     ///
@@ -500,6 +508,7 @@ impl Scenario {
             callers_per_process: 2,
             keep_max_hold: Duration::MAX,
             node_faults: Self::fencing().node_faults,
+            observers: 2,
             ..base
         }
     }
@@ -516,6 +525,25 @@ impl Scenario {
             name: "election-max-term".into(),
             out_of_model: true,
             fence_scheme: FenceScheme::MaxOnly,
+            // The leaders' terms are what this twin gets wrong; what
+            // observers would report of them is beside the point.
+            observers: 0,
+            ..Self::election()
+        }
+    }
+
+    /// [`Scenario::election`] with observers that report a new leader as
+    /// soon as they see it, not two node timeouts later: deliberately
+    /// wrong (out of model). A reading between a leader's grant and its
+    /// term's raise shows a lower term than the leader's own; the checker
+    /// finds the report
+    /// ([`ViolationKind::ObservedWrongTerm`](super::ViolationKind::ObservedWrongTerm)).
+    #[must_use]
+    pub fn election_eager_observer() -> Scenario {
+        Scenario {
+            name: "election-eager-observer".into(),
+            out_of_model: true,
+            observer_settle: Some(Duration::ZERO),
             ..Self::election()
         }
     }

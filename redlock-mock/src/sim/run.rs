@@ -16,6 +16,7 @@ fn simulate(
     let (mut outcome, lines) = match World::new(scenario, seed, observer, text) {
         Ok(mut world) => {
             world.schedule(seed);
+            world.start_watchers();
             world.run();
             world.finish()
         }

@@ -8,6 +8,8 @@ pub const MAX_KEYS: usize = 4;
 pub const MAX_NODES: usize = 31;
 /// The most clients a scenario may use.
 pub const MAX_CLIENTS: usize = 63;
+/// The most election observers a scenario may have.
+pub const MAX_OBSERVERS: usize = 8;
 
 /// How a node keeps its keys across a crash (Redis `appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -447,6 +449,25 @@ pub struct Scenario {
     /// chosen at random: everything notifications can change (when rounds
     /// start, and which kind the first is), and more.
     pub wake_ups: bool,
+    /// Election observers, each a process of its own that watches resource
+    /// 0's leader as [`Observer`](redlock_core::election::Observer) does:
+    /// it asks every node at once ([`Command::Inspect`]), counts a node
+    /// that has not answered within twice the node timeout as failed (as
+    /// [`Redlock::holder`](redlock_core::Redlock::holder)), and hands the
+    /// reading to the core's [`Watch`](redlock_core::engine::Watch), which
+    /// says what to report and when to read again. Observers read on real
+    /// time (their clocks' rate error is not simulated), are never paused
+    /// and are not cut off by partitions; their links delay and lose
+    /// messages as the clients' do. Needs [`Scenario::fencing`] (the term
+    /// is the fencing counter).
+    ///
+    /// [`Command::Inspect`]: redlock_core::model::Command::Inspect
+    pub observers: usize,
+    /// How long after an observer first sees a new leader it reports it;
+    /// `None`: as the core's [`Watch`](redlock_core::engine::Watch) for
+    /// this node timeout. Anything else is out of model (an observer that
+    /// does not wait for the term's raise).
+    pub observer_settle: Option<Duration>,
     /// What the clients lock: mutexes, or one semaphore or read-write
     /// lock over the [`Scenario::keys`] resources.
     pub primitive: Primitive,
@@ -605,6 +626,11 @@ impl Scenario {
             {
                 return Err("holder sets keep no fencing counters".into());
             }
+        }
+        if self.observers > MAX_OBSERVERS || (self.observers > 0 && !self.fencing) {
+            return Err(format!(
+                "observers must be at most {MAX_OBSERVERS}, and need fencing"
+            ));
         }
         if self.node_faults.persistence.is_empty() {
             return Err("node_faults.persistence lists no mode".into());

@@ -32,6 +32,12 @@ pub struct SweepReport {
     /// Accesses the fenced resource rejected over all runs
     /// ([`Stats::fenced_off`](super::Stats::fenced_off)).
     pub fenced_off: u64,
+    /// Leaders election observers reported, over all runs
+    /// ([`Stats::observed_leaders`](super::Stats::observed_leaders)); of
+    /// them, with a term not yet raised
+    /// ([`Stats::observed_early`](super::Stats::observed_early)), and that
+    /// never led ([`Stats::observed_phantoms`](super::Stats::observed_phantoms)).
+    pub observed: [u64; 3],
 }
 
 impl SweepReport {
@@ -53,6 +59,14 @@ impl SweepReport {
         self.runs += 1;
         self.acquired += outcome.stats.acquired;
         self.fenced_off += outcome.stats.fenced_off;
+        let st = &outcome.stats;
+        for (sum, n) in self.observed.iter_mut().zip([
+            st.observed_leaders,
+            st.observed_early,
+            st.observed_phantoms,
+        ]) {
+            *sum += n;
+        }
         if !outcome.is_clean() {
             self.violations += 1;
             self.first_violation_seed = Some(match self.first_violation_seed {
@@ -72,6 +86,9 @@ impl SweepReport {
         self.violations += other.violations;
         self.acquired += other.acquired;
         self.fenced_off += other.fenced_off;
+        for (sum, n) in self.observed.iter_mut().zip(other.observed) {
+            *sum += n;
+        }
         self.first_violation_seed = match (self.first_violation_seed, other.first_violation_seed) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -124,6 +141,7 @@ pub fn sweep(scenario: &Scenario, seeds: Range<u64>, threads: usize) -> SweepRep
         by_kind: [0; ViolationKind::ALL.len()],
         acquired: 0,
         fenced_off: 0,
+        observed: [0; 3],
     };
     let part = |k: u64| {
         let mut report = empty.clone();

@@ -192,6 +192,19 @@ fn three_processes_lead_one_at_a_time_and_an_observer_sees_each_leader() {
         led.windows(2).all(|w| w[0].1 < w[1].1),
         "terms not rising: {led:?}"
     );
+    // A leader read before its term's raise (its process stopped between
+    // winning and raising, on a loaded machine) is reported again with its
+    // own term: the later report stands for it.
+    let seen: Vec<(String, u64)> = seen
+        .iter()
+        .enumerate()
+        .filter(|(i, (id, term))| {
+            !seen.get(i + 1).is_some_and(|(next, raised)| {
+                next == id && raised > term && !led.contains(&(id.clone(), *term))
+            })
+        })
+        .map(|(_, report)| report.clone())
+        .collect();
     // Each leadership lasted 20 poll intervals, two and a half times the
     // observer's settling time: the observer saw each one, in order, with
     // its identity and term.

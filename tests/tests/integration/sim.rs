@@ -148,15 +148,61 @@ fn keep_alive_holders_learn_of_a_loss_before_anyone_else_is_granted() {
 /// name, leaders kept alive with no hold bound, fencing terms, pauses past
 /// the TTL, partitions): never two leaders in their validity at once,
 /// terms strictly rising, a paused leader told of its loss before another
-/// is elected.
+/// is elected; two observers running the core's `Watch` never see a term
+/// go back, and report each leader that led with its own term (a lower
+/// one, above every earlier leader's, only when the leader stopped
+/// between its grant and its raise).
 #[test]
 fn election_one_leader_at_a_time_rising_terms_and_a_paused_leader_told_first() {
-    expect_safe("election", 10_000);
-    // The runs elected leaders, kept them, paused and lost some.
+    let report = expect_safe("election", 10_000);
+    let [leaders, early, _] = report.observed;
+    assert!(leaders > report.acquired && early > 0, "{report:?}");
+    // The runs elected leaders, kept them, paused and lost some; the
+    // observers saw them.
     let t = totals(&scenario("election"), 0..200);
     println!("{t:?}");
     assert!(t.acquired > 500 && t.extended > 500, "{t:?}");
     assert!(t.keep_lost > 50 && t.pauses > 50, "{t:?}");
+    assert!(t.observed_leaders > t.acquired, "{t:?}");
+}
+
+/// Observers only observe: the candidates' runs are the same with them and
+/// without them.
+#[test]
+fn election_observers_change_nothing_the_candidates_do() {
+    let with = scenario("election");
+    let without = with.clone().with(|s| s.observers = 0);
+    for seed in 0..50 {
+        let (a, b) = (run(&with, seed).stats, run(&without, seed).stats);
+        assert!(a.observed_leaders > 0 && b.observed_leaders == 0, "{seed}");
+        let work = |s: &redlock_mock::sim::Stats| {
+            (
+                s.acquired,
+                s.extended,
+                s.gave_up,
+                s.writes,
+                s.raises,
+                s.keep_lost,
+                s.late_grants,
+            )
+        };
+        assert_eq!(work(&a), work(&b), "seed {seed}");
+    }
+}
+
+/// The observers' wrong twin: observers that report a new leader as soon
+/// as they see it, before its term's raise, are caught reporting a lower
+/// term than the leader's own.
+#[test]
+fn election_observers_that_do_not_wait_for_the_raise_are_caught() {
+    let twin = scenario("election-eager-observer");
+    expect_broken(&twin, &[ViolationKind::ObservedWrongTerm]);
+    let report = sweep(&twin, 0..10_000, THREADS);
+    println!("{report}");
+    assert!(
+        report.runs_with(ViolationKind::ObservedWrongTerm) > 1_000,
+        "{report:?}"
+    );
 }
 
 /// The election's wrong twin: terms from the grants alone, without the

@@ -6,7 +6,9 @@
 //! back as [`Note`]s.
 
 mod faults;
+mod watch;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +51,15 @@ pub(crate) struct World<'s, 'o> {
     stats: Stats,
     live_clients: usize,
     notes: Vec<Note>,
+    /// The election observers ([`Scenario::observers`]).
+    watchers: Vec<watch::Watcher>,
+    /// The leaders they reported, checked at the end.
+    reports: Vec<watch::Report>,
+    /// With observers: what the checker knows of each lock of the
+    /// election.
+    leaderships: HashMap<u32, watch::Leadership>,
+    /// With observers: the largest term granted so far.
+    top_term: u64,
 }
 
 impl<'s, 'o> World<'s, 'o> {
@@ -135,7 +146,7 @@ impl<'s, 'o> World<'s, 'o> {
             nodes,
             clients,
             processes,
-            net: Net::new(seed, sc.clients, n, per, &sc.net),
+            net: Net::new(seed, (sc.clients, sc.observers), n, per, &sc.net),
             locks: Locks::new(),
             checker: Checker::new(sc.fenced_resource, rule(sc)),
             trace: Trace::new(text),
@@ -146,6 +157,10 @@ impl<'s, 'o> World<'s, 'o> {
             stats: Stats::default(),
             live_clients: sc.clients * per,
             notes: Vec::new(),
+            watchers: Self::watchers(sc, seed),
+            reports: Vec::new(),
+            leaderships: HashMap::new(),
+            top_term: 0,
         })
     }
 
@@ -358,6 +373,9 @@ impl<'s, 'o> World<'s, 'o> {
             fences: &g.fences,
             token: g.token,
         };
+        if let (Some(token), false) = (g.token, self.watchers.is_empty()) {
+            self.led(g.lock, token);
+        }
         if let Err(problem) = self.checker.tokens.on_grant(&grant) {
             self.checker
                 .violation(ViolationKind::FencingToken, now, || problem);
@@ -574,6 +592,20 @@ impl<'s, 'o> World<'s, 'o> {
             } => self.cut(client, node, dir, on),
             Ev::Scripted(i) => self.scripted(usize::from(i)),
             Ev::WorkerFree { client, node, tx } => self.worker_free(client, node, tx),
+            Ev::Watch { watcher } => self.watch_start(watcher),
+            Ev::Inspect {
+                watcher,
+                node,
+                round,
+                sent,
+            } => self.inspect(watcher, node, round, sent),
+            Ev::Viewed {
+                watcher,
+                node,
+                round,
+                view,
+            } => self.viewed(watcher, node, round, view),
+            Ev::WatchEnd { watcher, round } => self.watch_end(watcher, round),
             ev => self.node_fault(ev),
         }
     }
@@ -642,6 +674,11 @@ impl<'s, 'o> World<'s, 'o> {
             format!("n{n} {op:?} L{lock} from c{client} -> {answer:?}")
         });
         self.left_behind(n, lock, op, answer);
+        if let (Op::Acquire { .. }, Answer::Granted(_), false) =
+            (op, answer, self.watchers.is_empty())
+        {
+            self.landed(n, lock);
+        }
         match self.net.send_reply(
             (client, n),
             now,
@@ -716,7 +753,8 @@ impl<'s, 'o> World<'s, 'o> {
         }
     }
 
-    pub(crate) fn finish(self) -> (Outcome, Vec<String>) {
+    pub(crate) fn finish(mut self) -> (Outcome, Vec<String>) {
+        self.check_reports();
         let outcome = Outcome {
             seed: 0,
             trace_hash: self.trace.hash(),
