@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use redlock_core::backend::{
     AcquireOutcome, Claim, Fencing, Inspect, KeyView, LockBackend, ReleaseFeed, ReleaseSink,
-    Request, Response, SharedClaims, Started, Token, TOKEN_LEN,
+    Request, Response, SharedClaims, Started, Token, Watcher, TOKEN_LEN,
 };
 use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
 use redlock_core::model::{
@@ -867,13 +867,13 @@ impl LockBackend for MockNode {
     /// node's faults: down, an error; frozen, an error at once (a read
     /// never waits for a thaw, so that callers polling a frozen node do
     /// not pile up threads behind it); slow, its latency.
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, MockError>> {
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, MockError>> {
         if self.state().frozen {
             return Some(Err(MockError::Down {
                 node: self.inner.id.clone(),
             }));
         }
-        let command = Command::Inspect { key };
+        let command = Command::Inspect { key, watcher };
         let reply = self.call(|state, now| state.node.apply(now, &command, &mut Vec::new()));
         Some(reply.and_then(|reply| {
             inspection(reply).ok_or_else(|| MockError::Refused {

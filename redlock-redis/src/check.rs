@@ -749,7 +749,10 @@ fn look<K: AsRef<str>>(target: &Target, keys: &[K]) -> Result<Vec<KeyState>, Red
         .map_err(|e| error(Stage::Connect, e))?;
     let mut packed = Vec::new();
     for key in keys {
-        let command = Command::Inspect { key: key.as_ref() };
+        let command = Command::Inspect {
+            key: key.as_ref(),
+            watcher: None,
+        };
         crate::ops::write(&mut packed, Via::Body, &command);
     }
     // The whole pipeline within the timeout.

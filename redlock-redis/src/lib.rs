@@ -122,7 +122,8 @@
 //! [`WAIT_SUFFIX`]). The readers of a read-write lock `R` are the sorted
 //! set `R␟readers` (see [`READERS_SUFFIX`]), and while any reader lives `R`
 //! holds the marker `redlock:readers` instead of a token, so that writers
-//! see it held. The layout is wire format [`keys::WIRE_FORMAT`]: the
+//! see it held. The managers watching an election `R` (its observers) are
+//! the sorted set `R␟watchers` (see [`WATCH_SUFFIX`]). The layout is wire format [`keys::WIRE_FORMAT`]: the
 //! acquiring scripts refuse a resource whose `R␟format` (see
 //! [`FORMAT_SUFFIX`]) says another ([`RedisErrorKind::WireFormat`]). The
 //! commands and Lua scripts are described on [`RedisBackend`].
@@ -181,7 +182,9 @@ pub use check::{
 };
 pub use error::{RedisErrorKind, RedisNodeError};
 pub use feed::RELEASE_CHANNEL;
-pub use redis_backend::{RedisBackend, FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+pub use redis_backend::{
+    RedisBackend, FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WATCH_SUFFIX,
+};
 pub use version::MIN_REDIS_VERSION;
 // What applications use, by name (the manager, guard, builder and error
 // types are the aliases below, over `RedisBackend`); backend authors find

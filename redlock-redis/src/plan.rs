@@ -498,6 +498,7 @@ pub(crate) mod tests {
             readers: true,
             counters: false,
             marks: true,
+            watchers: false,
         };
         let mut expected = Vec::new();
         let args = [

@@ -9,7 +9,7 @@ use crate::feed::Feed;
 use parking_lot::Mutex;
 use redlock_core::backend::{
     AcquireOutcome, Claim, Connect, ConnectionSink, Fencing, Inspect, KeyView, LockBackend,
-    ReleaseFeed, ReleaseSink, Request, Response, SharedClaims, Started,
+    ReleaseFeed, ReleaseSink, Request, Response, SharedClaims, Started, Watcher,
 };
 use redlock_core::{NodeId, Ttl};
 
@@ -30,7 +30,9 @@ use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
 /// assert_eq!(format!("doc:7{}", redlock_redis::READERS_SUFFIX), "doc:7\u{1f}readers");
 /// assert_eq!(format!("doc:7{}", redlock_redis::FORMAT_SUFFIX), "doc:7\u{1f}format");
 /// ```
-pub use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+pub use redlock_core::keys::{
+    FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WATCH_SUFFIX,
+};
 
 /// Node timeouts above this are treated as this.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -358,10 +360,10 @@ impl RedisBackend {
             .reply_error(RedisErrorKind::UnexpectedReply, detail)
     }
 
-    fn inspect_now(&self, key: &str) -> Result<KeyView, RedisNodeError> {
+    fn inspect_now(&self, key: &str, watcher: Option<Watcher>) -> Result<KeyView, RedisNodeError> {
         let deadline = self.deadline();
         let mut conn = self.pool.checkout(deadline)?;
-        let command = redlock_core::model::Command::Inspect { key };
+        let command = redlock_core::model::Command::Inspect { key, watcher };
         let result = {
             let mut session = self.pool.session(&mut conn, deadline);
             let mut ask = |via| {
@@ -442,8 +444,12 @@ impl LockBackend for RedisBackend {
     /// pool of one connection (see
     /// [`pool_size`](crate::RedisBackendBuilder::pool_size)) it waits for
     /// the connection the manager's requests use.
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, RedisNodeError>> {
-        Some(self.inspect_now(key))
+    fn inspect(
+        &self,
+        key: &str,
+        watcher: Option<Watcher>,
+    ) -> Option<Result<KeyView, RedisNodeError>> {
+        Some(self.inspect_now(key, watcher))
     }
 
     fn acquire(

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-use crate::backend::{Fencing, Inspect, KeyView, ReleaseFeed, SharedClaims};
+use crate::backend::{Fencing, Inspect, KeyView, ReleaseFeed, SharedClaims, Watcher};
 use crate::{
     events::ConnectionSink, AcquireOutcome, Claim, LockBackend, NodeId, Redlock, Request, Response,
     Ttl,
@@ -159,7 +159,7 @@ trait Erased: Send + Sync {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, DynError>>);
     fn attach(&self, sink: ConnectionSink);
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>>;
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>>;
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, DynError>>;
 }
 
 impl<B: LockBackend> Erased for B {
@@ -190,8 +190,8 @@ impl<B: LockBackend> Erased for B {
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         LockBackend::release_feed(self)
     }
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>> {
-        LockBackend::inspect(self, key).map(|r| r.map_err(DynError::new))
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, DynError>> {
+        LockBackend::inspect(self, key, watcher).map(|r| r.map_err(DynError::new))
     }
 }
 
@@ -222,8 +222,8 @@ impl LockBackend for DynBackend {
     fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
         self.inner.release_feed()
     }
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, DynError>> {
-        self.inner.inspect(key)
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, DynError>> {
+        self.inner.inspect(key, watcher)
     }
 }
 

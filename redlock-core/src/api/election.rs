@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Receiver;
 use parking_lot::Mutex;
 
-use crate::backend::{Fencing, Inspect};
+use crate::backend::{Fencing, Inspect, Watcher};
 use crate::engine::{Leader, Observed, Watch, WatchStep};
 use crate::{
     Cancel, ConfigError, KeepAlive, Lock, LockBackend, LockError, LostReason, Redlock, Resources,
@@ -68,7 +68,8 @@ impl<B: Fencing + Inspect + 'static> Redlock<B> {
         config.check_ttl(ttl)?;
         Ok(Election {
             locks: self.clone(),
-            name: Resources::one(name)?,
+            // Its releases tell the observers that watch it.
+            name: Resources::one(name)?.watched(),
             ttl,
             poll: Watch::default_poll(ttl),
             on_lost: None,
@@ -294,7 +295,13 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
     ///
     /// See [`Redlock::election`].
     pub fn leader(&self) -> Result<Option<Leader>, LockError<B::Error>> {
-        let Some(holder) = self.locks.holder(self.name())? else {
+        self.read_leader(None)
+    }
+
+    /// [`Election::leader`], for `watcher` to watch the election's key
+    /// from then on.
+    fn read_leader(&self, watcher: Option<Watcher>) -> Result<Option<Leader>, LockError<B::Error>> {
+        let Some(holder) = self.locks.read_holder(self.name(), watcher)? else {
             return Ok(None);
         };
         let settings = &self.locks.manager.shared.config.settings;
@@ -467,10 +474,12 @@ impl<B: LockBackend> Leadership<B> {
 /// order, terms never going back.
 ///
 /// It reads [`Election::leader`] again as soon as a node tells this
-/// manager that the election's key was released (the nodes tell a manager
-/// that has a candidate waiting in the election, so an observer on a
-/// candidate's manager hears of a resignation at once), and otherwise
-/// every [poll interval](Election::poll_interval). A new leader is reported
+/// manager that the leader resigned (each reading also watches the
+/// election's key on the nodes until the next reading is due, and a
+/// release of the election's lock tells its watchers; with
+/// [wake-ups](crate::Builder::wake_ups) on, the default, on nodes that
+/// notify), and otherwise every [poll interval](Election::poll_interval):
+/// a leader that crashes, or a new leader, is seen at the next poll. A new leader is reported
 /// once its term is settled: still the leader two node timeouts after it
 /// was first seen. A leadership shorter than that may go unseen. A leader
 /// whose process stopped between winning and raising its term for longer
@@ -533,7 +542,13 @@ impl<B: Fencing + Inspect + 'static> Observer<'_, B> {
             let since = Instant::now();
             // Registered before the reading: a release after it wakes us.
             let registration = shared.wakeups.wait_for(&self.election.name, since);
-            let seen = self.election.leader()?;
+            // The reading also watches the key until the next one is due:
+            // a release of it then wakes this observer.
+            let watcher = shared.wakeups.manager().map(|manager| Watcher {
+                manager,
+                ttl_ms: u64::try_from(self.watch.watches_for().as_millis()).unwrap_or(u64::MAX),
+            });
+            let seen = self.election.read_leader(watcher)?;
             let again = match self.watch.saw(Instant::now(), seen) {
                 WatchStep::Changed(change) => return Ok(Some(change)),
                 WatchStep::ReadAt(at) => at,

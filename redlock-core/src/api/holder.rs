@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::backend::{Holder, Inspect, KeyView};
+use crate::backend::{Holder, Inspect, KeyView, Watcher};
 use crate::types::report::NodeError;
 use crate::{LockError, NodeFailure, Redlock, RoundReport};
 
@@ -32,6 +32,16 @@ impl<B: Inspect + 'static> Redlock<B> {
     ///
     /// See [`Holder`].
     pub fn holder(&self, resource: &str) -> Result<Option<Holder>, LockError<B::Error>> {
+        self.read_holder(resource, None)
+    }
+
+    /// [`Redlock::holder`], for `watcher` to watch `resource` from then on
+    /// on every node that answers.
+    pub(crate) fn read_holder(
+        &self,
+        resource: &str,
+        watcher: Option<Watcher>,
+    ) -> Result<Option<Holder>, LockError<B::Error>> {
         crate::keys::check_name(resource).map_err(LockError::Config)?;
         let workers = &self.manager.shared.workers;
         let nodes = workers.len();
@@ -43,7 +53,7 @@ impl<B: Inspect + 'static> Redlock<B> {
             let asked = std::thread::Builder::new()
                 .name(format!("redlock-inspect-{i}"))
                 .spawn(move || {
-                    let _ = sender.send((i, inspector.inspect(&key)));
+                    let _ = sender.send((i, inspector.inspect(&key, watcher)));
                 });
             if asked.is_err() {
                 // No thread to ask it on: this node does not answer.

@@ -64,6 +64,35 @@ impl KeyView {
     }
 }
 
+/// A manager that watches a lock key from a reading on
+/// ([`LockBackend::inspect`](crate::LockBackend::inspect), the node model's
+/// [`Command::Inspect`](crate::model::Command::Inspect)): the release of a
+/// watched lock (an election's, [`Resources::is_watched`](crate::Resources::is_watched))
+/// tells it on its release channel, as a release tells the first waiter.
+///
+/// # Examples
+///
+/// ```
+/// use redlock_core::model::{Command, Node, Watcher};
+/// let mut node = Node::new();
+/// let keys = ["e".to_owned()];
+/// let watcher = Watcher { manager: 7, ttl_ms: 1_000 };
+/// node.apply(0, &Command::Inspect { key: "e", watcher: Some(watcher) }, &mut Vec::new());
+/// node.apply(0, &Command::Acquire { keys: &keys, token: b"T", ttl_ms: 100, fence: false }, &mut Vec::new());
+/// let mut told = Vec::new();
+/// let release = Command::Release { keys: &keys, token: b"T", channel: b"ch", leave: None, watched: true };
+/// node.apply(10, &release, &mut told);
+/// assert_eq!(told[0].channel, b"ch:7");
+/// assert_eq!(told[0].message, b"7 e");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watcher {
+    /// The manager's id (its channel's suffix).
+    pub manager: u64,
+    /// How long it watches, in milliseconds.
+    pub ttl_ms: u64,
+}
+
 /// The ability to read who holds a lock key
 /// ([`LockBackend::inspect`](crate::LockBackend::inspect) answers): only a
 /// manager over a backend that declares it has

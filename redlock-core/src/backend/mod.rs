@@ -15,7 +15,7 @@ pub(crate) mod feed;
 pub(crate) mod inspect;
 
 pub use crate::backend::feed::{ReleaseFeed, ReleaseSink};
-pub use crate::backend::inspect::{Holder, Inspect, KeyView};
+pub use crate::backend::inspect::{Holder, Inspect, KeyView, Watcher};
 pub use crate::events::ConnectionSink;
 pub use crate::types::resource::{Claim, Queued};
 pub use crate::types::token::{Token, TOKEN_LEN};
@@ -423,6 +423,12 @@ pub trait LockBackend: Send + Sync {
     /// [`Redlock::holder`](crate::Redlock::holder). It may be called while
     /// the node's worker runs another call on the same backend value.
     ///
+    /// With a `watcher`, the reader also watches the key from now on for
+    /// the watcher's time: a release of the key's lock, when the lock is
+    /// an election's ([`Resources::is_watched`](crate::Resources::is_watched)),
+    /// tells the watcher through its [release feed](LockBackend::release_feed)
+    /// as it tells a waiter. A backend without a feed ignores it.
+    ///
     /// # Examples
     ///
     /// ```
@@ -432,12 +438,12 @@ pub trait LockBackend: Send + Sync {
     /// let node = redlock_mock::MockNode::new("n0");
     /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
     /// node.acquire(&claim, Ttl::new(Duration::from_secs(5))?, false)?;
-    /// let view = node.inspect("k").expect("the mock can")?;
+    /// let view = node.inspect("k", None).expect("the mock can")?;
     /// assert_eq!(view.value.as_deref(), Some(claim.value()));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, Self::Error>> {
-        let _ = key;
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, Self::Error>> {
+        let _ = (key, watcher);
         None
     }
 }
@@ -473,8 +479,8 @@ macro_rules! forward_backend {
             fn release_feed(&self) -> Option<Box<dyn ReleaseFeed>> {
                 (**self).release_feed()
             }
-            fn inspect(&self, key: &str) -> Option<Result<KeyView, B::Error>> {
-                (**self).inspect(key)
+            fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, B::Error>> {
+                (**self).inspect(key, watcher)
             }
         }
         impl<B: Fencing + ?Sized> Fencing for $ty {}

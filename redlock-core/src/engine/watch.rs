@@ -232,6 +232,26 @@ impl Watch {
         self.settle
     }
 
+    /// How long a reading watches the key for (the nodes tell the
+    /// observer of a release until then): until the next reading is surely
+    /// under way, two poll intervals and the settle time, at most a day.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_core::engine::Watch;
+    /// let watch = Watch::new(Duration::from_millis(50), Duration::from_secs(1));
+    /// assert_eq!(watch.watches_for(), Duration::from_millis(2_100));
+    /// ```
+    #[must_use]
+    pub fn watches_for(&self) -> Duration {
+        self.poll
+            .saturating_mul(2)
+            .saturating_add(self.settle)
+            .min(Duration::from_secs(86_400))
+    }
+
     /// How often an observer of an election with `ttl` reads the leader by
     /// default: a fifth of the TTL, at least 10 ms.
     ///

@@ -55,7 +55,10 @@ pub use scripts::{READERS_MARKER, READER_PLACE, WRITER_PLACE};
 
 use lua::Decimal;
 
+pub use crate::backend::Watcher;
 use crate::backend::{AcquireOutcome, KeyView, Request, Response};
+#[cfg(doc)]
+use crate::keys::WATCH_SUFFIX;
 
 /// One command the Redis backend sends to a node (or another client of
 /// the node could send), as the node sees it.
@@ -145,6 +148,11 @@ pub enum Command<'a> {
         channel: &'a [u8],
         /// The manager whose lock this is, when it waited in line.
         leave: Option<u64>,
+        /// The lock is an election's, of one key: once it is deleted, each
+        /// live watcher of the key (`key` + [`WATCH_SUFFIX`], see
+        /// [`Command::Inspect`]) is told on `channel:<id>`, in the set's
+        /// order, after the first waiter.
+        watched: bool,
     },
     /// The fence raise script.
     RaiseFence {
@@ -236,12 +244,19 @@ pub enum Command<'a> {
     /// then its manager's identity); its `PTTL` ([`Reply::Int`]: -2 when
     /// absent, -1 without expiry); the value of its fencing counter
     /// (`key` + [`FENCE_SUFFIX`](crate::keys::FENCE_SUFFIX)) when that is a
-    /// string, else [`Reply::Nil`]. Writes nothing.
+    /// string, else [`Reply::Nil`]. With a `watcher`, the reader then
+    /// joins the key's watchers (`key` + [`WATCH_SUFFIX`]): the set's
+    /// members whose time is up are removed, the watcher's id is added
+    /// (or moved) with the time `now + ttl_ms`, and the set expires with
+    /// its last member; a watchers key of another type is left as it is
+    /// (`redis.pcall`). Writes nothing else.
     ///
     /// [`Claim::value`]: crate::backend::Claim::value
     Inspect {
         /// The lock key.
         key: &'a str,
+        /// The manager that watches the key from now on, if any.
+        watcher: Option<Watcher>,
     },
 }
 
@@ -444,7 +459,13 @@ impl Node {
                 }
             }
             Command::Del { key } => return Reply::Int(i64::from(ks.del(now, key))),
-            Command::Inspect { key } => return inspect(ks, now, key),
+            Command::Inspect { key, watcher } => {
+                let reply = inspect(ks, now, key);
+                if let Some(watcher) = watcher {
+                    scripts::watch(ks, now, key, watcher);
+                }
+                return reply;
+            }
             Command::Acquire {
                 keys,
                 token,
@@ -480,10 +501,15 @@ impl Node {
                 token,
                 channel,
                 leave,
+                watched,
             } => {
                 let me = leave.map(Decimal::of_u64);
                 let leave = me.as_ref().map(Decimal::bytes);
-                scripts::release(ks, sc, now, keys, token, channel, leave, published)
+                let reply = scripts::release(ks, sc, now, keys, token, channel, leave, published);
+                if let ([key], true, Ok(Reply::Int(1 | 3))) = (keys, watched, &reply) {
+                    scripts::tell_watchers(ks, now, key, channel, published);
+                }
+                reply
             }
             Command::RaiseFence {
                 keys,
@@ -583,7 +609,7 @@ fn inspect(ks: &Keyspace, now: i64, key: &str) -> Reply {
 /// let keys = ["job".to_owned()];
 /// let acquire = Command::Acquire { keys: &keys, token: b"0123456789abcdefghijweb-1", ttl_ms: 100, fence: true };
 /// node.apply(0, &acquire, &mut Vec::new());
-/// let view = inspection(node.apply(40, &Command::Inspect { key: "job" }, &mut Vec::new())).unwrap();
+/// let view = inspection(node.apply(40, &Command::Inspect { key: "job", watcher: None }, &mut Vec::new())).unwrap();
 /// assert_eq!(view.value.as_deref(), Some(&b"0123456789abcdefghijweb-1"[..]));
 /// assert_eq!(view.ttl, Some(std::time::Duration::from_millis(60)));
 /// assert_eq!(view.fence, Some(1));
@@ -734,6 +760,7 @@ impl<'a> Command<'a> {
                         token,
                         channel,
                         leave: claim.queue().map(|q| q.manager()),
+                        watched: claim.resources().is_watched(),
                     }
                 }
             }

@@ -3,13 +3,15 @@
 //! `call` is `redis.call` (an error ends the script with it), `pcall` is
 //! `redis.pcall` (an error is a value).
 
-use super::keyspace::{CallError, Keyspace};
+use super::keyspace::{CallError, Entry, Keyspace, Value};
 use super::lua::{
     counter_digits, digits_below, format_d, line_words, lua_long, number, Decimal, Word,
 };
-use super::{ErrorReply, Published, Reply};
+use super::{ErrorReply, Published, Reply, Watcher};
 use crate::decide::FENCE_LIMIT;
-use crate::keys::{format_key_in, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WIRE_FORMAT};
+use crate::keys::{
+    format_key_in, FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WATCH_SUFFIX, WIRE_FORMAT,
+};
 
 /// The value of a lock key while it has readers (never a 20-byte token).
 pub const READERS_MARKER: &[u8] = b"redlock:readers";
@@ -809,6 +811,61 @@ pub(crate) fn release(
         }
     }
     Ok(Reply::Int(held + waited))
+}
+
+/// The watchers' key of lock key `key`.
+fn watchers_key(key: &str) -> Vec<u8> {
+    let mut w = Vec::with_capacity(key.len() + WATCH_SUFFIX.len());
+    w.extend_from_slice(key.as_bytes());
+    w.extend_from_slice(WATCH_SUFFIX.as_bytes());
+    w
+}
+
+/// `INSPECT_LUA`'s watch (`KEYS[3]`): `watcher` joins the watchers of
+/// `key` until `now + ttl_ms`; the set lives as long as its last member.
+/// A watchers key of another type is left as it is (`redis.pcall`).
+pub(crate) fn watch(ks: &mut Keyspace, now: i64, key: &str, watcher: Watcher) {
+    let w = watchers_key(key);
+    let me = Decimal::of_u64(watcher.manager);
+    let until = now.saturating_add(i64::try_from(watcher.ttl_ms).unwrap_or(i64::MAX));
+    // `ZREMRANGEBYSCORE`, `ZADD`, `ZRANGE -1 -1`: one lookup.
+    if let Ok(last) = ks.zadd_after_upto(now, &w, now as f64, until as f64, me.bytes()) {
+        ks.pexpire(now, &w, lua_long(last - now as f64));
+    }
+}
+
+/// `RELEASE_LUA`'s watched path (`KEYS[3]`), once lock key `key` was
+/// deleted: every live watcher of it is told on `channel:<id>`, in the
+/// set's order (`redis.pcall`: a watchers key of another type tells
+/// nobody).
+pub(crate) fn tell_watchers(
+    ks: &mut Keyspace,
+    now: i64,
+    key: &str,
+    channel: &[u8],
+    out: &mut Vec<Published>,
+) {
+    let w = watchers_key(key);
+    if ks.zrem_upto(now, &w, now as f64).is_err() {
+        return;
+    }
+    let Some(Entry {
+        value: Value::Zset(members),
+        ..
+    }) = ks.entry(now, &w)
+    else {
+        return;
+    };
+    for (_, id) in members {
+        let mut message = Vec::with_capacity(id.len() + 1 + key.len());
+        message.extend_from_slice(id);
+        message.push(b' ');
+        message.extend_from_slice(key.as_bytes());
+        out.push(Published {
+            channel: place(channel, id),
+            message,
+        });
+    }
 }
 
 /// `EXTEND_LUA`.

@@ -53,6 +53,7 @@ fn managers_wait_in_ticket_order_and_the_release_tells_the_first() {
         token: b"A",
         channel: b"ch",
         leave: Some(1),
+        watched: false,
     };
     assert_eq!(node.apply(3, &release, &mut out), Reply::Int(3));
     assert_eq!(
@@ -103,6 +104,7 @@ fn helper_keys_of_another_shape_are_refused_or_left_alone() {
         token: b"A",
         channel: b"ch",
         leave: None,
+        watched: false,
     };
     assert_eq!(node.apply(0, &release, &mut out), Reply::Int(1));
     assert_eq!(
@@ -235,6 +237,7 @@ fn a_waiting_reader_holds_its_place_and_later_writers_give_way_to_it() {
         token: b"W1",
         channel: b"ch",
         leave: Some(1),
+        watched: false,
     };
     assert_eq!(node.apply(3, &release, &mut out), Reply::Int(3));
     assert_eq!(
@@ -296,6 +299,7 @@ fn waiting_readers_do_not_give_way_to_each_other() {
         token: b"W1",
         channel: b"ch",
         leave: Some(1),
+        watched: false,
     };
     node.apply(2, &release, &mut out);
     // Reader 3 is behind reader 2, yet reads at once: readers share.
@@ -340,6 +344,7 @@ fn a_writer_of_the_readers_manager_turns_its_place_into_a_writers() {
         token: b"W1",
         channel: b"ch",
         leave: Some(1),
+        watched: false,
     };
     node.apply(3, &release, &mut out);
     assert_eq!(
@@ -372,6 +377,7 @@ fn a_readers_release_leaves_a_waiting_writer_of_its_manager_its_place() {
         token,
         channel: b"ch",
         leave: Some(m),
+        watched: false,
     };
     node.apply(2, &release(b"W0", 9), &mut out);
     // A reader of manager 1 reads (its own writer does not hold it back at
@@ -432,6 +438,7 @@ fn a_reader_that_finds_the_line_full_waits_outside_it() {
         token: b"W0",
         channel: b"ch",
         leave: Some(99),
+        watched: false,
     };
     node.apply(3, &release, &mut out);
     assert_eq!(
@@ -572,6 +579,7 @@ fn acquiring_scripts_refuse_another_wire_format_and_the_rest_go_on() {
         token: b"A",
         channel: b"ch",
         leave: None,
+        watched: false,
     };
     assert_eq!(node.apply(1, &release, &mut out), Reply::Int(1));
     // The permits of a semaphore read the semaphore's format key.

@@ -40,6 +40,12 @@ impl Wakeups {
         !self.feeds.is_empty()
     }
 
+    /// This manager's id on its nodes' release channels, when any node
+    /// notifies.
+    pub(crate) fn manager(&self) -> Option<u64> {
+        self.enabled().then_some(self.hub.manager)
+    }
+
     /// Starts the feeds, once.
     pub(crate) fn start(&self) {
         if !self.enabled() {

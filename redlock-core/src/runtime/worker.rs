@@ -15,7 +15,7 @@ use std::time::Instant;
 use crossbeam_utils::Backoff;
 use parking_lot::{Condvar, Mutex};
 
-use crate::backend::{KeyView, Started};
+use crate::backend::{KeyView, Started, Watcher};
 use crate::engine::{self, Idle, Message, Retry, RoundId};
 use crate::events::{ConnectionSink, Event, FailureKind, NodeCounters, Observer};
 use crate::runtime::mailbox::Inbox;
@@ -102,15 +102,15 @@ pub(crate) struct Worker<E> {
 /// A backend as callers reach it without its worker: [`LockBackend::start`].
 trait Direct<E>: Send + Sync {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<E> + 'a>>;
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, E>>;
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, E>>;
 }
 
 impl<B: LockBackend> Direct<B::Error> for B {
     fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
         LockBackend::start(self, request)
     }
-    fn inspect(&self, key: &str) -> Option<Result<KeyView, B::Error>> {
-        LockBackend::inspect(self, key)
+    fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, B::Error>> {
+        LockBackend::inspect(self, key, watcher)
     }
 }
 
@@ -118,10 +118,15 @@ impl<B: LockBackend> Direct<B::Error> for B {
 pub(crate) struct Inspector<E>(Arc<dyn Direct<E>>);
 
 impl<E> Inspector<E> {
-    /// Reads who holds `key` on the node ([`LockBackend::inspect`]); a
-    /// backend that panics or cannot answers as a failed node.
-    pub(crate) fn inspect(&self, key: &str) -> Result<KeyView, NodeFailure<E>> {
-        match catch_unwind(AssertUnwindSafe(|| self.0.inspect(key))) {
+    /// Reads who holds `key` on the node ([`LockBackend::inspect`]), for
+    /// `watcher` to watch it from then on; a backend that panics or cannot
+    /// answers as a failed node.
+    pub(crate) fn inspect(
+        &self,
+        key: &str,
+        watcher: Option<Watcher>,
+    ) -> Result<KeyView, NodeFailure<E>> {
+        match catch_unwind(AssertUnwindSafe(|| self.0.inspect(key, watcher))) {
             Ok(Some(Ok(view))) => Ok(view),
             Ok(Some(Err(e))) => Err(NodeFailure::Backend(e)),
             Ok(None) => Err(NodeFailure::Unanswered),

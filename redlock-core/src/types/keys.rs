@@ -19,6 +19,7 @@
 //! | `R` [`WAIT_SUFFIX`] `:<id>` | manager `<id>`'s place in that line |
 //! | `R` [`READERS_SUFFIX`] | `R`'s readers (a read-write lock's shared claims) |
 //! | `S` [`PERMIT_INFIX`] `<i>` | permit `i` of semaphore `S`: a lock of its own, with its own helper keys |
+//! | `R` [`WATCH_SUFFIX`] | the managers watching election `R`'s leader, told when its lock is released (a sorted set of ids, each scored by when it stops watching) |
 //! | `R` [`FORMAT_SUFFIX`] | the wire format `R`'s keys are in, when not [`WIRE_FORMAT`] 1 (never written by this version) |
 //!
 //! # Versions
@@ -82,6 +83,13 @@ pub const WAIT_SUFFIX: &str = "\u{1f}waiting";
 /// What follows a resource's name in the key of its readers (the shared
 /// claims of a read-write lock).
 pub const READERS_SUFFIX: &str = "\u{1f}readers";
+
+/// What follows an election's name in the key of the managers watching
+/// its leader (a sorted set: each member a manager's id, its score the
+/// node's time in milliseconds when it stops watching). An observer's
+/// reading joins it; a release of the election's lock tells each live
+/// member on its channel, as a release tells the first waiter.
+pub const WATCH_SUFFIX: &str = "\u{1f}watchers";
 
 /// What separates a semaphore's name from a permit's number in the
 /// permit's key.

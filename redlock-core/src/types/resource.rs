@@ -21,7 +21,7 @@ use crate::{ConfigError, Identity, Token, Ttl, TOKEN_LEN};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Resources(Arc<[String]>);
+pub struct Resources(Arc<[String]>, bool);
 
 impl Resources {
     /// A single resource.
@@ -83,7 +83,7 @@ impl Resources {
     fn sorted(mut keys: Vec<String>) -> Self {
         keys.sort_unstable();
         keys.dedup();
-        Resources(keys.into())
+        Resources(keys.into(), false)
     }
 
     /// The names, sorted and without duplicates.
@@ -111,6 +111,28 @@ impl Resources {
     #[must_use]
     pub fn len(&self) -> usize {
         self.0.len()
+    }
+
+    /// Whether this is an election's name, whose observers are told when
+    /// its lock is released (see
+    /// [`WATCH_SUFFIX`](crate::keys::WATCH_SUFFIX)): only
+    /// [`Redlock::election`](crate::Redlock::election) makes one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!redlock_core::Resources::one("a")?.is_watched());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn is_watched(&self) -> bool {
+        self.1
+    }
+
+    /// This one resource, watched (see [`Resources::is_watched`]).
+    pub(crate) fn watched(self) -> Self {
+        let one = self.len() == 1;
+        Resources(self.0, one)
     }
 
     /// Always `false`: a `Resources` holds at least one name.

@@ -918,7 +918,7 @@ impl<B: Inspect + 'static> Conformance<B> {
         let ttl = Self::ttl(TTL)?;
         let name = self.key("inspected");
         let view = |node: &B| -> Result<KeyView> {
-            node.inspect(&name)
+            node.inspect(&name, None)
                 .context("an Inspect backend answered None")?
                 .map_err(|e| Failure::new(format!("inspect: {e}")))
         };

@@ -490,10 +490,11 @@ impl SimNode {
     pub(crate) fn inspect(&mut self, now: u64, k: usize) -> Option<KeyView> {
         let at = self.now_ms(now);
         let key = std::str::from_utf8(self.names.key(k)).ok()?;
-        inspection(
-            self.model
-                .apply(at, &Command::Inspect { key }, &mut Vec::new()),
-        )
+        inspection(self.model.apply(
+            at,
+            &Command::Inspect { key, watcher: None },
+            &mut Vec::new(),
+        ))
     }
 
     /// Evicts every lock key at real time `now` (fencing counters and

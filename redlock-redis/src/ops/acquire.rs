@@ -80,6 +80,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: false,
         counters: fence,
         marks: false,
+        watchers: false,
     };
     let args = [Arg::Bytes(token), Arg::Int(ttl_ms), super::n(locks)];
     ACQUIRE.write(packed, via, keys, &args);

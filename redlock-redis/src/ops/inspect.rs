@@ -2,8 +2,9 @@
 //!
 //! A Lua script that reads lock key `R` (its value when it is a string,
 //! its `PTTL`) and its fencing counter `R␟fence`, in one atomic step, so
-//! that the value and the time left belong to the same holder. Writes
-//! nothing.
+//! that the value and the time left belong to the same holder. With a
+//! watcher, it then adds the watcher to the key's watchers `R␟watchers`
+//! (the release of an election's lock tells them). Writes nothing else.
 //!
 //! Must equal the node model's [`Command::Inspect`] (its twin: `fn
 //! inspect` in `redlock-core/src/model/mod.rs`): the differential tests
@@ -17,7 +18,7 @@ use redis::Value;
 use redlock_core::backend::KeyView;
 use redlock_core::model::{inspection, Command, Reply};
 
-use super::script::{Keys, LuaScript, Via};
+use super::script::{Arg, Keys, LuaScript, Via};
 use crate::session::Failure;
 
 /// The node model's command this operation must equal.
@@ -27,9 +28,16 @@ pub(crate) const MODEL: &str = "Inspect";
 /// What its reply answers, in errors.
 const WHAT: &str = "the inspect script";
 
-/// `KEYS[1]`: the lock key, `KEYS[2]`: its fencing counter. Returns the
-/// lock key's value (`false`, a nil, unless it is a string), its `PTTL`,
-/// and the counter's value (`false` unless it is a string).
+/// `KEYS[1]`: the lock key, `KEYS[2]`: its fencing counter, and with a
+/// watcher `KEYS[3]`: its watchers. Returns the lock key's value (`false`,
+/// a nil, unless it is a string), its `PTTL`, and the counter's value
+/// (`false` unless it is a string). With a watcher (`ARGV[1]` its manager
+/// id, `ARGV[2]` for how many milliseconds), the watchers whose time is up
+/// (a score not above the server's `TIME`) are removed, the watcher is
+/// added (or moved) with the score now + `ARGV[2]`, and the set expires
+/// with its last member; a watchers key of another type is left as it is
+/// (`redis.pcall`). The server replicates the writes as effects (the
+/// default since Redis 5).
 const INSPECT_LUA: &str = r"
 local function str(k)
   if redis.call('TYPE', k)['ok'] == 'string' then
@@ -37,7 +45,19 @@ local function str(k)
   end
   return false
 end
-return {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}
+local seen = {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}
+if KEYS[3] then
+  local w = KEYS[3]
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local gone = redis.pcall('ZREMRANGEBYSCORE', w, '-inf', string.format('%d', now))
+  if type(gone) ~= 'table' then
+    redis.call('ZADD', w, string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+    local last = redis.call('ZRANGE', w, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', w, string.format('%d', tonumber(last[2]) - now))
+  end
+end
+return seen
 ";
 
 pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(INSPECT_LUA));
@@ -45,7 +65,7 @@ pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new
 /// Appends the call of the script for `command` (a [`Command::Inspect`];
 /// any other is not written), sent `via`: the lock key, then its counter.
 pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
-    let Command::Inspect { key } = *command else {
+    let Command::Inspect { key, watcher } = *command else {
         return;
     };
     let locks = [key.to_owned()];
@@ -54,8 +74,17 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: false,
         counters: true,
         marks: false,
+        watchers: watcher.is_some(),
     };
-    INSPECT.write(packed, via, keys, &[]);
+    match watcher {
+        Some(w) => INSPECT.write(
+            packed,
+            via,
+            keys,
+            &[Arg::Int(w.manager), Arg::Int(w.ttl_ms)],
+        ),
+        None => INSPECT.write(packed, via, keys, &[]),
+    }
 }
 
 /// Reads its reply (three values) as the model reads it
@@ -116,13 +145,21 @@ mod tests {
         };
         let command = Command::of(&acquire, b"ch").expect("modelled");
         node.apply(0, &command, &mut Vec::new());
-        let inspect = Command::Inspect { key: "a" };
+        let inspect = Command::Inspect {
+            key: "a",
+            watcher: None,
+        };
         assert_eq!(crate::ops::pairing::variant(&inspect), MODEL);
         let view = read_model(node.apply(10, &inspect, &mut Vec::new()));
         assert_eq!(view.value.as_deref(), Some(a.value()));
         assert_eq!(view.ttl, Some(Duration::from_millis(9_990)));
         assert_eq!(view.fence, Some(1));
-        let free = read_model(node.apply(10, &Command::Inspect { key: "b" }, &mut Vec::new()));
+        let watcher = Some(redlock_core::model::Watcher {
+            manager: 3,
+            ttl_ms: 50,
+        });
+        let watched = Command::Inspect { key: "b", watcher };
+        let free = read_model(node.apply(10, &watched, &mut Vec::new()));
         assert_eq!(free, KeyView::default());
         assert!(read(Value::Int(1)).is_err());
         assert!(read(Value::Array(vec![Value::Nil, Value::Okay, Value::Nil])).is_err());

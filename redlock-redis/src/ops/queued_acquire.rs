@@ -125,6 +125,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: false,
         counters: fence,
         marks: true,
+        watchers: false,
     };
     let args = [
         Arg::Bytes(token),

@@ -38,7 +38,10 @@ const WHAT: &str = "the release script";
 /// that manager, and only it, tries again at once (the marks' lines: see
 /// [`queued_acquire`](super::queued_acquire)).
 ///
-/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks.
+/// `KEYS[1..n]`: the lock keys; `KEYS[n+1..2n]`: their waiting marks;
+/// for an election's lock (one key), `KEYS[3]`: its watchers, each live
+/// one told (`<id> <key>` on `<prefix>:<id>`, in the set's order, after
+/// the first waiter) once the key is deleted; best effort as well.
 /// `ARGV`: token, channel prefix, and, for the release of a lock won by a
 /// caller that waited in line, its manager's id: that manager leaves the
 /// keys' lines (its `M:id` keys are deleted) before the next live one is
@@ -58,7 +61,7 @@ const WHAT: &str = "the release script";
 const RELEASE_LUA: &str = concat!(
     is_line!(),
     r"
-local n = #KEYS / 2
+local n = math.floor(#KEYS / 2)
 local writers_leave = true
 if n == 1 then
   local v = redis.call('GET', KEYS[1])
@@ -76,6 +79,17 @@ if n == 1 then
 ",
     tell_first_waiter!(),
     r"
+  if KEYS[3] then
+    local w = KEYS[3]
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local gone = redis.pcall('ZREMRANGEBYSCORE', w, '-inf', string.format('%d', now))
+    if type(gone) ~= 'table' then
+      for _, id in ipairs(redis.call('ZRANGE', w, 0, -1)) do
+        redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. key)
+      end
+    end
+  end
   if told then
     return 3
   end
@@ -124,6 +138,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         token,
         channel,
         leave,
+        watched,
     } = *command
     else {
         return;
@@ -133,6 +148,8 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: false,
         counters: false,
         marks: true,
+        // The model tells the watchers of a lock of one key only.
+        watchers: watched && locks.len() == 1,
     };
     match leave {
         Some(manager) => {

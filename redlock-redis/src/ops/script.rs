@@ -5,7 +5,7 @@
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX};
+use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WATCH_SUFFIX};
 
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
@@ -27,13 +27,16 @@ pub(crate) enum Via {
 /// The keys a script runs on: a claim's lock keys, then, with `readers`,
 /// the reader set of each (`key` + [`READERS_SUFFIX`]), then, with
 /// `counters`, the fencing counter of each (`key` + [`FENCE_SUFFIX`]),
-/// then, with `marks`, the waiting mark of each (`key` + [`WAIT_SUFFIX`]).
+/// then, with `marks`, the waiting mark of each (`key` + [`WAIT_SUFFIX`]),
+/// then, with `watchers`, the watchers of each (`key` + [`WATCH_SUFFIX`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Keys<'a> {
     pub(crate) locks: &'a [String],
     pub(crate) readers: bool,
     pub(crate) counters: bool,
     pub(crate) marks: bool,
+    /// Then each lock key's watchers ([`WATCH_SUFFIX`]).
+    pub(crate) watchers: bool,
 }
 
 impl<'a> Keys<'a> {
@@ -44,12 +47,13 @@ impl<'a> Keys<'a> {
             readers: false,
             counters: false,
             marks: false,
+            watchers: false,
         }
     }
 
     fn len(self) -> usize {
         let each = 1 + usize::from(self.readers) + usize::from(self.counters);
-        self.locks.len() * (each + usize::from(self.marks))
+        self.locks.len() * (each + usize::from(self.marks) + usize::from(self.watchers))
     }
 }
 
@@ -100,6 +104,11 @@ impl LuaScript {
         if keys.marks {
             for key in keys.locks {
                 resp.bulk_joined(key.as_bytes(), WAIT_SUFFIX.as_bytes());
+            }
+        }
+        if keys.watchers {
+            for key in keys.locks {
+                resp.bulk_joined(key.as_bytes(), WATCH_SUFFIX.as_bytes());
             }
         }
         for arg in args {
@@ -211,6 +220,7 @@ mod tests {
             readers: false,
             counters: true,
             marks: false,
+            watchers: false,
         };
         let expected = redis::cmd("EVAL")
             .arg(ACQUIRE.code)

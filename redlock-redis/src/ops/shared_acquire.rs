@@ -145,6 +145,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: true,
         counters: fence,
         marks: true,
+        watchers: false,
     };
     // No manager: no line to wait in, and an empty id.
     let me = manager.map_or(Arg::Bytes(b""), Arg::Int);

@@ -76,6 +76,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: true,
         counters: false,
         marks: false,
+        watchers: false,
     };
     let args = [Arg::Bytes(token), Arg::Int(ttl_ms)];
     SHARED_EXTEND.write(packed, via, keys, &args);

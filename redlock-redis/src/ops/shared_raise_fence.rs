@@ -89,6 +89,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: true,
         counters: true,
         marks: false,
+        watchers: false,
     };
     let args = [Arg::Bytes(token), Arg::Int(at_least)];
     SHARED_RAISE_FENCE.write(packed, via, keys, &args);

@@ -116,6 +116,7 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         readers: true,
         counters: false,
         marks: true,
+        watchers: false,
     };
     match leave {
         Some(manager) => {

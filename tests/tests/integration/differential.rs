@@ -46,8 +46,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use redis::Value as Wire;
-use redlock_core::keys::{FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX};
-use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, READERS_MARKER};
+use redlock_core::keys::{
+    FENCE_SUFFIX, FORMAT_SUFFIX, READERS_SUFFIX, SEPARATOR, WAIT_SUFFIX, WATCH_SUFFIX,
+};
+use redlock_core::model::{Command, Entry, Node, Published, Reply, Value, Watcher, READERS_MARKER};
 use redlock_redis::testing::command_words;
 use redlock_tests::harness::RedisServer;
 
@@ -82,6 +84,7 @@ fn names() -> Vec<String> {
         format!("b{WAIT_SUFFIX}:2"),
         format!("{}ü", "L".repeat(2_000)),
         "🔒 ключ\r\n:1".to_owned(),
+        format!("a{WATCH_SUFFIX}"),
     ]
 }
 
@@ -97,6 +100,7 @@ fn suffixes() -> Vec<String> {
         // Another wire format's marker (a later version's, or `1`, or a
         // value or type no version writes).
         FORMAT_SUFFIX.to_owned(),
+        WATCH_SUFFIX.to_owned(),
     ]
 }
 
@@ -159,6 +163,8 @@ enum Step {
         keys: Vec<usize>,
         who: usize,
         leave: Option<usize>,
+        /// An election's release: tells the key's watchers.
+        watched: bool,
     },
     Raise {
         keys: Vec<usize>,
@@ -190,8 +196,12 @@ enum Step {
         who: usize,
         at_least: u64,
     },
-    /// Who holds `names[key]`: the inspect script.
-    Inspect { key: usize },
+    /// Who holds `names[key]`: the inspect script; with a watcher (a
+    /// manager and for how long), it watches the key from then on.
+    Inspect {
+        key: usize,
+        watcher: Option<(usize, u64)>,
+    },
     /// Another client writes `names[name] + suffixes[suffix]`.
     Other {
         name: usize,
@@ -213,7 +223,7 @@ impl Owned {
         let (keys, who) = match step {
             Step::Wait(_) => (Vec::new(), 0),
             Step::SetNx { key, who, .. } => (vec![names[*key].clone()], *who),
-            Step::Inspect { key } => (vec![names[*key].clone()], 0),
+            Step::Inspect { key, .. } => (vec![names[*key].clone()], 0),
             Step::Acquire { keys, who, .. }
             | Step::Queued { keys, who, .. }
             | Step::Extend { keys, who, .. }
@@ -293,11 +303,12 @@ impl Owned {
                 token,
                 ttl_ms: ttl,
             },
-            Step::Release { leave, .. } => Command::Release {
+            Step::Release { leave, watched, .. } => Command::Release {
                 keys,
                 token,
                 channel: CHANNEL,
                 leave: leave.map(manager),
+                watched,
             },
             Step::Raise { at_least, .. } => Command::RaiseFence {
                 keys,
@@ -338,8 +349,12 @@ impl Owned {
                 token,
                 at_least,
             },
-            Step::Inspect { .. } => Command::Inspect {
+            Step::Inspect { watcher, .. } => Command::Inspect {
                 key: self.keys[0].as_str(),
+                watcher: watcher.map(|(m, ttl_ms)| Watcher {
+                    manager: manager(m),
+                    ttl_ms,
+                }),
             },
             Step::Other { ref write, .. } => match *write {
                 Write::Str(value, px) => Command::Set {
@@ -427,21 +442,22 @@ fn step_strategy() -> impl Strategy<Value = Step> {
             }),
         2 => (keys.clone(), who.clone(), ttl.clone())
             .prop_map(|(keys, who, ttl)| Step::Extend { keys, who, ttl }),
-        4 => (keys.clone(), who.clone(), proptest::option::of(manager.clone()))
-            .prop_map(|(keys, who, leave)| Step::Release { keys, who, leave }),
+        4 => (keys.clone(), who.clone(), proptest::option::of(manager.clone()), any::<bool>())
+            .prop_map(|(keys, who, leave, watched)| Step::Release { keys, who, leave, watched }),
         2 => (keys.clone(), who.clone(), at_least.clone())
             .prop_map(|(keys, who, at_least)| Step::Raise { keys, who, at_least }),
         4 => (keys.clone(), who.clone(), ttl.clone(), any::<bool>(), proptest::option::of(manager.clone()), any::<bool>(), mark_ttl, ticket)
             .prop_map(|(keys, who, ttl, fence, manager, yields, mark_ttl, ticket)| Step::Read {
                 keys, who, ttl, fence, manager, yields, mark_ttl, ticket,
             }),
-        1 => (keys.clone(), who.clone(), ttl)
+        1 => (keys.clone(), who.clone(), ttl.clone())
             .prop_map(|(keys, who, ttl)| Step::ReadExtend { keys, who, ttl }),
-        2 => (keys.clone(), who.clone(), proptest::option::of(manager))
+        2 => (keys.clone(), who.clone(), proptest::option::of(manager.clone()))
             .prop_map(|(keys, who, leave)| Step::ReadRelease { keys, who, leave }),
         1 => (keys, who, at_least)
             .prop_map(|(keys, who, at_least)| Step::ReadRaise { keys, who, at_least }),
-        2 => key.clone().prop_map(|key| Step::Inspect { key }),
+        2 => (key.clone(), proptest::option::of((manager.clone(), ttl.clone())))
+            .prop_map(|(key, watcher)| Step::Inspect { key, watcher }),
         2 => (key, 0..suffixes().len(), write)
             .prop_map(|(name, suffix, write)| Step::Other { name, suffix, write }),
     ]
@@ -1099,6 +1115,7 @@ fn corpus() -> Vec<Vec<Step>> {
         keys: vec![0],
         who: 0,
         leave: None,
+        watched: false,
     });
     vec![
         // Another wire format's marker: every acquiring script refuses
@@ -1128,6 +1145,7 @@ fn corpus() -> Vec<Vec<Step>> {
             keys: vec![2],
             who: 0,
             leave: None,
+            watched: false,
         }],
         vec![
             queued(vec![3], 0, 80, 0, 1),
@@ -1135,6 +1153,7 @@ fn corpus() -> Vec<Vec<Step>> {
                 keys: vec![3, 7],
                 who: 1,
                 leave: None,
+                watched: false,
             },
         ],
         // The extend renewed a key held by another token.
@@ -1188,6 +1207,7 @@ fn corpus() -> Vec<Vec<Step>> {
                 keys: vec![1],
                 who: 1,
                 leave: None,
+                watched: false,
             },
             queued(vec![1], 0, 60_000, 0, 60_000),
         ],
@@ -1245,30 +1265,44 @@ fn corpus() -> Vec<Vec<Step>> {
                 ttl: 60_000,
                 fence: true,
             },
-            Step::Inspect { key: 0 },
+            Step::Inspect {
+                key: 0,
+                watcher: None,
+            },
             Step::Release {
                 keys: vec![0],
                 who: 0,
                 leave: None,
+                watched: false,
             },
             Step::Extend {
                 keys: vec![0],
                 who: 0,
                 ttl: 5,
             },
-            Step::Inspect { key: 0 },
+            Step::Inspect {
+                key: 0,
+                watcher: None,
+            },
             Step::Release {
                 keys: vec![0],
                 who: 7,
                 leave: None,
+                watched: false,
             },
-            Step::Inspect { key: 0 },
+            Step::Inspect {
+                key: 0,
+                watcher: None,
+            },
             Step::SetNx {
                 key: 1,
                 who: 6,
                 ttl: 25,
             },
-            Step::Inspect { key: 1 },
+            Step::Inspect {
+                key: 1,
+                watcher: None,
+            },
             Step::Other {
                 name: 1,
                 suffix: 0,
@@ -1284,7 +1318,95 @@ fn corpus() -> Vec<Vec<Step>> {
                 suffix: 1,
                 write: Write::Str("x", None),
             },
-            Step::Inspect { key: 1 },
+            Step::Inspect {
+                key: 1,
+                watcher: None,
+            },
+        ],
+        // Watchers of an election's key: two join (one for 5 ms), the
+        // lock is taken and, once the short one's time is up, released as
+        // an election's: the live one is told, after the first waiter; a
+        // release that is not an election's tells nobody; a watchers key
+        // another client made a string is left as it is and tells nobody.
+        vec![
+            Step::Inspect {
+                key: 0,
+                watcher: Some((0, 60_000)),
+            },
+            Step::Inspect {
+                key: 0,
+                watcher: Some((1, 5)),
+            },
+            Step::Inspect {
+                key: 0,
+                watcher: Some((3, 60_000)),
+            },
+            Step::Queued {
+                keys: vec![0],
+                who: 1,
+                ttl: 60_000,
+                fence: true,
+                manager: 2,
+                mark_ttl: 60_000,
+                yields: true,
+                ticket: 1,
+            },
+            Step::Acquire {
+                keys: vec![0],
+                who: 0,
+                ttl: 60_000,
+                fence: true,
+            },
+            Step::Queued {
+                keys: vec![0],
+                who: 1,
+                ttl: 60_000,
+                fence: true,
+                manager: 2,
+                mark_ttl: 60_000,
+                yields: true,
+                ticket: 1,
+            },
+            Step::Wait(15),
+            Step::Release {
+                keys: vec![0],
+                who: 0,
+                leave: None,
+                watched: true,
+            },
+            Step::Acquire {
+                keys: vec![0],
+                who: 3,
+                ttl: 60_000,
+                fence: false,
+            },
+            Step::Release {
+                keys: vec![0],
+                who: 3,
+                leave: None,
+                watched: false,
+            },
+            Step::Other {
+                name: 0,
+                suffix: 7,
+                write: Write::Str("x", None),
+            },
+            Step::Inspect {
+                key: 0,
+                watcher: Some((0, 60_000)),
+            },
+            Step::Acquire {
+                keys: vec![0],
+                who: 0,
+                ttl: 60_000,
+                fence: false,
+            },
+            Step::Release {
+                keys: vec![0],
+                who: 0,
+                leave: None,
+                watched: true,
+            },
         ],
     ]
 }

@@ -149,6 +149,46 @@ fn an_observer_sees_each_leader_in_order_and_the_vacancies_between() {
     );
 }
 
+/// An observer on a manager with no candidate of its own (it only
+/// watches) hears of a resignation from the nodes: its readings watch the
+/// election's key, and the release tells it. With an hour's poll interval,
+/// only that can report the vacancy within the bound.
+#[test]
+fn an_observer_without_a_candidate_is_woken_by_a_resignation() {
+    let cluster = MockCluster::new(3);
+    let leader = candidate(&cluster, "a");
+    let watcher = Redlock::builder(cluster.backends())
+        .fencing(true)
+        .build()
+        .expect("built");
+    let watched = watcher
+        .election("jobs", TTL)
+        .expect("election")
+        .poll_interval(Duration::from_secs(3_600));
+    let leadership = leader
+        .election("jobs", TTL)
+        .expect("election")
+        .campaign()
+        .expect("elected");
+    let mut observer = watched.observe();
+    let bound = Duration::from_secs(30);
+    match observer.next_timeout(bound).expect("read") {
+        Some(Observed::Leader(seen)) => assert_eq!(seen.term(), leadership.term()),
+        other => panic!("{other:?}"),
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            leadership.resign().expect("resigned");
+        });
+        assert_eq!(
+            observer.next_timeout(bound).expect("read"),
+            Some(Observed::Vacant),
+            "not woken by the resignation"
+        );
+    });
+}
+
 #[test]
 fn an_election_needs_fencing_and_a_valid_name_and_ttl() {
     let cluster = MockCluster::new(3);

@@ -53,7 +53,10 @@ fn another_manager_sees_the_holders_identity_ttl_and_fencing_token() {
     // Each node stores the token, then the identity, under the key.
     for &i in &held {
         let node = cluster.node(i);
-        let view = node.inspect("invoices").expect("the mock can").expect("up");
+        let view = node
+            .inspect("invoices", None)
+            .expect("the mock can")
+            .expect("up");
         let value = view.value.expect("held");
         assert_eq!(&value[TOKEN_LEN..], b"billing-7:4242");
         assert_eq!(
@@ -79,7 +82,7 @@ fn a_lock_without_identity_stores_the_token_alone() {
     for i in holding(&cluster, "plain") {
         let view = cluster
             .node(i)
-            .inspect("plain")
+            .inspect("plain", None)
             .expect("the mock can")
             .expect("up");
         assert_eq!(view.value.map(|v| v.len()), Some(TOKEN_LEN));

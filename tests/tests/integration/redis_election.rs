@@ -211,6 +211,53 @@ fn three_processes_lead_one_at_a_time_and_an_observer_sees_each_leader() {
     assert_eq!(seen, led, "observed leaders against who led");
 }
 
+/// An observer on a manager with no candidate of its own hears of the
+/// resignation of a leader in another process from the masters: its
+/// readings watch the election's key and the release tells it. With an
+/// hour's poll interval, only that reports the vacancy within the bound.
+#[test]
+fn an_observer_without_a_candidate_is_woken_by_another_process_resigning() {
+    let servers = cluster(5);
+    let urls = servers.urls();
+    let name = key("watched");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let _candidate = Candidates(vec![spawn(&urls, &name, "leader", &log, 1, 5_000)]);
+    wait_until(HANG, "the candidate leads", || !lines(&log).is_empty()).expect("elected");
+    let watcher = Redlock::builder(backends(&servers, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .fencing(true)
+        .build()
+        .expect("manager");
+    let election = watcher
+        .election(&name, TTL)
+        .expect("election")
+        .poll_interval(Duration::from_secs(3_600));
+    let mut observer = election.observe();
+    match observer.next_timeout(HANG).expect("read") {
+        Some(Observed::Leader(seen)) => {
+            assert_eq!(seen.identity().map(|i| i.as_str()), Some("leader"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Readings that fail on a loaded machine are tried again.
+    let started = Instant::now();
+    let vacant = loop {
+        assert!(started.elapsed() < HANG, "not woken by the resignation");
+        match observer.next_timeout(HANG) {
+            Ok(change) => break change,
+            Err(e) => eprintln!("a reading failed: {e}"),
+        }
+    };
+    assert_eq!(
+        vacant,
+        Some(Observed::Vacant),
+        "not woken by the resignation"
+    );
+    let log = lines(&log);
+    assert_eq!(log.last().map(|l| l[0].as_str()), Some("end"), "{log:?}");
+}
+
 #[test]
 fn a_killed_leader_process_is_replaced_within_its_ttl_and_a_retry() {
     let servers = cluster(5);
