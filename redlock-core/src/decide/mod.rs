@@ -16,6 +16,7 @@
 
 pub(crate) mod deadline;
 pub(crate) mod fence;
+pub(crate) mod node_set;
 pub(crate) mod quorum;
 pub(crate) mod tally;
 pub(crate) mod verdict;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::decide::deadline::later;
+use crate::decide::node_set::NodeSet;
 use crate::engine::{
     Entropy, Machine, Message, Round, RoundId, RoundKind, RoundRecord, Settings, Timer, Transmit,
 };
@@ -103,14 +104,15 @@ enum Phase<E> {
     /// A won fenced round raising the counters to `value` on a quorum.
     Raising {
         claim: Arc<Claim>,
-        acquired: Round<E>,
+        /// (Boxed: a raise is the rare case, and the phase stays small.)
+        acquired: Box<Round<E>>,
         raise: Round<E>,
         token: FencingToken,
     },
     /// A failed round's release, waiting for the nodes that may hold.
     Abandoning {
         round: RoundId,
-        waiting: Vec<bool>,
+        waiting: NodeSet,
         left: usize,
         error: LockError<E>,
     },
@@ -461,7 +463,7 @@ impl<E> Acquire<E> {
         round: RoundId,
         message: Message,
         claim: &Arc<Claim>,
-        wanted: Option<Vec<bool>>,
+        wanted: Option<NodeSet>,
     ) {
         self.transmits.push_back(Transmit {
             round,
@@ -591,7 +593,7 @@ impl<E> Acquire<E> {
                             );
                             self.phase = Phase::Raising {
                                 claim,
-                                acquired: round,
+                                acquired: Box::new(round),
                                 raise,
                                 token: FencingToken::new(value, holder),
                             };
@@ -606,7 +608,7 @@ impl<E> Acquire<E> {
                 }
                 verdict => {
                     let may_hold = round.may_hold();
-                    let refused = round.refused_nodes();
+                    let to = round.release_to();
                     let error = round.into_error(
                         verdict,
                         now,
@@ -614,7 +616,7 @@ impl<E> Acquire<E> {
                         &self.settings.nodes,
                         LockError::Contended,
                     );
-                    self.abandon_nodes(now, &claim, may_hold, refused, error);
+                    self.abandon_nodes(now, &claim, may_hold, to, error);
                 }
             },
             Phase::Raising {
@@ -647,21 +649,21 @@ impl<E> Acquire<E> {
     }
 
     fn abandon(&mut self, now: Instant, claim: &Arc<Claim>, round: &Round<E>, error: LockError<E>) {
-        self.abandon_nodes(now, claim, round.may_hold(), round.refused_nodes(), error);
+        self.abandon_nodes(now, claim, round.may_hold(), round.release_to(), error);
     }
 
-    /// Releases `claim` on every node but those in `refused` (they set
-    /// nothing) and waits for those in `may_hold`.
+    /// Releases `claim` on the nodes in `to` (`None`: all; the others
+    /// refused, and set nothing) and waits for those in `may_hold`.
     fn abandon_nodes(
         &mut self,
         now: Instant,
         claim: &Arc<Claim>,
-        may_hold: Vec<bool>,
-        refused: Option<Arc<[bool]>>,
+        may_hold: NodeSet,
+        to: Option<NodeSet>,
         error: LockError<E>,
     ) {
         let id = self.round_id();
-        let left = may_hold.iter().filter(|&&m| m).count();
+        let left = may_hold.len();
         // Without its waiting mark: the nodes keep the caller's place in
         // the keys' lines for its next round (see `Queued`).
         let claim = if claim.queue().is_some() {
@@ -674,7 +676,7 @@ impl<E> Acquire<E> {
             message: Message::Release(self.ttl),
             claim,
             wanted: Some(may_hold.clone()),
-            to: refused.map(|refused| refused.iter().map(|r| !r).collect()),
+            to,
         });
         self.phase = Phase::Abandoning {
             round: id,
@@ -762,12 +764,11 @@ impl<E> Acquire<E> {
             return;
         };
         let round = self.round_id();
-        let n = self.settings.nodes.len();
         self.transmits.push_back(Transmit {
             round,
             message: Message::Release(self.ttl),
             claim,
-            wanted: Some(vec![false; n]),
+            wanted: Some(NodeSet::new()),
             to: None,
         });
     }
@@ -794,8 +795,8 @@ impl<E> Machine<E> for Acquire<E> {
                 waiting,
                 left,
                 ..
-            } if *id == round && waiting.get(node) == Some(&true) => {
-                waiting[node] = false;
+            } if *id == round && waiting.contains(node) => {
+                waiting.remove(node);
                 *left -= 1;
                 released = *left == 0;
             }

@@ -102,6 +102,7 @@ pub use slots::{Slots, MAX_PERMITS};
 pub use watch::{Leader, Observed, Watch, WatchStep, READ_TIMEOUTS};
 pub use writers::LocalWriters;
 
+use crate::decide::node_set::NodeSet;
 use crate::{
     drift, Claim, EntropyError, Identity, NodeFailure, NodeId, Resources, Response, RetryDelay,
     Token, Ttl,
@@ -399,10 +400,10 @@ pub struct Transmit {
     pub(crate) message: Message,
     pub(crate) claim: Arc<Claim>,
     /// `None`: every node's reply is wanted.
-    pub(crate) wanted: Option<Vec<bool>>,
+    pub(crate) wanted: Option<NodeSet>,
     /// `None`: it goes to every node (every request of this protocol but
     /// a failed round's release, which skips the nodes that refused).
-    pub(crate) to: Option<Vec<bool>>,
+    pub(crate) to: Option<NodeSet>,
 }
 
 impl Transmit {
@@ -444,9 +445,7 @@ impl Transmit {
     /// See the [module docs](self).
     #[must_use]
     pub fn sends_to(&self, node: usize) -> bool {
-        self.to
-            .as_ref()
-            .is_none_or(|to| to.get(node).copied().unwrap_or(false))
+        self.to.as_ref().is_none_or(|to| to.contains(node))
     }
 
     /// Whether the machine wants `node`'s reply (it ignores the others, so
@@ -459,7 +458,7 @@ impl Transmit {
     pub fn wants_reply(&self, node: usize) -> bool {
         self.wanted
             .as_ref()
-            .is_none_or(|wanted| wanted.get(node).copied().unwrap_or(false))
+            .is_none_or(|wanted| wanted.contains(node))
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::decide::node_set::NodeSet;
 use crate::{
     judge, AcquireOutcome, Decision, LockError, NodeError, NodeFailure, NodeId, Response,
     RoundReport, Tally, Ttl, Verdict, Vote,
@@ -169,13 +170,11 @@ impl<E> Round<E> {
         }
     }
 
-    /// The nodes where a failed acquire may have left its key: those that
-    /// granted, and those that had not answered.
     /// The nodes that refused so far (`None`: none did, the common case,
-    /// with nothing allocated). They answered and set nothing: a failed
-    /// round's release, and a won lock's extends and release, skip them. A
-    /// node that failed or has not answered may still run the acquire, and
-    /// its release runs behind it.
+    /// with nothing allocated). They answered and set nothing: a won
+    /// lock's extends and release skip them, as a failed round's release
+    /// does ([`Round::release_to`]). A node that failed or has not
+    /// answered may still run the acquire, and its release runs behind it.
     pub(crate) fn refused_nodes(&self) -> Option<Arc<[bool]>> {
         (self.tally.refused() > 0).then(|| {
             (0..self.tally.nodes())
@@ -184,10 +183,19 @@ impl<E> Round<E> {
         })
     }
 
-    pub(crate) fn may_hold(&self) -> Vec<bool> {
-        (0..self.tally.nodes())
-            .map(|node| matches!(self.tally.vote(node), None | Some(Vote::Granted)))
-            .collect()
+    /// The nodes where a failed acquire may have left its key: those that
+    /// granted, and those that had not answered.
+    pub(crate) fn may_hold(&self) -> NodeSet {
+        NodeSet::all(self.tally.nodes())
+            .without(self.tally.refused_by())
+            .without(self.tally.failed_by())
+    }
+
+    /// The nodes a failed round's release goes to: all but those that
+    /// refused (`None`: none did, it goes to every node).
+    pub(crate) fn release_to(&self) -> Option<NodeSet> {
+        (self.tally.refused() > 0)
+            .then(|| NodeSet::all(self.tally.nodes()).without(self.tally.refused_by()))
     }
 
     /// The typed error for a failed round decided at `now`. `refused` builds

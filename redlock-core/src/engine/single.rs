@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::decide::node_set::NodeSet;
 use crate::engine::{Machine, Message, Round, RoundId, RoundRecord, Settings, Timer, Transmit};
 use crate::{Claim, NodeFailure, Response};
 
@@ -156,10 +157,13 @@ impl<E> Single<E> {
             message: self.message,
             claim: Arc::clone(&self.claim),
             wanted: None,
-            to: self
-                .skip
-                .as_ref()
-                .map(|skip| skip.iter().map(|s| !s).collect()),
+            to: self.skip.as_ref().map(|skip| {
+                let mut to = NodeSet::all(self.nodes);
+                for (node, _) in skip.iter().enumerate().filter(|(_, s)| **s) {
+                    to.remove(node);
+                }
+                to
+            }),
         });
         let mut round = Round::new(id, self.nodes, now, self.observe.is_some());
         self.answered = 0;
