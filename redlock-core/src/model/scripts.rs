@@ -77,19 +77,26 @@ pub(crate) struct Scratch {
     waiting: Vec<Waiter>,
     /// The line being read and its words.
     parsed: Parsed,
-    /// Where each line's waiters end in `waiting`.
-    ends: Vec<usize>,
+    /// What was read of each line (where its waiters end in `waiting`).
+    lines: Vec<LineRead>,
     /// A waiting line being written.
     line: Vec<u8>,
     /// Indexes of the keys a release deletes.
     mine: Vec<usize>,
-    /// Each line's place value for the caller: a writer's or a reader's.
-    kinds: Vec<&'static [u8]>,
-    /// Per line, when it reads as `join_lines` would write it back with
-    /// the caller's word unchanged (every other word live and written
-    /// back as it is, the caller's word once and as it is): how many live
-    /// waiters are before the caller, and the caller's ticket in it.
-    verbatim: Vec<Option<(usize, f64)>>,
+}
+
+/// What [`read_lines`] found in one line besides its waiters.
+#[derive(Debug, Clone, Copy)]
+struct LineRead {
+    /// Where the line's live waiters end in [`Scratch::waiting`].
+    end: usize,
+    /// The caller's place value for it: a writer's or a reader's.
+    kind: &'static [u8],
+    /// When it reads as `join_lines` would write it back with the
+    /// caller's word unchanged (every other word live and written back as
+    /// it is, the caller's word once and as it is): how many live waiters
+    /// are before the caller, and the caller's ticket in it.
+    verbatim: Option<(usize, f64)>,
 }
 
 /// A waiting line and its words: the line read or written last, so that
@@ -159,10 +166,26 @@ struct Waiter {
     /// Its word (a range of [`Scratch::ids`]).
     word: std::ops::Range<usize>,
     /// Where the `:` after the ticket is in the word, when the ticket is
-    /// digits (`None`: `string.format('%d')` wrote a sign).
-    colon: Option<usize>,
+    /// digits (0: `string.format('%d')` wrote a sign). A ticket written
+    /// back has at most 20 characters, one read as it is at most 15.
+    colon: u8,
+    /// Whether the word lies in its line as read (its ticket is written
+    /// back as it is): its ticket read back is [`Waiter::ticket`].
+    as_is: bool,
+}
+
+impl Waiter {
     /// The ticket of the word as written back, when it is digits.
-    written: Ticket,
+    fn written(&self, ids: &[u8]) -> Ticket {
+        if self.as_is {
+            Ticket {
+                value: self.ticket,
+                as_is: true,
+            }
+        } else {
+            Ticket::of(&ids[self.word.start..self.word.start + usize::from(self.colon)])
+        }
+    }
 }
 
 /// The value of a waiting manager's place (`<line>:<id>`) when a writer of
@@ -341,17 +364,13 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         place,
         ids,
         waiting,
-        ends,
-        kinds,
+        lines,
         parsed,
-        verbatim,
         ..
     } = sc;
     ids.clear();
     waiting.clear();
-    ends.clear();
-    kinds.clear();
-    verbatim.clear();
+    lines.clear();
     let mut found = Lines {
         other_first: false,
         writer_ahead: false,
@@ -368,11 +387,11 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
         if mine.is_some_and(|p| !is_place(p)) {
             return Err(refuse("WRONGTYPE"));
         }
-        kinds.push(if writer || mine == Some(WRITER_PLACE) {
+        let kind = if writer || mine == Some(WRITER_PLACE) {
             WRITER_PLACE
         } else {
             READER_PLACE
-        });
+        };
         let (mut first, mut ahead) = (true, true);
         let line_start = waiting.len();
         // The caller's word (how many live waiters before it, its
@@ -412,8 +431,9 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                     found.other_first |= first;
                     found.writer_ahead |= ahead && p == WRITER_PLACE;
                     let ticket = read.value;
-                    let (word, colon, written) = if read.as_is {
-                        (copy + at..copy + end, Some(colon - at), read)
+                    let (word, colon) = if read.as_is {
+                        // (At most 15 digits.)
+                        (copy + at..copy + end, (colon - at) as u8)
                     } else {
                         // Written anew after the copy.
                         let start = ids.len();
@@ -421,21 +441,29 @@ fn read_lines(ks: &Keyspace, sc: &mut Scratch, now: i64, me: &[u8], writer: bool
                         ids.extend_from_slice(text.bytes());
                         ids.push(b':');
                         ids.extend_from_slice(id);
-                        let colon = text.is_digits().then_some(text.bytes().len());
-                        (start..ids.len(), colon, Ticket::of(text.bytes()))
+                        // (At most 20 characters.)
+                        let colon = if text.is_digits() {
+                            text.bytes().len() as u8
+                        } else {
+                            0
+                        };
+                        (start..ids.len(), colon)
                     };
                     waiting.push(Waiter {
                         ticket,
                         word,
                         colon,
-                        written,
+                        as_is: read.as_is,
                     });
                 }
                 first = false;
             }
         }
-        ends.push(waiting.len());
-        verbatim.push(my_word.filter(|_| same));
+        lines.push(LineRead {
+            end: waiting.len(),
+            kind,
+            verbatim: my_word.filter(|_| same),
+        });
     }
     Ok(found)
 }
@@ -471,9 +499,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
         place,
         ids,
         waiting,
-        ends,
-        kinds,
-        verbatim,
+        lines,
         parsed: Parsed {
             line: parsed,
             words,
@@ -487,11 +513,14 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
     // line written anew (none for lines only kept).
     let mut mine = None;
     let mut start = 0;
-    for (((mark, &end), kind), &verbatim) in marks
-        .iter()
-        .zip(ends.iter())
-        .zip(kinds.iter())
-        .zip(verbatim.iter())
+    for (
+        mark,
+        &LineRead {
+            end,
+            kind,
+            verbatim,
+        },
+    ) in marks.iter().zip(lines.iter())
     {
         let others = &waiting[start..end];
         start = end;
@@ -502,7 +531,7 @@ fn join_lines(ks: &mut Keyspace, sc: &mut Scratch, now: i64, line: Line<'_>) -> 
             .unwrap_or(others.len());
         // The caller's place: mostly there already with the same value.
         let p = place_in(place, mark, me);
-        if line.mark_ttl <= 0 || !ks.set_expiry_if(now, p, line.mark_ttl, |v| v == *kind) {
+        if line.mark_ttl <= 0 || !ks.set_expiry_if(now, p, line.mark_ttl, |v| v == kind) {
             ks.set(now, p, kind, Some(line.mark_ttl));
         }
         // (A line the caller joins is never empty: no line is deleted.)
@@ -645,17 +674,16 @@ fn copy_words(
         let origin = first.word.start;
         out.extend_from_slice(&ids[origin..last.word.end]);
         for w in run {
-            match w.colon {
-                Some(colon) => {
-                    let at = base + (w.word.start - origin);
-                    words.push(Word {
-                        at,
-                        colon: at + colon,
-                        end: base + (w.word.end - origin),
-                    });
-                    tickets.push(w.written);
-                }
-                None => known = false,
+            if w.colon == 0 {
+                known = false;
+            } else {
+                let at = base + (w.word.start - origin);
+                words.push(Word {
+                    at,
+                    colon: at + usize::from(w.colon),
+                    end: base + (w.word.end - origin),
+                });
+                tickets.push(w.written(ids));
             }
         }
     }
