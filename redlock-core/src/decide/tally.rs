@@ -1,6 +1,5 @@
 //! The sans-IO vote counter that decides a round as early as possible.
 
-use crate::decide::node_set::NodeSet;
 use crate::decide::quorum::quorum;
 
 /// One node's answer to one request of a round.
@@ -57,12 +56,7 @@ pub enum Decision {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tally {
-    nodes: usize,
-    /// The nodes that voted, by vote (bits: a round allocates nothing
-    /// for them up to 64 nodes).
-    granted_by: NodeSet,
-    refused_by: NodeSet,
-    failed_by: NodeSet,
+    votes: Vec<Option<Vote>>,
     quorum: usize,
     granted: usize,
     refused: usize,
@@ -81,10 +75,7 @@ impl Tally {
     #[must_use]
     pub fn new(nodes: usize) -> Self {
         Tally {
-            nodes,
-            granted_by: NodeSet::new(),
-            refused_by: NodeSet::new(),
-            failed_by: NodeSet::new(),
+            votes: vec![None; nodes],
             quorum: quorum(nodes),
             granted: 0,
             refused: 0,
@@ -104,14 +95,13 @@ impl Tally {
     /// assert_eq!(tally.record(0, Vote::Failed), Decision::Won);
     /// ```
     pub fn record(&mut self, node: usize, vote: Vote) -> Decision {
-        if node < self.nodes && !self.has_voted(node) {
-            let (by, count) = match vote {
-                Vote::Granted => (&mut self.granted_by, &mut self.granted),
-                Vote::Refused => (&mut self.refused_by, &mut self.refused),
-                Vote::Failed => (&mut self.failed_by, &mut self.failed),
-            };
-            by.insert(node);
-            *count += 1;
+        if let Some(slot @ None) = self.votes.get_mut(node) {
+            *slot = Some(vote);
+            match vote {
+                Vote::Granted => self.granted += 1,
+                Vote::Refused => self.refused += 1,
+                Vote::Failed => self.failed += 1,
+            }
         }
         self.decision()
     }
@@ -147,7 +137,7 @@ impl Tally {
     /// ```
     #[must_use]
     pub fn has_voted(&self, node: usize) -> bool {
-        self.vote(node).is_some()
+        matches!(self.votes.get(node), Some(Some(_)))
     }
 
     /// The vote `node` gave, if any.
@@ -163,15 +153,7 @@ impl Tally {
     /// ```
     #[must_use]
     pub fn vote(&self, node: usize) -> Option<Vote> {
-        if self.granted_by.contains(node) {
-            Some(Vote::Granted)
-        } else if self.refused_by.contains(node) {
-            Some(Vote::Refused)
-        } else if self.failed_by.contains(node) {
-            Some(Vote::Failed)
-        } else {
-            None
-        }
+        self.votes.get(node).copied().flatten()
     }
 
     /// The number of nodes in the round.
@@ -183,7 +165,7 @@ impl Tally {
     /// ```
     #[must_use]
     pub fn nodes(&self) -> usize {
-        self.nodes
+        self.votes.len()
     }
 
     /// The number of grants needed to win.
@@ -243,7 +225,7 @@ impl Tally {
     /// ```
     #[must_use]
     pub fn pending(&self) -> usize {
-        self.nodes - self.granted - self.refused - self.failed
+        self.votes.len() - self.granted - self.refused - self.failed
     }
 
     /// Whether the failures alone keep a quorum out of reach: the round was
@@ -260,17 +242,7 @@ impl Tally {
     /// ```
     #[must_use]
     pub fn failures_prevent_quorum(&self) -> bool {
-        self.nodes - self.failed < self.quorum
-    }
-
-    /// The nodes that refused so far.
-    pub(crate) fn refused_by(&self) -> &NodeSet {
-        &self.refused_by
-    }
-
-    /// The nodes that failed so far.
-    pub(crate) fn failed_by(&self) -> &NodeSet {
-        &self.failed_by
+        self.votes.len() - self.failed < self.quorum
     }
 }
 

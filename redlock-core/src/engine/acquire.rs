@@ -104,7 +104,8 @@ enum Phase<E> {
     /// A won fenced round raising the counters to `value` on a quorum.
     Raising {
         claim: Arc<Claim>,
-        /// (Boxed: a raise is the rare case, and the phase stays small.)
+        /// Boxed: a raise is rare, and without it every phase would be
+        /// two rounds large, copied at each change of phase.
         acquired: Box<Round<E>>,
         raise: Round<E>,
         token: FencingToken,

@@ -186,16 +186,22 @@ impl<E> Round<E> {
     /// The nodes where a failed acquire may have left its key: those that
     /// granted, and those that had not answered.
     pub(crate) fn may_hold(&self) -> NodeSet {
-        NodeSet::all(self.tally.nodes())
-            .without(self.tally.refused_by())
-            .without(self.tally.failed_by())
+        self.nodes_where(|vote| matches!(vote, None | Some(Vote::Granted)))
     }
 
     /// The nodes a failed round's release goes to: all but those that
     /// refused (`None`: none did, it goes to every node).
     pub(crate) fn release_to(&self) -> Option<NodeSet> {
-        (self.tally.refused() > 0)
-            .then(|| NodeSet::all(self.tally.nodes()).without(self.tally.refused_by()))
+        (self.tally.refused() > 0).then(|| self.nodes_where(|vote| vote != Some(Vote::Refused)))
+    }
+
+    /// The nodes whose vote so far passes `test`.
+    fn nodes_where(&self, test: impl Fn(Option<Vote>) -> bool) -> NodeSet {
+        let mut set = NodeSet::new();
+        for node in (0..self.tally.nodes()).filter(|&node| test(self.tally.vote(node))) {
+            set.insert(node);
+        }
+        set
     }
 
     /// The typed error for a failed round decided at `now`. `refused` builds
