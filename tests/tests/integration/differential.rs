@@ -1323,9 +1323,10 @@ fn corpus() -> Vec<Vec<Step>> {
                 watcher: None,
             },
         ],
-        // Watchers of an election's key: two join (one for 5 ms), the
-        // lock is taken and, once the short one's time is up, released as
-        // an election's: the live one is told, after the first waiter; a
+        // Watchers of an election's key: three join (one for 5 ms), the
+        // lock is taken, another manager waits in line and, once the short
+        // one's time is up, the lock is released as an election's: the
+        // waiter is told, then the live watchers in the set's order; a
         // release that is not an election's tells nobody; a watchers key
         // another client made a string is left as it is and tells nobody.
         vec![
@@ -1340,16 +1341,6 @@ fn corpus() -> Vec<Vec<Step>> {
             Step::Inspect {
                 key: 0,
                 watcher: Some((3, 60_000)),
-            },
-            Step::Queued {
-                keys: vec![0],
-                who: 1,
-                ttl: 60_000,
-                fence: true,
-                manager: 2,
-                mark_ttl: 60_000,
-                yields: true,
-                ticket: 1,
             },
             Step::Acquire {
                 keys: vec![0],
