@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redlock_redis::election::Observed;
-use redlock_redis::{Identity, LostReason, Redlock};
+use redlock_redis::{Identity, LostReason, Redlock, FENCE_SUFFIX, WATCH_SUFFIX};
 use redlock_tests::harness::wait_until;
 
 use crate::redis_common::{backends, cluster, key, NODE_TIMEOUT};
@@ -256,6 +256,61 @@ fn an_observer_without_a_candidate_is_woken_by_another_process_resigning() {
     );
     let log = lines(&log);
     assert_eq!(log.last().map(|l| l[0].as_str()), Some("end"), "{log:?}");
+    // The resignation left nothing of the leader's but the fencing
+    // counter; the observer's watch lives on until it stops watching.
+    let fence = format!("{name}{FENCE_SUFFIX}");
+    let watchers = format!("{name}{WATCH_SUFFIX}");
+    for (i, server) in servers.iter().enumerate() {
+        let mut admin = server.client().expect("client");
+        let mut found = election_keys(&mut admin, &name);
+        found.sort();
+        assert!(
+            found == [fence.clone(), watchers.clone()] || found == [fence.clone()],
+            "server {i}: {found:?}"
+        );
+        let left: i64 = redis::cmd("PTTL")
+            .arg(&watchers)
+            .query(&mut admin)
+            .expect("PTTL");
+        // Two poll intervals and the settle time at most; -2 where the
+        // reading did not reach this server.
+        assert!(left == -2 || (0..=7_201_000).contains(&left), "{left}");
+    }
+}
+
+/// The election `name`'s keys on a server: the name and its helper keys.
+fn election_keys(admin: &mut redis::Connection, name: &str) -> Vec<String> {
+    let mut found: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{name}*"))
+        .query(admin)
+        .expect("KEYS");
+    found.retain(|k| k == name || k.starts_with(&format!("{name}\u{1f}")));
+    found
+}
+
+/// A leader killed with kill -9 leaves nothing behind but the fencing
+/// counter once its TTL is over.
+#[test]
+fn a_crashed_leader_leaves_only_the_fencing_counter_after_its_ttl() {
+    let servers = cluster(5);
+    let urls = servers.urls();
+    let name = key("crashed");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let mut candidate = Candidates(vec![spawn(&urls, &name, "leader", &log, 1, 60_000)]);
+    wait_until(HANG, "the candidate leads", || !lines(&log).is_empty()).expect("elected");
+    candidate.0[0].kill().expect("SIGKILL");
+    candidate.0[0].wait().expect("reaped");
+    let fence = format!("{name}{FENCE_SUFFIX}");
+    // The keys expire on the servers' clocks: within the TTL, with a
+    // generous margin for a loaded machine (a hang bound, not a figure).
+    wait_until(HANG, "only the fencing counter left", || {
+        servers.iter().all(|server| {
+            let mut admin = server.client().expect("client");
+            election_keys(&mut admin, &name) == [fence.clone()]
+        })
+    })
+    .expect("the leader's keys expired");
 }
 
 #[test]
