@@ -38,7 +38,8 @@ const WHAT: &str = "the inspect script";
 /// with its last member; a watchers key of another type is left as it is
 /// (`redis.pcall`). The server replicates the writes as effects (the
 /// default since Redis 5).
-const INSPECT_LUA: &str = r"
+const INSPECT_LUA: &str = concat!(
+    r"
 local function str(k)
   if redis.call('TYPE', k)['ok'] == 'string' then
     return redis.call('GET', k)
@@ -47,10 +48,9 @@ local function str(k)
 end
 local seen = {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}
 if KEYS[3] then
-  local w = KEYS[3]
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local gone = redis.pcall('ZREMRANGEBYSCORE', w, '-inf', string.format('%d', now))
+",
+    purge_watchers!(),
+    r"
   if type(gone) ~= 'table' then
     redis.call('ZADD', w, string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
     local last = redis.call('ZRANGE', w, -1, -1, 'WITHSCORES')
@@ -58,7 +58,8 @@ if KEYS[3] then
   end
 end
 return seen
-";
+"
+);
 
 pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(INSPECT_LUA));
 

@@ -133,6 +133,24 @@ end
     };
 }
 
+/// Lua that reads the server's clock into the local `now` (milliseconds)
+/// and drops the watchers whose time is up (a score not above `now`) from
+/// the watchers key `KEYS[3]` (`w`); the local `gone` is an error table
+/// when that key is of another type (`redis.pcall`), which the script
+/// then leaves alone. One text for the inspect script, which adds a
+/// watcher, and the release, which tells them
+/// ([`WATCH_SUFFIX`](crate::WATCH_SUFFIX)).
+macro_rules! purge_watchers {
+    () => {
+        r"
+  local w = KEYS[3]
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local gone = redis.pcall('ZREMRANGEBYSCORE', w, '-inf', string.format('%d', now))
+"
+    };
+}
+
 /// Lua that takes the manager `ARGV[3]` out of the waiting line `mark`:
 /// deletes its place `mark:<id>` when that holds a reader's place (`r`),
 /// or a writer's (`1`) when the local `writers_leave` is true

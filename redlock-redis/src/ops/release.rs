@@ -80,10 +80,9 @@ if n == 1 then
     tell_first_waiter!(),
     r"
   if KEYS[3] then
-    local w = KEYS[3]
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local gone = redis.pcall('ZREMRANGEBYSCORE', w, '-inf', string.format('%d', now))
+",
+    purge_watchers!(),
+    r"
     if type(gone) ~= 'table' then
       for _, id in ipairs(redis.call('ZRANGE', w, 0, -1)) do
         redis.pcall('PUBLISH', ARGV[2] .. ':' .. id, id .. ' ' .. key)

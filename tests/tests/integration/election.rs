@@ -23,6 +23,14 @@ fn candidate(cluster: &MockCluster, name: &str) -> Redlock<MockNode> {
         .expect("built")
 }
 
+/// A manager that only observes: no identity, no candidate.
+fn observer_manager(cluster: &MockCluster) -> Redlock<MockNode> {
+    Redlock::builder(cluster.backends())
+        .fencing(true)
+        .build()
+        .expect("built")
+}
+
 #[test]
 fn candidates_of_three_managers_lead_one_at_a_time_with_rising_terms() {
     let cluster = MockCluster::new(5);
@@ -108,10 +116,7 @@ fn an_observer_sees_each_leader_in_order_and_the_vacancies_between() {
     let cluster = MockCluster::new(3);
     let a = candidate(&cluster, "a");
     let b = candidate(&cluster, "b");
-    let watcher = Redlock::builder(cluster.backends())
-        .fencing(true)
-        .build()
-        .expect("built");
+    let watcher = observer_manager(&cluster);
     let watched = watcher
         .election("jobs", TTL)
         .expect("election")
@@ -157,10 +162,7 @@ fn an_observer_sees_each_leader_in_order_and_the_vacancies_between() {
 fn an_observer_without_a_candidate_is_woken_by_a_resignation() {
     let cluster = MockCluster::new(3);
     let leader = candidate(&cluster, "a");
-    let watcher = Redlock::builder(cluster.backends())
-        .fencing(true)
-        .build()
-        .expect("built");
+    let watcher = observer_manager(&cluster);
     let watched = watcher
         .election("jobs", TTL)
         .expect("election")

@@ -43,6 +43,16 @@ fn candidate_manager(urls: &[String], id: &str) -> Redlock {
         .expect("manager")
 }
 
+/// A manager that only observes (no identity, no candidate), with `timeout`
+/// per node.
+fn observer_manager(servers: &redlock_tests::harness::RedisCluster, timeout: Duration) -> Redlock {
+    Redlock::builder(backends(servers, timeout))
+        .node_timeout(timeout)
+        .fencing(true)
+        .build()
+        .expect("manager")
+}
+
 fn append(log: &Path, line: &str) {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -144,12 +154,7 @@ fn three_processes_lead_one_at_a_time_and_an_observer_sees_each_leader() {
             .collect(),
     );
     // The observer, in this process, on a manager of its own.
-    let watcher_timeout = Duration::from_millis(200);
-    let watcher = Redlock::builder(backends(&servers, watcher_timeout))
-        .node_timeout(watcher_timeout)
-        .fencing(true)
-        .build()
-        .expect("manager");
+    let watcher = observer_manager(&servers, Duration::from_millis(200));
     let election = watcher
         .election(&name, TTL)
         .expect("election")
@@ -224,11 +229,7 @@ fn an_observer_without_a_candidate_is_woken_by_another_process_resigning() {
     let log = dir.path().join("log");
     let _candidate = Candidates(vec![spawn(&urls, &name, "leader", &log, 1, 5_000)]);
     wait_until(HANG, "the candidate leads", || !lines(&log).is_empty()).expect("elected");
-    let watcher = Redlock::builder(backends(&servers, NODE_TIMEOUT))
-        .node_timeout(NODE_TIMEOUT)
-        .fencing(true)
-        .build()
-        .expect("manager");
+    let watcher = observer_manager(&servers, NODE_TIMEOUT);
     let election = watcher
         .election(&name, TTL)
         .expect("election")
