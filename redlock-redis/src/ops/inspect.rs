@@ -2,9 +2,9 @@
 //!
 //! A Lua script that reads lock key `R` (its value when it is a string,
 //! its `PTTL`) and its fencing counter `R␟fence`, in one atomic step, so
-//! that the value and the time left belong to the same holder. With a
-//! watcher, it then adds the watcher to the key's watchers `R␟watchers`
-//! (the release of an election's lock tells them). Writes nothing else.
+//! that the value and the time left belong to the same holder. Writes
+//! nothing. Its twin for a watcher then adds the watcher to the key's
+//! watchers `R␟watchers` (the release of an election's lock tells them).
 //!
 //! Must equal the node model's [`Command::Inspect`] (its twin: `fn
 //! inspect` in `redlock-core/src/model/mod.rs`): the differential tests
@@ -28,40 +28,55 @@ pub(crate) const MODEL: &str = "Inspect";
 /// What its reply answers, in errors.
 const WHAT: &str = "the inspect script";
 
-/// `KEYS[1]`: the lock key, `KEYS[2]`: its fencing counter, and with a
-/// watcher `KEYS[3]`: its watchers. Returns the lock key's value (`false`,
-/// a nil, unless it is a string), its `PTTL`, and the counter's value
-/// (`false` unless it is a string). With a watcher (`ARGV[1]` its manager
-/// id, `ARGV[2]` for how many milliseconds), the watchers whose time is up
-/// (a score not above the server's `TIME`) are removed, the watcher is
-/// added (or moved) with the score now + `ARGV[2]`, and the set expires
-/// with its last member; a watchers key of another type is left as it is
-/// (`redis.pcall`). The server replicates the writes as effects (the
-/// default since Redis 5).
-const INSPECT_LUA: &str = concat!(
-    r"
+/// Lua that defines `str(k)`: key `k`'s value when it is a string, else
+/// `false`. One text for both scripts.
+macro_rules! str_of {
+    () => {
+        r"
 local function str(k)
   if redis.call('TYPE', k)['ok'] == 'string' then
     return redis.call('GET', k)
   end
   return false
 end
-local seen = {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}
-if KEYS[3] then
-",
+"
+    };
+}
+
+/// `KEYS[1]`: the lock key, `KEYS[2]`: its fencing counter. Returns the
+/// lock key's value (`false`, a nil, unless it is a string), its `PTTL`,
+/// and the counter's value (`false` unless it is a string). Kept as small
+/// as it was: `redlock status` sends it by `EVAL` once per key, pipelined.
+const INSPECT_LUA: &str = concat!(
+    str_of!(),
+    "return {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}\n"
+);
+
+/// The same read, then, for a watcher (`KEYS[3]`: the key's watchers;
+/// `ARGV[1]`: its manager id, `ARGV[2]`: for how many milliseconds): the
+/// watchers whose time is up (a score not above the server's `TIME`) are
+/// removed, the watcher is added (or moved) with the score now +
+/// `ARGV[2]`, and the set expires with its last member; a watchers key of
+/// another type is left as it is (`redis.pcall`). The server replicates
+/// the writes as effects (the default since Redis 5).
+const INSPECT_WATCH_LUA: &str = concat!(
+    str_of!(),
+    "local seen = {str(KEYS[1]), redis.call('PTTL', KEYS[1]), str(KEYS[2])}\n",
     purge_watchers!(),
     r"
-  if type(gone) ~= 'table' then
-    redis.call('ZADD', w, string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
-    local last = redis.call('ZRANGE', w, -1, -1, 'WITHSCORES')
-    redis.call('PEXPIRE', w, string.format('%d', tonumber(last[2]) - now))
-  end
+if type(gone) ~= 'table' then
+  redis.call('ZADD', w, string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+  local last = redis.call('ZRANGE', w, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', w, string.format('%d', tonumber(last[2]) - now))
 end
 return seen
 "
 );
 
 pub(crate) static INSPECT: LazyLock<LuaScript> = LazyLock::new(|| LuaScript::new(INSPECT_LUA));
+
+pub(crate) static INSPECT_WATCH: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new(INSPECT_WATCH_LUA));
 
 /// Appends the call of the script for `command` (a [`Command::Inspect`];
 /// any other is not written), sent `via`: the lock key, then its counter.
@@ -78,12 +93,10 @@ pub(super) fn write(packed: &mut Vec<u8>, via: Via, command: &Command<'_>) {
         watchers: watcher.is_some(),
     };
     match watcher {
-        Some(w) => INSPECT.write(
-            packed,
-            via,
-            keys,
-            &[Arg::Int(w.manager), Arg::Int(w.ttl_ms)],
-        ),
+        Some(w) => {
+            let args = [Arg::Int(w.manager), Arg::Int(w.ttl_ms)];
+            INSPECT_WATCH.write(packed, via, keys, &args);
+        }
         None => INSPECT.write(packed, via, keys, &[]),
     }
 }

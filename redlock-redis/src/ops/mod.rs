@@ -94,7 +94,7 @@ pub(crate) mod shared_release;
 
 pub(crate) use acquire::ACQUIRE;
 pub(crate) use extend::EXTEND;
-pub(crate) use inspect::INSPECT;
+pub(crate) use inspect::{INSPECT, INSPECT_WATCH};
 pub(crate) use queued_acquire::QUEUED_ACQUIRE;
 pub(crate) use raise_fence::RAISE_FENCE;
 pub(crate) use release::{write_release, RELEASE};
@@ -227,7 +227,7 @@ impl Read {
 /// later echoing the binary lock token in a reply that cannot be parsed. A
 /// `NOPERM` (an ACL user without `SCRIPT`) is tolerated: the calls fall back
 /// to `EVAL`.
-pub(crate) fn preload() -> [&'static str; 10] {
+pub(crate) fn preload() -> [&'static str; 11] {
     [
         ACQUIRE.code,
         QUEUED_ACQUIRE.code,
@@ -239,6 +239,7 @@ pub(crate) fn preload() -> [&'static str; 10] {
         SHARED_RELEASE.code,
         SHARED_RAISE_FENCE.code,
         INSPECT.code,
+        INSPECT_WATCH.code,
     ]
 }
 
@@ -396,14 +397,15 @@ mod tests {
             &SHARED_RELEASE.hash,
             &SHARED_RAISE_FENCE.hash,
             &INSPECT.hash,
+            &INSPECT_WATCH.hash,
         ];
         for hash in hashes {
             assert_eq!(hash.len(), 40);
             assert!(hash.bytes().all(|b| b.is_ascii_hexdigit()));
         }
         let distinct: std::collections::HashSet<_> = hashes.into_iter().collect();
-        assert_eq!(distinct.len(), 10);
-        assert_eq!(preload().len(), 10);
+        assert_eq!(distinct.len(), 11);
+        assert_eq!(preload().len(), 11);
     }
 
     #[test]
