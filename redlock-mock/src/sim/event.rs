@@ -2,8 +2,6 @@
 //! points where a client continues, the events of the queue, and the queue
 //! itself, ordered by (time, sequence number).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 
 /// A request to a node: what a machine's [`Message`] becomes on the wire.
@@ -341,13 +339,20 @@ impl Ev {
     }
 }
 
-/// The event queue: earliest time first, ties in the order pushed. The
-/// heap orders one 128-bit key per event (time, sequence number, slot),
-/// compared in one step; the events wait in slots, so that each step of
-/// the heap moves 16 bytes, not an event.
+/// The event queue: earliest time first, ties in the order pushed. Each
+/// event has one 128-bit key (time, sequence number, slot), compared in one
+/// step; the events wait in slots, so that the keys move, not the events.
+///
+/// The keys are kept sorted, latest first: the next event's key is the
+/// last, taken in one step. A push finds its key's place by a binary search
+/// and moves the keys of the events due before it. A run's queue holds tens
+/// of events (at most a few hundred), and a new one mostly falls among the
+/// next few, so that this costs fewer instructions than a binary heap's
+/// sifts down at each pop.
 pub(crate) struct Queue {
     seq: u64,
-    heap: BinaryHeap<Reverse<u128>>,
+    /// Every waiting event's key, in descending order.
+    keys: Vec<u128>,
     slots: Vec<Ev>,
     free: Vec<usize>,
 }
@@ -361,7 +366,7 @@ impl Queue {
     pub(crate) fn new() -> Self {
         Queue {
             seq: 0,
-            heap: BinaryHeap::with_capacity(256),
+            keys: Vec::with_capacity(256),
             slots: Vec::with_capacity(256),
             free: Vec::with_capacity(256),
         }
@@ -383,15 +388,50 @@ impl Queue {
         debug_assert!(self.seq < 1 << (64 - SLOT_BITS) && slot < 1 << SLOT_BITS);
         let low = (self.seq << SLOT_BITS) | slot as u64;
         let key = (u128::from(at.max(now)) << 64) | u128::from(low);
-        self.heap.push(Reverse(key));
+        // Its place: after every later key (keys are distinct, by their
+        // sequence numbers).
+        let place = self.keys.partition_point(|&k| k > key);
+        self.keys.insert(place, key);
     }
 
     /// The next event and its time.
     pub(crate) fn pop(&mut self) -> Option<(u64, Ev)> {
-        let Reverse(key) = self.heap.pop()?;
+        let key = self.keys.pop()?;
         let at = (key >> 64) as u64;
         let slot = (key as u64 & ((1 << SLOT_BITS) - 1)) as usize;
         self.free.push(slot);
         self.slots.get(slot).map(|ev| (at, *ev))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimRng;
+
+    #[test]
+    fn queue_pops_by_time_then_push_order() {
+        let mut rng = SimRng::stream(1, 2);
+        let (mut queue, mut expected) = (Queue::new(), Vec::new());
+        let mut now = 0;
+        for i in 0..5_000u32 {
+            // Mostly near events, some far ones, many ties.
+            let at = now + rng.below(if i % 7 == 0 { 1_000 } else { 20 });
+            queue.push(now, at, Ev::Timer { client: 0, tx: i });
+            expected.push((at, i));
+            if i % 3 == 0 {
+                let (at, ev) = queue.pop().expect("an event");
+                now = at;
+                let first = *expected.iter().min().expect("expected");
+                assert!(matches!(ev, Ev::Timer { tx, .. } if (at, tx) == first));
+                expected.retain(|&e| e != first);
+            }
+        }
+        expected.sort_unstable();
+        for want in expected {
+            let (at, ev) = queue.pop().expect("an event");
+            assert!(matches!(ev, Ev::Timer { tx, .. } if (at, tx) == want));
+        }
+        assert!(queue.pop().is_none());
     }
 }
