@@ -284,8 +284,9 @@ impl<B: Fencing + Inspect + 'static> Election<B> {
     /// between its grant and its term's raise (one round, at most two node
     /// timeouts, unless the leader's process stops in between) shows a
     /// term lower than its own, yet higher than every earlier leader's; an
-    /// [`Observer`] waits that out. A snapshot, for showing and watching: the leader itself decides with
-    /// [`Leadership::ensure_held`], and a store with the term.
+    /// [`Observer`] waits that out. A snapshot, for showing and watching:
+    /// the leader itself decides with [`Leadership::ensure_held`], and a
+    /// store with the term.
     ///
     /// # Errors
     ///
