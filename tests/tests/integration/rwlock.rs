@@ -117,7 +117,10 @@ fn any_number_of_readers_share_and_the_last_one_out_frees_the_key() {
     assert!(matches!(err, LockError::Contended(_)), "{err}");
     let mut reads = reads;
     let last = reads.pop().expect("a reader");
+    // Dropped guards release in the background, each manager on its own
+    // workers: wait for both, or a write may still meet a dropped reader.
     drop(reads);
+    assert!(a.flush(Duration::from_secs(10)) && b.flush(Duration::from_secs(10)));
     let err = b
         .try_write("crowd", TTL)
         .expect_err("one reader still inside");
