@@ -44,7 +44,7 @@ use redis::Value;
 
 use redlock_core::backend::{Claim, Response, Token};
 
-use crate::ops::{write_release, Read, Via};
+use crate::ops::{is_noscript, write_release, Read, Via};
 use crate::plan::{receive, replies_to, send, write, Cut, Form, Planned};
 use crate::pool::{NodePool, Pooled};
 use crate::session::{Conn, Failure};
@@ -77,16 +77,22 @@ pub(crate) struct Ordered {
     /// manager never acquires a claim twice, so their releases have
     /// nothing to delete here. Forgotten once the node caught up.
     refused: HashSet<Token>,
+    /// Releases left unread ([`Begun::detach`]) on a connection that broke
+    /// before their answers came: nobody else knows of them, so they are
+    /// sent again after the next call (at most [`MAX_OWED_RELEASES`]).
+    lost: Vec<Claim>,
 }
 
 /// A connection with replies due.
 struct Owing {
     conn: Pooled,
-    due: VecDeque<Due>,
-    /// The releases among `due`, by token.
-    releases: HashSet<Token>,
+    dues: Dues,
     /// Bytes written since the connection began to owe.
     written: usize,
+    /// Whether it owes only the answers of decided rounds that nobody read
+    /// ([`Begun::detach`]): a node not known to be slow, so a caller may
+    /// send its next request behind them.
+    detached: bool,
 }
 
 /// Replies due on an owing connection, in order.
@@ -95,24 +101,85 @@ enum Due {
     Stale(usize),
     /// The reply to a release written behind.
     Release(Token),
+    /// The reply to a release whose round was decided without it
+    /// ([`Begun::detach`]): sent again by `EVAL` if the server had lost the
+    /// script, since nobody else will.
+    Left(Claim),
+}
+
+/// The replies an owing connection is due, in order.
+#[derive(Default)]
+struct Dues {
+    due: VecDeque<Due>,
+    /// The releases among `due`, by token.
+    releases: HashSet<Token>,
+}
+
+impl Dues {
+    /// How many replies are due.
+    fn count(&self) -> usize {
+        self.due
+            .iter()
+            .map(|d| match d {
+                Due::Stale(n) => *n,
+                Due::Release(_) | Due::Left(_) => 1,
+            })
+            .sum()
+    }
+
+    /// Whether nothing is due.
+    fn is_empty(&self) -> bool {
+        self.due.is_empty()
+    }
+
+    /// The releases left unread among the dues, taken out: the connection
+    /// broke, and they may not have run.
+    fn take_left(&mut self) -> impl Iterator<Item = Claim> + '_ {
+        self.releases.clear();
+        self.due.drain(..).filter_map(|d| match d {
+            Due::Left(claim) => Some(claim),
+            _ => None,
+        })
+    }
+
+    /// Takes `reply`, the next one due; a release left by its round that
+    /// the server did not run for want of its script, to send again.
+    fn took(&mut self, reply: &Value) -> Option<Claim> {
+        match self.due.front_mut()? {
+            Due::Stale(n) if *n > 1 => {
+                *n -= 1;
+                None
+            }
+            Due::Stale(_) => {
+                self.due.pop_front();
+                None
+            }
+            Due::Release(token) => {
+                self.releases.remove(token);
+                self.due.pop_front();
+                None
+            }
+            Due::Left(claim) => {
+                self.releases.remove(claim.token());
+                let again =
+                    matches!(reply, Value::ServerError(err) if is_noscript(&err.clone().into()));
+                match self.due.pop_front() {
+                    Some(Due::Left(claim)) if again => Some(claim),
+                    _ => None,
+                }
+            }
+        }
+    }
 }
 
 impl Owing {
     /// Reads what is due, within the session's deadline.
     fn catch_up(&mut self, pool: &NodePool, deadline: Instant) -> Result<(), Failure> {
-        let mut session = pool.session(&mut self.conn, deadline);
-        session.flush()?;
-        while let Some(due) = self.due.front_mut() {
-            session.read()?;
-            match due {
-                Due::Stale(n) if *n > 1 => *n -= 1,
-                Due::Stale(_) => {
-                    self.due.pop_front();
-                }
-                Due::Release(token) => {
-                    self.releases.remove(token);
-                    self.due.pop_front();
-                }
+        pool.session(&mut self.conn, deadline).flush()?;
+        while !self.dues.is_empty() {
+            let reply = pool.session(&mut self.conn, deadline).read()?;
+            if let Some(claim) = self.dues.took(&reply) {
+                self.release_behind(pool, deadline, &[&claim])?;
             }
         }
         Ok(())
@@ -149,15 +216,15 @@ impl Owing {
         }
         self.written += size;
         for claim in claims {
-            self.releases.insert(claim.token().clone());
-            self.due.push_back(Due::Release(claim.token().clone()));
+            self.dues.releases.insert(claim.token().clone());
+            self.dues.due.push_back(Due::Release(claim.token().clone()));
         }
         Ok(())
     }
 
     /// Whether another release may be written behind.
     fn has_room(&self, more: usize) -> bool {
-        self.releases.len() + more < MAX_OWED_RELEASES && self.written < MAX_OWED_BYTES
+        self.dues.releases.len() + more < MAX_OWED_RELEASES && self.written < MAX_OWED_BYTES
     }
 }
 
@@ -185,10 +252,14 @@ impl Ordered {
                     // The server closed it (nothing more on it will run),
                     // stalled on it, or broke the protocol.
                     let _ = pool.failed(&mut owing.conn, failure);
+                    self.keep_lost(owing.dues.take_left());
                     drop(owing);
                     pool.checkout(deadline)
                 }
-                Err(_) => return self.behind(pool, owing, planned, deadline),
+                Err(_) => {
+                    owing.detached = false;
+                    return self.behind(pool, owing, planned, deadline);
+                }
             },
         };
         let mut conn = match conn {
@@ -206,7 +277,33 @@ impl Ordered {
             form,
             (sent, Vec::new()),
         );
-        self.settle(pool, conn, planned, deadline, exchanged)
+        let out = self.settle(pool, conn, planned, deadline, exchanged);
+        self.send_lost(pool, deadline, old_set);
+        out
+    }
+
+    /// Keeps `claims` (releases that may not have run) to send again.
+    fn keep_lost(&mut self, claims: impl Iterator<Item = Claim>) {
+        let room = MAX_OWED_RELEASES.saturating_sub(self.lost.len());
+        self.lost.extend(claims.take(room));
+    }
+
+    /// Sends the lost releases again, by `deadline`; whether none is left.
+    fn send_lost(&mut self, pool: &NodePool, deadline: Instant, old_set: &AtomicBool) -> bool {
+        if self.lost.is_empty() {
+            return true;
+        }
+        let lost = std::mem::take(&mut self.lost);
+        let releases: Vec<Planned<'_>> = lost.iter().map(Planned::release).collect();
+        let results = self.run(pool, &releases, deadline, old_set);
+        let failed = lost
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_err())
+            .map(|(c, _)| c.clone());
+        let failed: Vec<Claim> = failed.collect();
+        self.keep_lost(failed.into_iter());
+        self.lost.is_empty()
     }
 
     /// Sends `planned` on an idle connection without waiting, when the
@@ -220,18 +317,41 @@ impl Ordered {
         deadline: Instant,
         old_set: &'a AtomicBool,
     ) -> Option<Begun<'a>> {
-        if line.owing.is_some() {
+        let mut line = line;
+        if !line.lost.is_empty() {
+            // Its worker sends them first.
             return None;
         }
-        let mut conn = pool.idle()?;
+        let (mut conn, behind) = match line.owing.take() {
+            None => (pool.idle()?, None),
+            // Behind one request left unread at most: a node that did not
+            // answer two is slow, and its worker catches up on it.
+            Some(owing) if owing.detached && owing.dues.due.len() <= 1 => {
+                (owing.conn, Some(owing.dues))
+            }
+            Some(owing) => {
+                line.owing = Some(owing);
+                return None;
+            }
+        };
         let form = form(old_set, &conn);
         let sent = write(&mut pool.session(&mut conn, deadline), &[planned], form);
         if matches!(sent, Err(Failure::Deadline)) {
             // Nothing was written.
+            if let Some(dues) = behind {
+                line.owing = Some(Owing {
+                    conn,
+                    dues,
+                    written: 0,
+                    detached: true,
+                });
+            }
             return None;
         }
         Some(Begun {
             line,
+            behind: behind.unwrap_or_default(),
+            again: Vec::new(),
             conn: Some(conn),
             planned,
             form,
@@ -264,9 +384,12 @@ impl Ordered {
         if timed_out && cut.owed > 0 {
             let mut owing = Owing {
                 conn,
-                due: VecDeque::from([Due::Stale(cut.owed)]),
-                releases: HashSet::new(),
+                dues: Dues {
+                    due: VecDeque::from([Due::Stale(cut.owed)]),
+                    releases: HashSet::new(),
+                },
                 written: 0,
+                detached: false,
             };
             let acquires: Vec<&Claim> = cut
                 .unanswered
@@ -303,7 +426,7 @@ impl Ordered {
                         Ok(Read::Done(Response::Held(false)))
                     }
                     _ if request.is_release() => {
-                        let written = owing.releases.contains(token)
+                        let written = owing.dues.releases.contains(token)
                             || releases.iter().any(|c| c.token() == token);
                         if !written && owing.has_room(releases.len()) {
                             releases.push(claim);
@@ -324,6 +447,39 @@ impl Ordered {
             Err(failure) => drop(pool.failed(&mut owing.conn, failure)),
         }
         out
+    }
+
+    /// Reads, by `deadline`, what the line's connection owes (the answers
+    /// decided rounds left, [`Begun::detach`], or those of timed-out
+    /// calls); the connection then goes back to the pool.
+    pub(crate) fn catch_up(
+        &mut self,
+        pool: &NodePool,
+        deadline: Instant,
+        old_set: &AtomicBool,
+    ) -> Result<(), RedisNodeError> {
+        if let Some(mut owing) = self.owing.take() {
+            match owing.catch_up(pool, deadline) {
+                Ok(()) => self.refused.clear(),
+                Err(failure) if failure.breaks_connection() => {
+                    // Nothing more on it will run: caught up, but for the
+                    // releases left unread on it.
+                    let _ = pool.failed(&mut owing.conn, failure);
+                    self.keep_lost(owing.dues.take_left());
+                }
+                Err(failure) => {
+                    // Slow: from now on as any connection that owes.
+                    owing.detached = false;
+                    self.owing = Some(owing);
+                    return Err(pool.error_of(failure));
+                }
+            }
+        }
+        if self.send_lost(pool, deadline, old_set) {
+            Ok(())
+        } else {
+            Err(pool.error_of(Failure::Deadline))
+        }
     }
 
     /// Whether the connection owes replies (for tests).
@@ -355,6 +511,12 @@ const READ_SLICE: Duration = Duration::from_millis(1);
 /// is sent to the node until its reply is read) and the connection.
 pub(crate) struct Begun<'a> {
     line: MutexGuard<'a, Ordered>,
+    /// The answers of decided rounds owed on the connection before this
+    /// request's own ([`Begun::detach`]), read and dropped first.
+    behind: Dues,
+    /// Releases among them the server did not run for want of their
+    /// script: sent again once this request's answer is in.
+    again: Vec<Claim>,
     /// Taken when the answer is read.
     conn: Option<Pooled>,
     planned: Planned<'a>,
@@ -397,6 +559,9 @@ impl<'a> Begun<'a> {
             }
             let slice = until.min(now.checked_add(READ_SLICE).unwrap_or(until));
             match self.pool.session(conn, slice).read() {
+                Ok(reply) if !self.behind.is_empty() => {
+                    self.again.extend(self.behind.took(&reply));
+                }
                 Ok(reply) => self.replies.push(reply),
                 // A slice's end, not the call's: its deadline decides.
                 Err(failure) if failure.out_of_time() => {}
@@ -430,17 +595,46 @@ impl<'a> Begun<'a> {
         };
         let deadline = deadline.min(self.deadline);
         let sent = std::mem::replace(&mut self.sent, Ok(()));
+        if sent.as_ref().is_err_and(Failure::breaks_connection) {
+            // Nothing more on it will run.
+            let left: Vec<Claim> = self.behind.take_left().collect();
+            self.line.keep_lost(left.into_iter());
+        }
         let replies = std::mem::take(&mut self.replies);
         let planned = [self.planned];
-        let exchanged = exchange(
-            self.pool,
-            &mut conn,
-            &planned,
-            deadline,
-            self.old_set,
-            self.form,
-            (sent, replies),
-        );
+        let exchanged = match self.catch_up(&mut conn, deadline, &sent) {
+            Err(cut) => {
+                if cut.failure.breaks_connection() {
+                    let left: Vec<Claim> = self.behind.take_left().collect();
+                    self.line.keep_lost(left.into_iter());
+                }
+                Err(cut)
+            }
+            Ok(()) => exchange(
+                self.pool,
+                &mut conn,
+                &planned,
+                deadline,
+                self.old_set,
+                self.form,
+                (sent, replies),
+            ),
+        };
+        let exchanged = match exchanged {
+            Ok(reads) if !self.again.is_empty() => {
+                // The releases to send again go behind, left as a decided
+                // round's answers are.
+                let owing = Owing {
+                    conn,
+                    dues: Dues::default(),
+                    written: 0,
+                    detached: true,
+                };
+                self.send_again(owing, deadline);
+                return reads.into_iter().next().map_or_else(no_answer, Ok);
+            }
+            other => other,
+        };
         match self
             .line
             .settle(self.pool, conn, &planned, deadline, exchanged)
@@ -449,6 +643,77 @@ impl<'a> Begun<'a> {
             Some(read) => read,
             None => no_answer(),
         }
+    }
+
+    /// Writes the releases to send again behind what `owing` owes, and
+    /// keeps it as the line's owing connection (or drops it, when that
+    /// write broke it).
+    fn send_again(&mut self, mut owing: Owing, deadline: Instant) {
+        let again = std::mem::take(&mut self.again);
+        let claims: Vec<&Claim> = again.iter().collect();
+        match owing.release_behind(self.pool, deadline, &claims) {
+            Ok(()) => self.line.owing = Some(owing),
+            Err(failure) => drop(self.pool.failed(&mut owing.conn, failure)),
+        }
+    }
+}
+
+impl Begun<'_> {
+    /// Reads the replies still due before this request's own, by
+    /// `deadline`; a failure cuts the request as an exchange would, with
+    /// everything on the connection still owed.
+    fn catch_up(
+        &mut self,
+        conn: &mut Pooled,
+        deadline: Instant,
+        sent: &Result<(), Failure>,
+    ) -> Result<(), Cut> {
+        if self.behind.is_empty() || sent.is_err() {
+            return Ok(());
+        }
+        let mut session = self.pool.session(conn, deadline);
+        while !self.behind.is_empty() {
+            match session.read() {
+                Ok(reply) => self.again.extend(self.behind.took(&reply)),
+                Err(failure) => {
+                    return Err(Cut {
+                        failure,
+                        owed: self.behind.count() + replies_to(&[self.planned], self.form),
+                        unanswered: vec![0],
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves this request's answer (and any due before it) to be read by
+    /// whoever uses the node's line next, without waiting: the connection
+    /// is kept owing them. `None` once left; the answer when it is in
+    /// already, or the request failed.
+    pub(crate) fn detach(mut self, deadline: Instant) -> Option<Result<Read, RedisNodeError>> {
+        let count = replies_to(&[self.planned], self.form);
+        if self.sent.is_err() || (self.behind.is_empty() && self.replies.len() >= count) {
+            return Some(self.settle(deadline));
+        }
+        let conn = self.conn.take()?;
+        let mut dues = std::mem::take(&mut self.behind);
+        let left = count - self.replies.len();
+        if self.planned.is_release() && left == 1 {
+            let claim = self.planned.claim().clone();
+            dues.releases.insert(claim.token().clone());
+            dues.due.push_back(Due::Left(claim));
+        } else {
+            dues.due.push_back(Due::Stale(left));
+        }
+        let owing = Owing {
+            conn,
+            dues,
+            written: 0,
+            detached: true,
+        };
+        self.send_again(owing, deadline);
+        None
     }
 }
 
@@ -752,5 +1017,183 @@ mod tests {
                 "EVALSHA BODY 2 k k\u{1f}waiting T redlock:released",
             ]
         );
+    }
+
+    /// A fake Redis whose scripts are lost: `EVALSHA` is answered
+    /// `NOSCRIPT`, `EVAL` with 1, anything else with OK.
+    fn no_scripts() -> (u16, Log) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log: Log = Arc::default();
+        let seen = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for (index, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                let seen = Arc::clone(&seen);
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    while let Some(words) = read_words(&mut reader) {
+                        let verb = words[0].to_uppercase();
+                        let shown = if verb.starts_with("EVAL") {
+                            format!("{verb} {}", words.get(3).map_or("", String::as_str))
+                        } else {
+                            verb.clone()
+                        };
+                        seen.lock().push((index, shown));
+                        let reply: &[u8] = match verb.as_str() {
+                            "EVALSHA" => b"-NOSCRIPT No matching script.\r\n",
+                            "EVAL" => b":1\r\n",
+                            _ => b"+OK\r\n",
+                        };
+                        if stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, log)
+    }
+
+    fn start<'a>(
+        backend: &'a RedisBackend,
+        request: redlock_core::backend::Request<'a>,
+    ) -> Box<dyn redlock_core::backend::Started<crate::RedisNodeError> + 'a> {
+        LockBackend::start(backend, request).expect("an idle connection")
+    }
+
+    #[test]
+    fn a_detached_acquire_gets_no_release_and_its_reply_is_read_before_the_next_answer() {
+        let timeout = std::time::Duration::from_secs(2);
+        let (port, log) = slow_first_set(std::time::Duration::from_millis(200));
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        let (mine, other) = (claim(&["k"]), claim(&["other"]));
+        wait_for("a connection", || backend.release(&other).is_ok());
+        let acquire = redlock_core::backend::Request::Acquire {
+            claim: &mine,
+            ttl,
+            fence: false,
+        };
+        // Its round was decided without it: left unread, the caller gone.
+        let deadline = std::time::Instant::now() + timeout;
+        assert!(start(&backend, acquire).detach(deadline).is_none());
+        assert!(backend.owes());
+        // The next own request goes on the same connection, behind it,
+        // without waiting; its answer is its own (0 from EVALSHA), not the
+        // acquire's late nil.
+        let release = redlock_core::backend::Request::Release { claim: &other };
+        let answer = start(&backend, release).finish(deadline).expect("in step");
+        assert_eq!(answer, redlock_core::backend::Response::Held(false));
+        assert!(!backend.owes());
+        wait_for("the commands to be read", || lock_commands(&log).len() >= 3);
+        let commands = lock_commands(&log);
+        assert!(
+            commands.iter().all(|(c, _)| *c == commands[0].0),
+            "{commands:?}"
+        );
+        let shown: Vec<String> = commands.into_iter().map(|(_, c)| c).collect();
+        // No release behind the acquire: its lock may be held.
+        assert_eq!(
+            shown[1..],
+            [
+                "SET k T NX PX 5000 GET",
+                "EVALSHA BODY 2 other other\u{1f}waiting T redlock:released",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_detached_release_the_server_had_no_script_for_is_sent_again_by_eval() {
+        let timeout = std::time::Duration::from_secs(2);
+        let (port, log) = no_scripts();
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        let mine = claim(&["k"]);
+        wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
+        log.lock().clear();
+        let release = redlock_core::backend::Request::Release { claim: &mine };
+        let deadline = std::time::Instant::now() + timeout;
+        assert!(start(&backend, release).detach(deadline).is_none());
+        assert!(backend.owes());
+        // A flush catches up: the NOSCRIPT answer makes it send the
+        // release again, by its body, and read that answer too.
+        backend.catch_up(deadline).expect("caught up");
+        assert!(!backend.owes());
+        let shown: Vec<String> = log.lock().iter().map(|(_, c)| c.clone()).collect();
+        assert_eq!(shown, ["EVALSHA k", "EVAL k"]);
+    }
+
+    /// A fake Redis that closes the connection instead of answering the
+    /// first `EVALSHA` on key `k`, and answers every other one with 1
+    /// (anything else with OK).
+    fn drops_first_script() -> (u16, Log) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let log: Log = Arc::default();
+        let seen = Arc::clone(&log);
+        let first = Arc::new(Shared::new(true));
+        std::thread::spawn(move || {
+            for (index, stream) in listener.incoming().enumerate() {
+                let Ok(mut stream) = stream else { return };
+                let (seen, first) = (Arc::clone(&seen), Arc::clone(&first));
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    while let Some(words) = read_words(&mut reader) {
+                        let verb = words[0].to_uppercase();
+                        if verb != "EVALSHA" {
+                            if stream.write_all(b"+OK\r\n").is_err() {
+                                return;
+                            }
+                            continue;
+                        }
+                        seen.lock().push((index, format!("{verb} {}", words[3])));
+                        if words[3] == "k" && std::mem::take(&mut *first.lock()) {
+                            let _ = stream.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                        if stream.write_all(b":1\r\n").is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, log)
+    }
+
+    #[test]
+    fn a_detached_release_whose_connection_broke_is_sent_again_on_a_new_one() {
+        let timeout = std::time::Duration::from_secs(2);
+        let (port, log) = drops_first_script();
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        let mine = claim(&["k"]);
+        wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
+        log.lock().clear();
+        let release = redlock_core::backend::Request::Release { claim: &mine };
+        let deadline = std::time::Instant::now() + timeout;
+        assert!(start(&backend, release).detach(deadline).is_none());
+        // The server closes the connection unanswered: the release may not
+        // have run, and nobody but the backend knows of it.
+        backend.catch_up(deadline).expect("sent again and answered");
+        assert!(!backend.owes());
+        let commands = log.lock().clone();
+        assert_eq!(commands.len(), 2, "{commands:?}");
+        assert!(
+            commands.iter().all(|(_, c)| c == "EVALSHA k"),
+            "{commands:?}"
+        );
+        assert_ne!(commands[0].0, commands[1].0, "on a new connection");
     }
 }

@@ -362,7 +362,15 @@ impl RedisBackend {
 
     fn inspect_now(&self, key: &str, watcher: Option<Watcher>) -> Result<KeyView, RedisNodeError> {
         let deadline = self.deadline();
-        let mut conn = self.pool.checkout(deadline)?;
+        let mut conn = match self.pool.idle() {
+            Some(conn) => conn,
+            None => {
+                // With a pool of one, the connection may be the line's,
+                // kept owing the answers of decided rounds.
+                let _ = self.catch_up(deadline);
+                self.pool.checkout(deadline)?
+            }
+        };
         let command = redlock_core::model::Command::Inspect { key, watcher };
         let result = {
             let mut session = self.pool.session(&mut conn, deadline);
@@ -536,6 +544,16 @@ impl LockBackend for RedisBackend {
         }))
     }
 
+    /// Reads what the node's connection still owes for the own rounds of
+    /// lone callers, decided without those answers
+    /// ([`Started::detach`](redlock_core::backend::Started::detach)).
+    fn catch_up(&self, deadline: Instant) -> Result<(), RedisNodeError> {
+        match self.line.try_lock_until(deadline) {
+            Some(mut line) => line.catch_up(&self.pool, deadline, &self.old_set),
+            None => Err(self.pool.error_of(crate::session::Failure::Deadline)),
+        }
+    }
+
     /// Redis counters are signed 64-bit: values above `i64::MAX` are capped.
     fn raise_fence(&self, claim: &Claim, at_least: u64) -> Result<bool, RedisNodeError> {
         self.held_answer(Planned::raise_fence(claim, at_least))
@@ -557,6 +575,16 @@ impl Started<RedisNodeError> for Pending<'_> {
         let Pending { backend, begun } = *self;
         let claim = begun.claim();
         backend.answer(begun.finish(deadline)?, claim)
+    }
+
+    fn detach(self: Box<Self>, deadline: Instant) -> Option<Result<Response, RedisNodeError>> {
+        let Pending { backend, begun } = *self;
+        let claim = begun.claim();
+        Some(
+            begun
+                .detach(deadline)?
+                .and_then(|read| backend.answer(read, claim)),
+        )
     }
 }
 

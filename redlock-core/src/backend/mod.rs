@@ -200,6 +200,16 @@ pub trait Started<E> {
     ///
     /// Any failure to get a definite answer from the node.
     fn finish(self: Box<Self>, deadline: std::time::Instant) -> Result<Response, E>;
+
+    /// The round was decided without this answer, and nobody waits for it
+    /// any more. A backend that can leave it to be read later (before
+    /// anything else on its connection, so that the node still runs its
+    /// requests in order) does so without waiting and returns `None`. The
+    /// default reads it by `deadline`, as [`finish`](Self::finish) does,
+    /// and returns what it read.
+    fn detach(self: Box<Self>, deadline: std::time::Instant) -> Option<Result<Response, E>> {
+        Some(self.finish(deadline))
+    }
 }
 
 /// One lock node (one Redis master, one in-memory mock node, ...).
@@ -446,6 +456,29 @@ pub trait LockBackend: Send + Sync {
         let _ = (key, watcher);
         None
     }
+
+    /// Reads, by `deadline`, the answers of requests whose reading was left
+    /// to later ([`Started::detach`]), so that every request sent before has
+    /// run on the node: a flush ([`Redlock::flush`](crate::Redlock::flush))
+    /// calls it on each node's worker. The default does nothing, for a
+    /// backend that never leaves an answer unread.
+    ///
+    /// # Errors
+    ///
+    /// The node did not answer them by `deadline`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::backend::LockBackend;
+    /// let node = redlock_mock::MockNode::new("n0");
+    /// assert!(node.catch_up(Instant::now() + Duration::from_secs(1)).is_ok());
+    /// ```
+    fn catch_up(&self, deadline: std::time::Instant) -> Result<(), Self::Error> {
+        let _ = deadline;
+        Ok(())
+    }
 }
 
 macro_rules! forward_backend {
@@ -481,6 +514,9 @@ macro_rules! forward_backend {
             }
             fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, B::Error>> {
                 (**self).inspect(key, watcher)
+            }
+            fn catch_up(&self, deadline: std::time::Instant) -> Result<(), B::Error> {
+                (**self).catch_up(deadline)
             }
         }
         impl<B: Fencing + ?Sized> Fencing for $ty {}

@@ -8,12 +8,16 @@
 //! The caller reads the answers in node order, waiting on each a short
 //! slice ([`WAIT_SLICE`]) while others are still out, so that a node that
 //! froze since its last answer holds the round only until the others
-//! decided it. Once the round is decided, the nodes not read yet get a
-//! grace of four times the round's time so far, at least
-//! [`DECIDED_GRACE`] and never past the round's deadline: their answers
-//! were sent with the others' and are normally in already. A node still
-//! silent then counts as failed for this round, and goes through its
-//! worker until it answers again ([`OwnRound::takes`]).
+//! decided it. Once the round is decided, nobody waits for the nodes not
+//! read yet ([`OwnRound::rest`]): a backend that can leaves their answers
+//! on their connections, to be read before anything else sent there
+//! ([`Started::detach`](crate::backend::Started::detach)), so the caller
+//! returns at once. A backend that cannot reads them within a grace of
+//! four times the round's time so far, at least [`DECIDED_GRACE`] and
+//! never past the round's deadline ([`OwnRound::by`]): their answers were
+//! sent with the others' and are normally in already. A node silent by
+//! the end of its wait counts as failed for this round, and goes through
+//! its worker until it answers again ([`OwnRound::takes`]).
 
 use std::time::{Duration, Instant};
 
@@ -218,6 +222,24 @@ impl<T> OwnRound<T> {
             let grace = (now.saturating_duration_since(self.sent_at) * 4).max(DECIDED_GRACE);
             self.by = later(now, grace).min(self.deadline);
         }
+    }
+
+    /// Takes out the nodes not read yet, in node order, with their requests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::engine::OwnRound;
+    /// let sent = Instant::now();
+    /// let mut own = OwnRound::new(sent, sent + Duration::from_millis(50), vec![(0, 'a'), (1, 'b')]);
+    /// assert_eq!(own.take(), Some((0, 'a')));
+    /// assert_eq!(own.rest(), vec![(1, 'b')]);
+    /// assert_eq!(own.next(sent), None);
+    /// ```
+    pub fn rest(&mut self) -> Vec<(usize, T)> {
+        self.cursor = 0;
+        std::mem::take(&mut self.pending)
     }
 
     /// When the node being read counts as failed: the round's deadline, or

@@ -654,6 +654,19 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
             now = Instant::now();
             if decided {
                 own.decided(now);
+                // Nobody waits for the rest: left to be read later where
+                // the backend can, read within the grace where not.
+                for (node, s) in own.rest() {
+                    let by = own.by();
+                    let Some(result) = shared.workers[node].detach(s, by, t.message(), t.claim())
+                    else {
+                        continue;
+                    };
+                    if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
+                        inbox.deliver(t.round(), node, result);
+                    }
+                }
+                break;
             }
         }
         deadline

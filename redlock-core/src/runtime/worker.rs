@@ -310,6 +310,38 @@ impl<E: std::error::Error + 'static> Worker<E> {
             Ok(Err(e)) => Err(NodeFailure::Backend(e)),
             Err(_) => Err(NodeFailure::Panicked),
         };
+        self.count(result, deadline, message, claim)
+    }
+
+    /// Leaves the answer to a request [`Worker::try_start`] sent to be
+    /// read later, when the backend can ([`Started::detach`]): `None`.
+    /// Otherwise reads it by `deadline` and counts it, as
+    /// [`Worker::finish`] does.
+    pub(crate) fn detach(
+        &self,
+        started: Box<dyn Started<E> + '_>,
+        deadline: Instant,
+        message: Message,
+        claim: &Arc<Claim>,
+    ) -> Option<Result<Response, NodeFailure<E>>> {
+        let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline))) {
+            Ok(None) => return None,
+            Ok(Some(Ok(response))) => Ok(response),
+            Ok(Some(Err(e))) => Err(NodeFailure::Backend(e)),
+            Err(_) => Err(NodeFailure::Panicked),
+        };
+        Some(self.count(result, deadline, message, claim))
+    }
+
+    /// Counts what a caller's own request got; a release that failed is
+    /// queued for the worker to try again.
+    fn count(
+        &self,
+        result: Result<Response, NodeFailure<E>>,
+        deadline: Instant,
+        message: Message,
+        claim: &Arc<Claim>,
+    ) -> Result<Response, NodeFailure<E>> {
         self.watch.saw(&result, Instant::now() > deadline);
         if result.is_err() && matches!(message, Message::Release(_)) {
             // Nobody waits for the retry's answer; the queue takes releases
@@ -521,12 +553,15 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             }
             if matches!(job.message, Message::Flush) {
                 run_segment(backend, &mut segment, &mut results, &mut retained, watch);
+                // Answers left unread by callers' own rounds are read: what
+                // they answer has run on the node.
+                let read = catch_unwind(AssertUnwindSafe(|| backend.catch_up(job.stale_after)));
                 // Whatever is still kept gets one more try now: a flush
                 // reports whether the node has caught up.
                 let now = Instant::now();
                 segment.extend(retained.take_all(now).into_iter().map(into_job));
                 run_segment(backend, &mut segment, &mut results, &mut retained, watch);
-                let caught_up = retained.is_empty();
+                let caught_up = retained.is_empty() && matches!(read, Ok(Ok(())));
                 job.answer(if caught_up {
                     Ok(Response::Held(true))
                 } else {

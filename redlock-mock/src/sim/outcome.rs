@@ -249,9 +249,11 @@ pub struct Stats {
     /// Rounds a lone caller sent to the nodes itself and read on its own
     /// ([`Scenario::own_rounds`](super::Scenario::own_rounds)).
     pub own_rounds: u64,
-    /// Nodes of such rounds with no answer by the round's end (its
-    /// deadline, or the grace after its decision).
+    /// Nodes of such rounds with no answer by the round's deadline.
     pub own_timeouts: u64,
+    /// Nodes of such rounds whose answers were left unread, the round
+    /// decided without them.
+    pub own_left: u64,
     /// Releases that handed their lock over to the next caller of the
     /// process's line (the next acquire queued right behind the release).
     pub hand_offs: u64,
@@ -325,6 +327,7 @@ impl Stats {
             acquired_expired,
             own_rounds,
             own_timeouts,
+            own_left,
             hand_offs,
             took_over,
             woken,
@@ -366,6 +369,7 @@ impl Stats {
         self.acquired_expired += acquired_expired;
         self.own_rounds += own_rounds;
         self.own_timeouts += own_timeouts;
+        self.own_left += own_left;
         self.hand_offs += hand_offs;
         self.took_over += took_over;
         self.woken += woken;

@@ -8,7 +8,7 @@ use redlock_redis::{Lock, LockError, NodeFailure, RedisErrorKind, Redlock, Ttl};
 use redlock_tests::harness::{wait_until, Direction, Proxy, RedisCluster, RedisServer};
 
 use crate::redis_common::{
-    backend, backends, claim, cluster, key, manager, manager_over, Overlap, NODE_TIMEOUT,
+    backend, backends, claim, cluster, exists, key, manager, manager_over, Overlap, NODE_TIMEOUT,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -117,6 +117,33 @@ fn sigstop_one_master_neither_slows_acquire_nor_hangs_release() {
         );
     }
     cluster.node(1).resume().expect("SIGCONT");
+}
+
+/// A lone caller's release returns once a quorum answered, leaving a
+/// frozen master's answer unread on its connection (`Started::detach`): a
+/// flush reads it, so it reports that master until the master ran the
+/// release, and then every master is free of the key.
+#[test]
+fn a_flush_waits_for_the_answers_a_lone_callers_rounds_left_unread() {
+    let cluster = cluster(5);
+    let timeout = Duration::from_millis(500);
+    let locks = manager(&cluster, timeout);
+    let name = key("left-unread");
+    let lock = locks.try_lock(name.as_str(), TTL).expect("all healthy");
+    cluster.node(2).pause().expect("SIGSTOP");
+    let started = Instant::now();
+    lock.release().expect("released on the 4 healthy masters");
+    let took = started.elapsed();
+    assert!(took < timeout * 10, "release took {took:?}");
+    assert!(
+        !locks.flush(timeout),
+        "the frozen master has not run the release"
+    );
+    assert!(cluster.node(2).resume().is_ok(), "SIGCONT");
+    assert!(locks.flush(Duration::from_secs(30)), "caught up");
+    for node in cluster.nodes() {
+        assert!(!exists(node, &name), "{name} left on {}", node.port());
+    }
 }
 
 #[test]

@@ -3,11 +3,14 @@
 //! nodes itself, and the engine's [`OwnRound`] says which node's answer it
 //! waits for next and until when. An answer that came in while the client
 //! waited for another node's is taken when its turn comes; a node with no
-//! answer by the round's end (its deadline, or the grace after the
-//! decision) counts as failed for the round, its late answer is dropped as
-//! the backend drops it, and its requests go through the worker until it
-//! answers again. Until the reading is over, the machine's new transmits
-//! and its result wait, as the caller's thread is busy reading.
+//! answer by the round's deadline counts as failed for the round, its late
+//! answer is dropped as the backend drops it, and its requests go through
+//! the worker until it answers again. Once the round is decided, the
+//! answers not read yet are left (as the Redis backend leaves them on
+//! their connections, `Started::detach`): they are dropped when they come,
+//! and the nodes do not count as failed. Until the reading is over, the
+//! machine's new transmits and its result wait, as the caller's thread is
+//! busy reading.
 //!
 //! [`Scenario::own_rounds`]: crate::sim::Scenario::own_rounds
 
@@ -144,7 +147,10 @@ impl Client {
             let tx = own.tx;
             let decided = self.own_take(ctx, tx, pos, answer, now);
             if let Some(own) = self.own.as_mut().filter(|_| decided) {
+                // The rest is left unread.
                 own.round.decided(now);
+                let left = own.round.rest().len();
+                ctx.stats.own_left += left as u64;
             }
         }
     }
