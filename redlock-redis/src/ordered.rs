@@ -687,12 +687,36 @@ impl Begun<'_> {
         Ok(())
     }
 
+    /// Takes the replies the server has sent already, without waiting:
+    /// those due before this request's, then its own `count`.
+    fn take_ready(&mut self, count: usize) {
+        let Some(conn) = self.conn.as_mut().filter(|_| self.sent.is_ok()) else {
+            return;
+        };
+        let mut session = self.pool.session(conn, self.deadline);
+        while self.replies.len() < count {
+            match session.read_ready() {
+                Ok(Some(reply)) if !self.behind.is_empty() => {
+                    self.again.extend(self.behind.took(&reply));
+                }
+                Ok(Some(reply)) => self.replies.push(reply),
+                Ok(None) => return,
+                Err(failure) => {
+                    self.sent = Err(failure);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Leaves this request's answer (and any due before it) to be read by
     /// whoever uses the node's line next, without waiting: the connection
     /// is kept owing them. `None` once left; the answer when it is in
     /// already, or the request failed.
     pub(crate) fn detach(mut self, deadline: Instant) -> Option<Result<Read, RedisNodeError>> {
         let count = replies_to(&[self.planned], self.form);
+        // Answers in already are taken: only those still out are left.
+        self.take_ready(count);
         if self.sent.is_err() || (self.behind.is_empty() && self.replies.len() >= count) {
             return Some(self.settle(deadline));
         }
@@ -1019,17 +1043,36 @@ mod tests {
         );
     }
 
+    /// A gate a fake server waits at once, until the test opens it.
+    type Gate = Arc<Shared<Option<std::sync::mpsc::Receiver<()>>>>;
+
+    /// A closed gate, and what opens it.
+    fn gate() -> (Gate, std::sync::mpsc::Sender<()>) {
+        let (open, wait) = std::sync::mpsc::channel();
+        (Arc::new(Shared::new(Some(wait))), open)
+    }
+
+    /// Waits at `gate` the first time only.
+    fn pass(gate: &Gate) {
+        let wait = gate.lock().take();
+        if let Some(wait) = wait {
+            let _ = wait.recv();
+        }
+    }
+
     /// A fake Redis whose scripts are lost: `EVALSHA` is answered
-    /// `NOSCRIPT`, `EVAL` with 1, anything else with OK.
-    fn no_scripts() -> (u16, Log) {
+    /// `NOSCRIPT` (the first one on key `k` only once the gate opens),
+    /// `EVAL` with 1, anything else with OK.
+    fn no_scripts() -> (u16, Log, std::sync::mpsc::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let log: Log = Arc::default();
         let seen = Arc::clone(&log);
+        let (held, open) = gate();
         std::thread::spawn(move || {
             for (index, stream) in listener.incoming().enumerate() {
                 let Ok(mut stream) = stream else { return };
-                let seen = Arc::clone(&seen);
+                let (seen, held) = (Arc::clone(&seen), Arc::clone(&held));
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
                     while let Some(words) = read_words(&mut reader) {
@@ -1040,6 +1083,9 @@ mod tests {
                             verb.clone()
                         };
                         seen.lock().push((index, shown));
+                        if verb == "EVALSHA" && words[3] == "k" {
+                            pass(&held);
+                        }
                         let reply: &[u8] = match verb.as_str() {
                             "EVALSHA" => b"-NOSCRIPT No matching script.\r\n",
                             "EVAL" => b":1\r\n",
@@ -1052,7 +1098,7 @@ mod tests {
                 });
             }
         });
-        (port, log)
+        (port, log, open)
     }
 
     fn start<'a>(
@@ -1110,7 +1156,7 @@ mod tests {
     #[test]
     fn a_detached_release_the_server_had_no_script_for_is_sent_again_by_eval() {
         let timeout = std::time::Duration::from_secs(2);
-        let (port, log) = no_scripts();
+        let (port, log, open) = no_scripts();
         let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
             .node_timeout(timeout)
             .pool_size(1)
@@ -1123,6 +1169,7 @@ mod tests {
         let deadline = std::time::Instant::now() + timeout;
         assert!(start(&backend, release).detach(deadline).is_none());
         assert!(backend.owes());
+        open.send(()).expect("the server waits");
         // A flush catches up: the NOSCRIPT answer makes it send the
         // release again, by its body, and read that answer too.
         backend.catch_up(deadline).expect("caught up");
@@ -1132,18 +1179,20 @@ mod tests {
     }
 
     /// A fake Redis that closes the connection instead of answering the
-    /// first `EVALSHA` on key `k`, and answers every other one with 1
-    /// (anything else with OK).
-    fn drops_first_script() -> (u16, Log) {
+    /// first `EVALSHA` on key `k` (once the gate opens), and answers every
+    /// other one with 1 (anything else with OK).
+    fn drops_first_script() -> (u16, Log, std::sync::mpsc::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let log: Log = Arc::default();
         let seen = Arc::clone(&log);
         let first = Arc::new(Shared::new(true));
+        let (held, open) = gate();
         std::thread::spawn(move || {
             for (index, stream) in listener.incoming().enumerate() {
                 let Ok(mut stream) = stream else { return };
                 let (seen, first) = (Arc::clone(&seen), Arc::clone(&first));
+                let held = Arc::clone(&held);
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
                     while let Some(words) = read_words(&mut reader) {
@@ -1156,6 +1205,7 @@ mod tests {
                         }
                         seen.lock().push((index, format!("{verb} {}", words[3])));
                         if words[3] == "k" && std::mem::take(&mut *first.lock()) {
+                            pass(&held);
                             let _ = stream.shutdown(std::net::Shutdown::Both);
                             return;
                         }
@@ -1166,13 +1216,13 @@ mod tests {
                 });
             }
         });
-        (port, log)
+        (port, log, open)
     }
 
     #[test]
     fn a_detached_release_whose_connection_broke_is_sent_again_on_a_new_one() {
         let timeout = std::time::Duration::from_secs(2);
-        let (port, log) = drops_first_script();
+        let (port, log, open) = drops_first_script();
         let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
             .node_timeout(timeout)
             .pool_size(1)
@@ -1184,6 +1234,7 @@ mod tests {
         let release = redlock_core::backend::Request::Release { claim: &mine };
         let deadline = std::time::Instant::now() + timeout;
         assert!(start(&backend, release).detach(deadline).is_none());
+        open.send(()).expect("the server waits");
         // The server closes the connection unanswered: the release may not
         // have run, and nobody but the backend knows of it.
         backend.catch_up(deadline).expect("sent again and answered");

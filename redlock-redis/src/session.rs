@@ -245,6 +245,16 @@ impl<'a> Session<'a> {
             .map_err(RedisError::from)?)
     }
 
+    /// The next reply if the server sent it whole already, without
+    /// waiting.
+    ///
+    /// # Errors
+    ///
+    /// The server closed the connection or broke the protocol.
+    pub(crate) fn read_ready(&mut self) -> Result<Option<Value>, Failure> {
+        Ok(self.conn.wire.read_ready()?)
+    }
+
     /// Reads the next reply before the deadline (one already buffered even
     /// after it).
     ///

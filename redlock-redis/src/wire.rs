@@ -158,6 +158,29 @@ impl Stream {
         }
     }
 
+    /// One read of what the socket holds now, without waiting:
+    /// `WouldBlock` when it holds nothing. With TLS, only plaintext
+    /// decrypted already is taken.
+    fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => {
+                s.set_nonblocking(true)?;
+                let read = s.read(buf);
+                s.set_nonblocking(false)?;
+                read
+            }
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.conn.reader().read(buf),
+            #[cfg(unix)]
+            Stream::Unix(s) => {
+                s.set_nonblocking(true)?;
+                let read = s.read(buf);
+                s.set_nonblocking(false)?;
+                read
+            }
+        }
+    }
+
     /// At most one blocking write to the socket: how many of `bytes` it
     /// took (TLS may take none while it sends the records of earlier ones,
     /// and is called with none to flush them).
@@ -307,6 +330,15 @@ fn is_timeout(err: &io::Error) -> bool {
         err.kind(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
     )
+}
+
+/// The server closed the connection.
+fn closed() -> RedisError {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the server closed the connection",
+    )
+    .into()
 }
 
 /// A reply that breaks the protocol or its budget.
@@ -708,11 +740,42 @@ impl Wire {
     /// the module docs), after which the connection must be dropped.
     pub(crate) fn read(&mut self, deadline: Instant) -> Result<Value, RedisError> {
         loop {
+            match self.take_buffered()? {
+                Some(reply) => return Ok(reply),
+                None => self.fill(deadline)?,
+            }
+        }
+    }
+
+    /// The next reply if the server sent it whole already (RESP3 push data
+    /// is skipped), without waiting: `None` when it has not.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), but never a timeout.
+    pub(crate) fn read_ready(&mut self) -> Result<Option<Value>, RedisError> {
+        loop {
+            if let Some(reply) = self.take_buffered()? {
+                return Ok(Some(reply));
+            }
+            self.make_room()?;
+            match self.stream.read_now(&mut self.inbox[self.filled..]) {
+                Ok(0) => return Err(closed()),
+                Ok(n) => self.filled += n,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// The next reply in the buffer, if it holds a whole one.
+    fn take_buffered(&mut self) -> Result<Option<Value>, RedisError> {
+        loop {
             let budget = MAX_REPLY_BYTES.saturating_sub(self.pushed);
             let buffered = &self.inbox[self.taken..self.filled];
             let Some(length) = self.framer.scan(buffered, budget)? else {
-                self.fill(deadline)?;
-                continue;
+                return Ok(None);
             };
             let reply = &self.inbox[self.taken..self.taken + length];
             self.taken += length;
@@ -728,7 +791,7 @@ impl Wire {
                 Ok(Value::Push { .. }) => self.pushed += length,
                 Ok(reply) => {
                     self.pushed = 0;
-                    return Ok(reply);
+                    return Ok(Some(reply));
                 }
                 Err(err) => {
                     self.parser = Parser::new();
@@ -741,6 +804,26 @@ impl Wire {
     /// Reads the socket once more (and again while it only times out
     /// before the deadline's slack), by `deadline`.
     fn fill(&mut self, deadline: Instant) -> Result<(), RedisError> {
+        self.make_room()?;
+        loop {
+            let left = left_before(deadline, "reading the reply")?;
+            self.arm_read(left)?;
+            match self.stream.read_step(&mut self.inbox[self.filled..]) {
+                Ok(0) => return Err(closed()),
+                Ok(n) => {
+                    self.filled += n;
+                    return Ok(());
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) if is_timeout(&err) && self.later_than_slack(deadline) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+
+    /// Room in the buffer for the next read: what was taken moved out, or
+    /// the buffer grown (up to the reply budget).
+    fn make_room(&mut self) -> Result<(), RedisError> {
         if self.filled == self.inbox.len() {
             if self.taken > 0 {
                 self.inbox.copy_within(self.taken..self.filled, 0);
@@ -757,26 +840,7 @@ impl Wire {
                 self.inbox.resize(size, 0);
             }
         }
-        loop {
-            let left = left_before(deadline, "reading the reply")?;
-            self.arm_read(left)?;
-            match self.stream.read_step(&mut self.inbox[self.filled..]) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the server closed the connection",
-                    )
-                    .into())
-                }
-                Ok(n) => {
-                    self.filled += n;
-                    return Ok(());
-                }
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) if is_timeout(&err) && self.later_than_slack(deadline) => {}
-                Err(err) => return Err(err.into()),
-            }
-        }
+        Ok(())
     }
 }
 
