@@ -1154,6 +1154,35 @@ mod tests {
     }
 
     #[test]
+    fn a_node_that_owes_two_left_requests_gets_no_third_from_a_caller() {
+        let timeout = std::time::Duration::from_secs(10);
+        // The node answers nothing during the test.
+        let (port, _log) = slow_first_set(std::time::Duration::from_secs(30));
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        let (mine, other) = (claim(&["k"]), claim(&["other"]));
+        wait_for("a connection", || backend.release(&other).is_ok());
+        let deadline = std::time::Instant::now() + timeout;
+        let acquire = redlock_core::backend::Request::Acquire {
+            claim: &mine,
+            ttl,
+            fence: false,
+        };
+        assert!(start(&backend, acquire).detach(deadline).is_none());
+        // Behind one left request, a caller still sends its own.
+        let release = redlock_core::backend::Request::Release { claim: &mine };
+        assert!(start(&backend, release).detach(deadline).is_none());
+        // Behind two, it goes through the node's worker instead.
+        let again = redlock_core::backend::Request::Release { claim: &other };
+        assert!(LockBackend::start(&backend, again).is_none());
+        assert!(backend.owes());
+    }
+
+    #[test]
     fn a_detached_release_the_server_had_no_script_for_is_sent_again_by_eval() {
         let timeout = std::time::Duration::from_secs(2);
         let (port, log, open) = no_scripts();
