@@ -1101,6 +1101,18 @@ mod tests {
         (port, log, open)
     }
 
+    /// A backend of one connection to the fake server on `port`, once
+    /// that connection is made (a release of `x` answered).
+    fn one_connection(port: u16, timeout: std::time::Duration) -> RedisBackend {
+        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
+            .node_timeout(timeout)
+            .pool_size(1)
+            .build()
+            .expect("backend");
+        wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
+        backend
+    }
+
     fn start<'a>(
         backend: &'a RedisBackend,
         request: redlock_core::backend::Request<'a>,
@@ -1112,14 +1124,9 @@ mod tests {
     fn a_detached_acquire_gets_no_release_and_its_reply_is_read_before_the_next_answer() {
         let timeout = std::time::Duration::from_secs(2);
         let (port, log) = slow_first_set(std::time::Duration::from_millis(200));
-        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
-            .node_timeout(timeout)
-            .pool_size(1)
-            .build()
-            .expect("backend");
+        let backend = one_connection(port, timeout);
         let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
         let (mine, other) = (claim(&["k"]), claim(&["other"]));
-        wait_for("a connection", || backend.release(&other).is_ok());
         let acquire = redlock_core::backend::Request::Acquire {
             claim: &mine,
             ttl,
@@ -1158,14 +1165,9 @@ mod tests {
         let timeout = std::time::Duration::from_secs(10);
         // The node answers nothing during the test.
         let (port, _log) = slow_first_set(std::time::Duration::from_secs(30));
-        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
-            .node_timeout(timeout)
-            .pool_size(1)
-            .build()
-            .expect("backend");
+        let backend = one_connection(port, timeout);
         let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
         let (mine, other) = (claim(&["k"]), claim(&["other"]));
-        wait_for("a connection", || backend.release(&other).is_ok());
         let deadline = std::time::Instant::now() + timeout;
         let acquire = redlock_core::backend::Request::Acquire {
             claim: &mine,
@@ -1186,13 +1188,8 @@ mod tests {
     fn a_detached_release_the_server_had_no_script_for_is_sent_again_by_eval() {
         let timeout = std::time::Duration::from_secs(2);
         let (port, log, open) = no_scripts();
-        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
-            .node_timeout(timeout)
-            .pool_size(1)
-            .build()
-            .expect("backend");
+        let backend = one_connection(port, timeout);
         let mine = claim(&["k"]);
-        wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
         log.lock().clear();
         let release = redlock_core::backend::Request::Release { claim: &mine };
         let deadline = std::time::Instant::now() + timeout;
@@ -1252,13 +1249,8 @@ mod tests {
     fn a_detached_release_whose_connection_broke_is_sent_again_on_a_new_one() {
         let timeout = std::time::Duration::from_secs(2);
         let (port, log, open) = drops_first_script();
-        let backend = RedisBackend::builder(format!("redis://127.0.0.1:{port}"))
-            .node_timeout(timeout)
-            .pool_size(1)
-            .build()
-            .expect("backend");
+        let backend = one_connection(port, timeout);
         let mine = claim(&["k"]);
-        wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
         log.lock().clear();
         let release = redlock_core::backend::Request::Release { claim: &mine };
         let deadline = std::time::Instant::now() + timeout;

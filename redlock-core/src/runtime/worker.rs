@@ -305,11 +305,7 @@ impl<E: std::error::Error + 'static> Worker<E> {
         message: Message,
         claim: &Arc<Claim>,
     ) -> Result<Response, NodeFailure<E>> {
-        let result = match catch_unwind(AssertUnwindSafe(|| started.finish(deadline))) {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(NodeFailure::Backend(e)),
-            Err(_) => Err(NodeFailure::Panicked),
-        };
+        let result = outcome(catch_unwind(AssertUnwindSafe(|| started.finish(deadline))));
         self.count(result, deadline, message, claim)
     }
 
@@ -326,9 +322,8 @@ impl<E: std::error::Error + 'static> Worker<E> {
     ) -> Option<Result<Response, NodeFailure<E>>> {
         let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline))) {
             Ok(None) => return None,
-            Ok(Some(Ok(response))) => Ok(response),
-            Ok(Some(Err(e))) => Err(NodeFailure::Backend(e)),
-            Err(_) => Err(NodeFailure::Panicked),
+            Ok(Some(read)) => outcome(Ok(read)),
+            Err(panic) => outcome(Err(panic)),
         };
         Some(self.count(result, deadline, message, claim))
     }
@@ -582,6 +577,15 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             jobs = Vec::with_capacity(MAX_BATCH);
         }
         retained.shrink(MAX_BATCH);
+    }
+}
+
+/// What a caller's own request got, a panic of the backend included.
+fn outcome<E>(read: std::thread::Result<Result<Response, E>>) -> Result<Response, NodeFailure<E>> {
+    match read {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(e)) => Err(NodeFailure::Backend(e)),
+        Err(_) => Err(NodeFailure::Panicked),
     }
 }
 
