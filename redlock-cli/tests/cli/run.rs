@@ -368,8 +368,11 @@ fn ctrl_z_or_reading_the_terminal_in_the_background_stops_redlock_too_and_fg_con
         // The command is stopped, and then redlock (the shell's job).
         wait_until(HANG, "redlock to be stopped", stopped)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        // fg: both go on, and the command has the terminal.
-        typed("fg\n");
+        // fg: both go on, and the command has the terminal. Only once the
+        // shell has seen the job stop: bash's `fg` sends no SIGCONT to a
+        // job it still counts as running (a background job's stop is seen
+        // when bash gets to its SIGCHLD, which a busy machine delays).
+        typed("until [ -n \"$(jobs -sp)\" ]; do sleep 0.01; done; fg\n");
         wait_until(HANG, "redlock to go on", || !stopped()).unwrap();
         typed("hello\n");
         wait_until(HANG, "the command's line", || {
