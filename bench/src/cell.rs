@@ -121,13 +121,23 @@ impl Mode {
             Mode::Distinct(8) => &[
                 RawFloor,
                 RawCeiling,
+                RawParked,
+                RawParkedNodes,
                 Ours,
                 OursStats,
                 OursMetrics,
                 Rslock,
                 Redlock,
             ],
-            Mode::Distinct(_) => &[RawFloor, RawCeiling, Ours, Rslock, Redlock],
+            Mode::Distinct(_) => &[
+                RawFloor,
+                RawCeiling,
+                RawParked,
+                RawParkedNodes,
+                Ours,
+                Rslock,
+                Redlock,
+            ],
             Mode::Hot => &[Ours, OursDefaultJitter, Rslock, Redlock],
             Mode::Frozen => &[Ours, Rslock, Redlock],
             Mode::Nodes(_) => &[RawFloor, Ours, Rslock],
@@ -180,11 +190,16 @@ pub(crate) enum Impl {
     /// Raw: one thread playing all clients in lockstep, one write per node
     /// per phase (the pipelining ceiling).
     RawCeiling,
+    /// Raw: a thread per client, parked while one I/O thread sends the
+    /// handed commands in one write per node (the bound of a blocking API).
+    RawParked,
+    /// Raw: the same with an I/O thread per node.
+    RawParkedNodes,
 }
 
 impl Impl {
     /// Every implementation with its command-line name.
-    pub(crate) const ALL: [(Impl, &'static str); 9] = [
+    pub(crate) const ALL: [(Impl, &'static str); 11] = [
         (Impl::Ours, "ours"),
         (Impl::OursDefaultJitter, "ours-default-jitter"),
         (Impl::OursStats, "ours-stats"),
@@ -194,6 +209,8 @@ impl Impl {
         (Impl::RawSeq, "raw-seq"),
         (Impl::RawFloor, "raw-floor"),
         (Impl::RawCeiling, "raw-ceiling"),
+        (Impl::RawParked, "raw-parked"),
+        (Impl::RawParkedNodes, "raw-parked-nodes"),
     ];
 
     pub(crate) fn name(self) -> &'static str {

@@ -28,7 +28,8 @@ on a semaphore of 4 permits, next to mutex4x4, the same layout on one key.
   --modes LIST   comma-separated subset of: 1x1,8x,32x,hot,frozen,n3,n7,n9,fair,procs,
                  semaphore,mutex4x4
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,
-                 ours-metrics,rslock,redlock,raw-seq,raw-floor,raw-ceiling
+                 ours-metrics,rslock,redlock,raw-seq,raw-floor,raw-ceiling,
+                 raw-parked,raw-parked-nodes
   --hot-retry MIN-MAX
                  our retry pauses in the hot-key, fair, semaphore and mutex4x4
                  modes, in ms

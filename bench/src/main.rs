@@ -206,6 +206,8 @@ fn run_cell(
         Impl::RawSeq => raw::run(&cell, raw::Shape::Sequential),
         Impl::RawFloor => raw::run(&cell, raw::Shape::Floor),
         Impl::RawCeiling => raw::run(&cell, raw::Shape::Ceiling),
+        Impl::RawParked => raw::run(&cell, raw::Shape::Parked),
+        Impl::RawParkedNodes => raw::run(&cell, raw::Shape::ParkedNodes),
     };
     // Whatever happened, no node stays frozen for the next cell.
     resume_all(cluster)?;

@@ -9,7 +9,18 @@
 //! - ceiling: one thread plays `k` clients in lockstep: per phase, the `k`
 //!   commands bound for a node go out in one write, then all replies are
 //!   read. `k` cycles complete per two round trips.
+//! - parked: what a blocking API with a thread per caller can reach at
+//!   best. Each client thread hands its command to one I/O thread and parks
+//!   until woken with its answer; the I/O thread writes everything handed
+//!   to it since its last batch to each node in one write, reads every
+//!   reply, and wakes each caller once. No quorum logic, no retry, no
+//!   timers: the ceiling plus the parking and waking alone.
+//! - parked per node: the same with an I/O thread per node (the shape of
+//!   our node workers); a caller is woken by the last of them to answer.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -33,6 +44,8 @@ pub(crate) enum Shape {
     Sequential,
     Floor,
     Ceiling,
+    Parked,
+    ParkedNodes,
 }
 
 /// A connection to every node, the script loaded on each.
@@ -188,6 +201,8 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         Shape::Ceiling => runner::threads(&cell.setup, 1, |_, window, rec| {
             lockstep_clients(cell, window, rec);
         })?,
+        Shape::Parked => parked(cell, false)?,
+        Shape::ParkedNodes => parked(cell, true)?,
     };
     Ok(Outcome {
         record,
@@ -253,4 +268,197 @@ fn lockstep_clients(cell: &Cell<'_>, window: &Window, rec: &mut Recorder) {
             Err(e) => return rec.fault(format!("{e:#}")),
         }
     }
+}
+
+/// A command handed to the parked shape's I/O thread.
+struct Handed {
+    packed: Vec<u8>,
+    expected: Value,
+    answer: Arc<Answer>,
+}
+
+/// Where the I/O threads leave one caller's answer.
+struct Answer {
+    caller: Thread,
+    /// On how many nodes the reply was the expected one.
+    matched: AtomicUsize,
+    /// I/O threads yet to answer; the last one wakes the caller.
+    remaining: AtomicUsize,
+    /// Some I/O thread's connections broke.
+    failed: AtomicBool,
+}
+
+/// What the callers and one I/O thread share.
+struct Hub {
+    handed: Mutex<Vec<Handed>>,
+    /// Set once the I/O thread is spawned, before any caller runs.
+    io: OnceLock<Thread>,
+}
+
+/// The hubs of one cell: one I/O thread for all nodes, or one per node.
+struct Hubs {
+    hubs: Vec<Hub>,
+    stop: AtomicBool,
+}
+
+impl Hubs {
+    /// Hands `packed` to every I/O thread and parks until all answered: on
+    /// how many nodes the reply was `expected`, `None` when an I/O thread
+    /// failed.
+    fn call(&self, answer: &Arc<Answer>, packed: &[u8], expected: &Value) -> Option<usize> {
+        answer.matched.store(0, Ordering::Relaxed);
+        answer.remaining.store(self.hubs.len(), Ordering::Relaxed);
+        for hub in &self.hubs {
+            hub.handed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Handed {
+                    packed: packed.to_vec(),
+                    expected: expected.clone(),
+                    answer: Arc::clone(answer),
+                });
+            if let Some(io) = hub.io.get() {
+                io.unpark();
+            }
+        }
+        while answer.remaining.load(Ordering::Acquire) > 0 {
+            std::thread::park();
+        }
+        (!answer.failed.load(Ordering::Relaxed)).then(|| answer.matched.load(Ordering::Relaxed))
+    }
+
+    /// I/O thread `index`: batches until `stop`.
+    fn serve(&self, index: usize, mut nodes: Nodes) {
+        let hub = &self.hubs[index];
+        let mut batch = Vec::new();
+        let mut out = Vec::new();
+        let mut failed = false;
+        while !self.stop.load(Ordering::Acquire) {
+            std::mem::swap(
+                &mut batch,
+                &mut *hub.handed.lock().unwrap_or_else(PoisonError::into_inner),
+            );
+            if batch.is_empty() {
+                std::thread::park_timeout(Duration::from_millis(10));
+                continue;
+            }
+            let mut matched = vec![0; batch.len()];
+            if !failed {
+                out.clear();
+                for handed in &batch {
+                    out.extend_from_slice(&handed.packed);
+                }
+                failed = nodes.exchange(&out, &batch, &mut matched).is_err();
+            }
+            for (handed, matched) in batch.drain(..).zip(matched) {
+                let answer = &handed.answer;
+                if failed {
+                    answer.failed.store(true, Ordering::Relaxed);
+                }
+                answer.matched.fetch_add(matched, Ordering::Relaxed);
+                if answer.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    answer.caller.unpark();
+                }
+            }
+        }
+    }
+}
+
+impl Nodes {
+    /// Writes `out` (the batch's commands) to every node in one write,
+    /// then reads a reply per command from each.
+    fn exchange(
+        &mut self,
+        out: &[u8],
+        batch: &[Handed],
+        matched: &mut [usize],
+    ) -> anyhow::Result<()> {
+        for conn in &mut self.conns {
+            conn.send_packed_command(out)?;
+        }
+        for conn in &mut self.conns {
+            for (handed, count) in batch.iter().zip(matched.iter_mut()) {
+                *count += usize::from(conn.recv_response()? == handed.expected);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The parked shapes: a thread per client, and one I/O thread for all
+/// nodes (`per_node` false) or one per node.
+fn parked(cell: &Cell<'_>, per_node: bool) -> anyhow::Result<(Recorder, crate::measure::Usage)> {
+    let mut nodes = Nodes::connect(&cell.urls)?;
+    // The callers' copy, without connections, packs the commands.
+    let packer = Nodes {
+        conns: Vec::new(),
+        sha: nodes.sha.clone(),
+        quorum: nodes.quorum,
+        ttl_ms: nodes.ttl_ms,
+    };
+    let shares: Vec<Nodes> = if per_node {
+        nodes
+            .conns
+            .drain(..)
+            .map(|conn| Nodes {
+                conns: vec![conn],
+                sha: packer.sha.clone(),
+                quorum: packer.quorum,
+                ttl_ms: packer.ttl_ms,
+            })
+            .collect()
+    } else {
+        vec![nodes]
+    };
+    let hubs = Arc::new(Hubs {
+        hubs: shares
+            .iter()
+            .map(|_| Hub {
+                handed: Mutex::new(Vec::new()),
+                io: OnceLock::new(),
+            })
+            .collect(),
+        stop: AtomicBool::new(false),
+    });
+    std::thread::scope(|scope| {
+        let mut ios = Vec::new();
+        for (index, share) in shares.into_iter().enumerate() {
+            let serving = Arc::clone(&hubs);
+            let io = std::thread::Builder::new()
+                .name(format!("bench-parked-io-{index}"))
+                .spawn_scoped(scope, move || serving.serve(index, share))?;
+            let _ = hubs.hubs[index].io.set(io.thread().clone());
+            ios.push(io);
+        }
+        let result = runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
+            let answer = Arc::new(Answer {
+                caller: std::thread::current(),
+                matched: AtomicUsize::new(0),
+                remaining: AtomicUsize::new(0),
+                failed: AtomicBool::new(false),
+            });
+            let key = cell.key(client);
+            let mut cycle = 0u64;
+            while window.open() {
+                cycle += 1;
+                let token = format!("raw-{client}-{cycle}");
+                let started = Instant::now();
+                let granted = hubs.call(&answer, &packer.set(&key, &token), &Value::Okay);
+                let released = hubs.call(&answer, &packer.release(&key, &token), &Value::Int(1));
+                match granted.zip(released) {
+                    Some((g, r)) if g >= packer.quorum && r >= packer.quorum => {
+                        rec.ok(window, started);
+                    }
+                    Some(_) => rec.error(window, started, "no quorum"),
+                    None => return rec.fault("the I/O threads' connections broke"),
+                }
+            }
+        });
+        hubs.stop.store(true, Ordering::Release);
+        for io in ios {
+            io.thread().unpark();
+            let _ = io.join();
+        }
+        result
+    })
 }

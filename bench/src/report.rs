@@ -565,6 +565,20 @@ impl Summary {
                 ),
             ),
             (
+                "parked distinct8_vs_ceiling",
+                ratio(
+                    rate(Mode::Distinct(8), Impl::RawParked),
+                    rate(Mode::Distinct(8), Impl::RawCeiling),
+                ),
+            ),
+            (
+                "parked distinct32_vs_ceiling",
+                ratio(
+                    rate(Mode::Distinct(32), Impl::RawParked),
+                    rate(Mode::Distinct(32), Impl::RawCeiling),
+                ),
+            ),
+            (
                 "rslock hot_p999_ms",
                 seconds(rows, Mode::Hot, Impl::Rslock, 0.999).map(|s| s * 1e3),
             ),
