@@ -30,23 +30,23 @@ pub(crate) fn check(args: &ServerArgs) -> Result<u8, Exit> {
             Err(_) => "unreachable".to_owned(),
         };
         let verdict = if server.is_fit() { "ok" } else { "FAIL" };
-        println!("{verdict:4} {}: {summary}", server.node());
+        crate::tell!("{verdict:4} {}: {summary}", server.node());
         for finding in server.findings() {
-            println!("     {}: {}: {finding}", mark(finding), server.node());
+            crate::tell!("     {}: {}: {finding}", mark(finding), server.node());
         }
     }
     for finding in report.findings() {
-        println!("     {}: {finding}", mark(finding));
+        crate::tell!("     {}: {finding}", mark(finding));
     }
     let distinct = report.servers().len();
     if report.is_fit() {
-        println!("fit: {distinct} server(s) fit for Redlock");
+        crate::tell!("fit: {distinct} server(s) fit for Redlock");
         Ok(0)
     } else if report.any_unreachable() {
-        println!("NOT FIT: some servers are unreachable");
+        crate::tell!("NOT FIT: some servers are unreachable");
         Ok(UNAVAILABLE)
     } else {
-        println!("NOT FIT: fix the errors above (docs/operations.md)");
+        crate::tell!("NOT FIT: fix the errors above (docs/operations.md)");
         Ok(UNFIT)
     }
 }

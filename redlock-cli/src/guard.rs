@@ -110,7 +110,7 @@ fn stop_group(group: Pid, grace: Duration) {
         // Gone already (the usual case when redlock exited on an error).
         return;
     }
-    eprintln!(
+    crate::say!(
         "redlock: the redlock running the command ended without stopping it: \
          sent SIGTERM to its process group {group}"
     );
@@ -123,6 +123,6 @@ fn stop_group(group: Pid, grace: Duration) {
         std::thread::sleep(POLL);
     }
     if killpg(group, Signal::SIGKILL).is_ok() {
-        eprintln!("redlock: sent SIGKILL to process group {group} after {grace:?}");
+        crate::say!("redlock: sent SIGKILL to process group {group} after {grace:?}");
     }
 }

@@ -55,20 +55,26 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(Exit { code, message }) => {
-            eprintln!("redlock: {message}");
+            crate::say!("redlock: {message}");
             ExitCode::from(code)
         }
     }
 }
 
 /// The parsed arguments, or the exit code after clap printed its message:
-/// 0 for `--help` and `--version`, [`USAGE`] for an error.
+/// 0 for `--help` and `--version`, [`USAGE`] for an error. An error quotes
+/// the argument it rejects: it is printed with the control characters of
+/// what it quotes escaped, then plain, with no control character but its
+/// own line breaks.
 fn parse<P: Parser>(args: impl IntoIterator<Item = OsString>) -> Result<P, ExitCode> {
-    P::try_parse_from(args).map_err(|err| {
-        let _ = err.print();
+    P::try_parse_from(args).map_err(|mut err| {
         if err.use_stderr() {
+            output::escape_quoted(&mut err);
+            let text = err.render().to_string();
+            eprint!("{}", output::printable_but(&text, |c| c == '\n'));
             ExitCode::from(USAGE)
         } else {
+            let _ = err.print();
             ExitCode::SUCCESS
         }
     })

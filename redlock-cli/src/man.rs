@@ -24,7 +24,7 @@ pub(crate) fn man(args: &ManArgs) -> Result<u8, Exit> {
     for command in pages {
         let path = dir.join(format!("{}.1", name(command)));
         crate::output::to_file(&path, &page(command))?;
-        println!("{}", path.display());
+        crate::tell!("{}", path.display());
     }
     Ok(0)
 }

@@ -81,7 +81,7 @@ impl Held {
 impl Progress {
     fn say(&self, message: std::fmt::Arguments<'_>) {
         if self.on {
-            eprintln!("redlock: {}: {message}", self.key);
+            crate::say!("redlock: {}: {message}", self.key);
         }
     }
 }
@@ -126,7 +126,7 @@ pub(crate) fn elect(args: &ElectArgs) -> Result<u8, Exit> {
             return result;
         }
         if let Err(exit) = &result {
-            eprintln!("redlock: {}", exit.message);
+            crate::say!("redlock: {}", exit.message);
         }
     }
 }
@@ -235,7 +235,7 @@ fn run_with(args: RunArgs, cancel: &Cancel) -> Result<u8, Exit> {
         )),
         // Worth knowing without -v: the lock was gone before the end, or
         // some server missed the release (its key then expires).
-        Err(e) => eprintln!("redlock: {}: release: {e}", args.key),
+        Err(e) => crate::say!("redlock: {}: release: {e}", args.key),
     }
     result
 }
@@ -414,7 +414,7 @@ fn supervise(
     let mut guardian = match Guardian::start(guardian_grace(args)) {
         Ok(guardian) => Some(guardian),
         Err(e) => {
-            eprintln!(
+            crate::say!(
                 "redlock: {}: cannot start the guardian ({e}): the command would run on if redlock died",
                 args.key
             );
@@ -440,7 +440,7 @@ fn supervise(
     };
     if let Some(watching) = guardian.as_mut() {
         if let Err(e) = watching.watch(group.leader()) {
-            eprintln!("redlock: {}: the guardian does not listen ({e})", args.key);
+            crate::say!("redlock: {}: the guardian does not listen ({e})", args.key);
         }
     }
     let guardian_pid = guardian.as_ref().map(Guardian::pid);
@@ -484,7 +484,7 @@ fn watch_command(
                 Reaped::Stopped(pid, signal) if pid == leader && lost.is_none() => {
                     stopped(group, signal, &args.key);
                 }
-                Reaped::Ended(pid, _) if Some(pid) == guardian => eprintln!(
+                Reaped::Ended(pid, _) if Some(pid) == guardian => crate::say!(
                     "redlock: {}: the guardian ended: the command would run on if redlock died",
                     args.key
                 ),
@@ -503,7 +503,7 @@ fn watch_command(
                 break status;
             }
             if killed_at.is_some_and(|at| at.elapsed() >= GROUP_GONE) {
-                eprintln!(
+                crate::say!(
                     "redlock: {}: processes of the command's group {leader} are still there {} after SIGKILL",
                     args.key,
                     humantime::format_duration(GROUP_GONE)
@@ -567,7 +567,7 @@ fn watch_command(
 /// when it is left stopped.
 fn stopped(group: &mut Group, signal: Signal, key: &str) {
     if !group.stopped(signal) {
-        eprintln!(
+        crate::say!(
             "redlock: {key}: the command is stopped ({signal}): it uses the terminal, \
              and redlock is not in its foreground; bring redlock to the foreground (fg) to go on"
         );

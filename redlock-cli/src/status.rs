@@ -47,16 +47,16 @@ fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exi
                 match (state.ttl, &state.token_prefix) {
                     (Some(ttl), Some(token)) => {
                         held += 1;
-                        println!(
+                        crate::tell!(
                             "{node}: held, {} left, token {token}…{}",
                             humantime::format_duration(round_ms(ttl)),
                             by(state.holder.as_ref(), state.fence)
                         );
                     }
-                    _ => println!("{node}: free"),
+                    _ => crate::tell!("{node}: free"),
                 }
             }
-            Err(err) => println!("{node}: unreachable: {err}"),
+            Err(err) => crate::tell!("{node}: unreachable: {err}"),
         }
     }
     let n = states.len();
@@ -67,14 +67,14 @@ fn lock_status(args: &StatusArgs, urls: &[String]) -> Result<(usize, usize), Exi
     // Names are data: the key is shown escaped.
     let key = args.key.escape_debug();
     match Holder::of_views(&views, n) {
-        Some(holder) => println!(
+        Some(holder) => crate::tell!(
             "{key}: held on {} of {n} server(s) for {} more, token {}…{}",
             holder.nodes(),
             humantime::format_duration(round_ms(holder.ttl())),
             holder.token_prefix(),
             by(holder.identity(), holder.fence())
         ),
-        None => println!(
+        None => crate::tell!(
             "{key}: held on {held} of {n} server(s) (a lock needs {})",
             quorum(n)
         ),
@@ -120,9 +120,9 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
             .collect();
         if held.is_empty() {
             if answers.len() == n {
-                println!("permit {slot} ({key}): free");
+                crate::tell!("permit {slot} ({key}): free");
             } else {
-                println!(
+                crate::tell!(
                     "permit {slot} ({key}): free on the {} of {n} server(s) that answered",
                     answers.len()
                 );
@@ -148,7 +148,7 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
             .iter()
             .find(|state| state.token_prefix.as_deref() == Some(token))
             .and_then(|state| state.holder.as_ref());
-        println!(
+        crate::tell!(
             "permit {slot} ({key}): held on {on} of {n} server(s), {} left, token {token}…{}{others}",
             humantime::format_duration(round_ms(left)),
             by(holder, None)
@@ -156,10 +156,10 @@ fn permits_status(args: &StatusArgs, urls: &[String], k: u32) -> Result<(usize, 
     }
     for (node, state) in &states {
         if let Err(err) = state {
-            println!("{node}: unreachable: {err}");
+            crate::tell!("{node}: unreachable: {err}");
         }
     }
-    println!(
+    crate::tell!(
         "{}: {taken} of {k} permit(s) held on a quorum ({q} of {n} servers)",
         args.key
     );

@@ -201,12 +201,12 @@ fn watch(
                     (true, Some(_)) => {
                         state.unanswered_since = None;
                         next_note = None;
-                        eprintln!("redlock: {key}: a quorum of servers answers again");
+                        crate::say!("redlock: {key}: a quorum of servers answers again");
                     }
                     (false, None) => {
                         state.unanswered_since = Some(now);
                         next_note = Some(later(now, NOTE_EVERY));
-                        eprintln!(
+                        crate::say!(
                             "redlock: {key}: no quorum of servers answers ({}); \
                              trying again for up to {} (--no-quorum-timeout)",
                             state.last_round(),
@@ -236,7 +236,7 @@ fn watch(
             }
             if next_note.is_some_and(|note| now >= note) {
                 next_note = Some(later(now, NOTE_EVERY));
-                eprintln!(
+                crate::say!(
                     "redlock: {key}: still no quorum after {}; last round: {}",
                     humantime::format_duration(round_s(out)),
                     state.last_round()
@@ -246,7 +246,7 @@ fn watch(
         if now >= next_progress {
             next_progress = later(now, PROGRESS_EVERY);
             if settings.verbose {
-                eprintln!(
+                crate::say!(
                     "redlock: {key}: still waiting: {} attempts; last round: {}",
                     state.attempts,
                     state.last_round()

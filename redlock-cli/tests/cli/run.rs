@@ -686,3 +686,14 @@ fn status_in_another_process_names_the_holder_of_run_identity() {
         assert!(!out.stderr.contains("two\nlines"), "printed raw: {out:?}");
     }
 }
+
+#[test]
+fn a_key_reaches_the_terminal_escaped() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new()).unwrap();
+    let name = format!("{}\u{1b}]0;title\u{7}\nredlock: forged", key("escaped"));
+    let out = finish(run_sh(&cluster.urls(), &["--verbose"], &name, "exit 0"));
+    assert_eq!(out.code(), Some(0), "{out:?}");
+    // Said at least once (acquired, released), escaped every time.
+    assert!(out.stderr.contains(&key("escaped")), "{out:?}");
+    crate::usage::assert_escaped(&out.stderr, "redlock: forged");
+}

@@ -244,3 +244,44 @@ fn an_unexpected_error_is_ex_software() {
     assert_eq!(out.code(), Some(70), "{out:?}");
     assert!(out.stderr.contains("cannot handle signals"), "{out:?}");
 }
+
+/// Whatever a message quotes (an argument, a key) reaches the terminal
+/// with its control characters escaped: an escape sequence (a window
+/// title, a colour), a bell, a line break that would forge a line.
+pub(crate) fn assert_escaped(stderr: &str, forged: &str) {
+    assert!(
+        !stderr.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached stderr: {stderr:?}"
+    );
+    assert!(
+        !stderr.lines().any(|line| line.starts_with(forged)),
+        "a forged line: {stderr:?}"
+    );
+    assert!(stderr.contains("\\u{1b}]0;title\\u{7}"), "{stderr:?}");
+}
+
+#[test]
+fn what_a_usage_error_quotes_is_escaped() {
+    let hostile = "x\u{1b}]0;title\u{7}\u{1b}[31m\nerror: forged";
+    let unknown = format!("--{hostile}");
+    for args in [
+        vec![
+            "run",
+            "--server",
+            "redis://127.0.0.1:1",
+            "--ttl",
+            hostile,
+            "k",
+            "--",
+            "true",
+        ],
+        vec![hostile],
+        vec!["run", &unknown],
+    ] {
+        let mut command = redlock();
+        command.args(&args);
+        let out = finish(command);
+        assert_eq!(out.code(), Some(USAGE), "{args:?}: {out:?}");
+        assert_escaped(&out.stderr, "error: forged");
+    }
+}
