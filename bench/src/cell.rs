@@ -123,6 +123,7 @@ impl Mode {
                 RawCeiling,
                 RawParked,
                 RawParkedNodes,
+                RawParkedPipelined,
                 Ours,
                 OursStats,
                 OursMetrics,
@@ -134,6 +135,7 @@ impl Mode {
                 RawCeiling,
                 RawParked,
                 RawParkedNodes,
+                RawParkedPipelined,
                 Ours,
                 Rslock,
                 Redlock,
@@ -195,11 +197,14 @@ pub(crate) enum Impl {
     RawParked,
     /// Raw: the same with an I/O thread per node.
     RawParkedNodes,
+    /// Raw: the same with a writer and a reader thread, batches written
+    /// while earlier ones are out.
+    RawParkedPipelined,
 }
 
 impl Impl {
     /// Every implementation with its command-line name.
-    pub(crate) const ALL: [(Impl, &'static str); 11] = [
+    pub(crate) const ALL: [(Impl, &'static str); 12] = [
         (Impl::Ours, "ours"),
         (Impl::OursDefaultJitter, "ours-default-jitter"),
         (Impl::OursStats, "ours-stats"),
@@ -211,6 +216,7 @@ impl Impl {
         (Impl::RawCeiling, "raw-ceiling"),
         (Impl::RawParked, "raw-parked"),
         (Impl::RawParkedNodes, "raw-parked-nodes"),
+        (Impl::RawParkedPipelined, "raw-parked-pipelined"),
     ];
 
     pub(crate) fn name(self) -> &'static str {

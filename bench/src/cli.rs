@@ -29,7 +29,7 @@ on a semaphore of 4 permits, next to mutex4x4, the same layout on one key.
                  semaphore,mutex4x4
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,
                  ours-metrics,rslock,redlock,raw-seq,raw-floor,raw-ceiling,
-                 raw-parked,raw-parked-nodes
+                 raw-parked,raw-parked-nodes,raw-parked-pipelined
   --hot-retry MIN-MAX
                  our retry pauses in the hot-key, fair, semaphore and mutex4x4
                  modes, in ms

@@ -208,6 +208,7 @@ fn run_cell(
         Impl::RawCeiling => raw::run(&cell, raw::Shape::Ceiling),
         Impl::RawParked => raw::run(&cell, raw::Shape::Parked),
         Impl::RawParkedNodes => raw::run(&cell, raw::Shape::ParkedNodes),
+        Impl::RawParkedPipelined => raw::run(&cell, raw::Shape::ParkedPipelined),
     };
     // Whatever happened, no node stays frozen for the next cell.
     resume_all(cluster)?;

@@ -17,9 +17,14 @@
 //!   timers: the ceiling plus the parking and waking alone.
 //! - parked per node: the same with an I/O thread per node (the shape of
 //!   our node workers); a caller is woken by the last of them to answer.
+//! - parked, pipelined: one writer thread writes what was handed at once
+//!   and takes the next batch while the replies are out; one reader thread
+//!   reads them in order and wakes the callers.
 
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -46,6 +51,7 @@ pub(crate) enum Shape {
     Ceiling,
     Parked,
     ParkedNodes,
+    ParkedPipelined,
 }
 
 /// A connection to every node, the script loaded on each.
@@ -201,8 +207,9 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
         Shape::Ceiling => runner::threads(&cell.setup, 1, |_, window, rec| {
             lockstep_clients(cell, window, rec);
         })?,
-        Shape::Parked => parked(cell, false)?,
-        Shape::ParkedNodes => parked(cell, true)?,
+        Shape::Parked => parked(cell, Layout::One)?,
+        Shape::ParkedNodes => parked(cell, Layout::PerNode)?,
+        Shape::ParkedPipelined => parked(cell, Layout::Pipelined)?,
     };
     Ok(Outcome {
         record,
@@ -270,10 +277,36 @@ fn lockstep_clients(cell: &Cell<'_>, window: &Window, rec: &mut Recorder) {
     }
 }
 
+/// The reply a parked caller's command counts on.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// `+OK` (a `SET` that set the key).
+    Okay,
+    /// `:1` (a release that deleted it).
+    One,
+}
+
+impl Expect {
+    fn is(self, reply: &Value) -> bool {
+        match self {
+            Expect::Okay => *reply == Value::Okay,
+            Expect::One => *reply == Value::Int(1),
+        }
+    }
+
+    /// The reply as its one RESP line.
+    fn line(self) -> &'static str {
+        match self {
+            Expect::Okay => "+OK\r\n",
+            Expect::One => ":1\r\n",
+        }
+    }
+}
+
 /// A command handed to the parked shape's I/O thread.
 struct Handed {
     packed: Vec<u8>,
-    expected: Value,
+    expected: Expect,
     answer: Arc<Answer>,
 }
 
@@ -305,7 +338,7 @@ impl Hubs {
     /// Hands `packed` to every I/O thread and parks until all answered: on
     /// how many nodes the reply was `expected`, `None` when an I/O thread
     /// failed.
-    fn call(&self, answer: &Arc<Answer>, packed: &[u8], expected: &Value) -> Option<usize> {
+    fn call(&self, answer: &Arc<Answer>, packed: &[u8], expected: Expect) -> Option<usize> {
         answer.matched.store(0, Ordering::Relaxed);
         answer.remaining.store(self.hubs.len(), Ordering::Relaxed);
         for hub in &self.hubs {
@@ -314,7 +347,7 @@ impl Hubs {
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(Handed {
                     packed: packed.to_vec(),
-                    expected: expected.clone(),
+                    expected,
                     answer: Arc::clone(answer),
                 });
             if let Some(io) = hub.io.get() {
@@ -350,16 +383,71 @@ impl Hubs {
                 }
                 failed = nodes.exchange(&out, &batch, &mut matched).is_err();
             }
-            for (handed, matched) in batch.drain(..).zip(matched) {
-                let answer = &handed.answer;
-                if failed {
-                    answer.failed.store(true, Ordering::Relaxed);
-                }
-                answer.matched.fetch_add(matched, Ordering::Relaxed);
-                if answer.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    answer.caller.unpark();
-                }
+            answer(batch.drain(..), matched, failed);
+        }
+    }
+
+    /// The pipelined shape's writer (the hub's I/O thread): writes what was
+    /// handed to every node at once, hands the batch to the reader, and
+    /// takes the next without waiting for the replies.
+    fn write_ahead(&self, mut nodes: Vec<TcpStream>, batches: &mpsc::Sender<Vec<Handed>>) {
+        let hub = &self.hubs[0];
+        let mut out = Vec::new();
+        while !self.stop.load(Ordering::Acquire) {
+            let batch =
+                std::mem::take(&mut *hub.handed.lock().unwrap_or_else(PoisonError::into_inner));
+            if batch.is_empty() {
+                std::thread::park_timeout(Duration::from_millis(10));
+                continue;
             }
+            out.clear();
+            for handed in &batch {
+                out.extend_from_slice(&handed.packed);
+            }
+            if nodes
+                .iter_mut()
+                .try_for_each(|node| node.write_all(&out))
+                .is_err()
+            {
+                let matched = vec![0; batch.len()];
+                answer(batch.into_iter(), matched, true);
+            } else if batches.send(batch).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The pipelined shape's reader: reads each batch's replies, in the order
+/// the batches were written, one line each (the references' replies are
+/// all one line), and wakes their callers.
+fn read_behind(mut nodes: Vec<BufReader<TcpStream>>, batches: &mpsc::Receiver<Vec<Handed>>) {
+    let mut line = String::new();
+    let mut failed = false;
+    for batch in batches {
+        let mut matched = vec![0; batch.len()];
+        for node in &mut nodes {
+            for (handed, count) in batch.iter().zip(matched.iter_mut()) {
+                line.clear();
+                failed |= failed || node.read_line(&mut line).is_err();
+                *count += usize::from(line == handed.expected.line());
+            }
+        }
+        answer(batch.into_iter(), matched, failed);
+    }
+}
+
+/// Adds each handed command's `matched` count to its answer (or marks it
+/// `failed`), waking each caller whose last I/O thread this was.
+fn answer(batch: impl Iterator<Item = Handed>, matched: Vec<usize>, failed: bool) {
+    for (handed, matched) in batch.zip(matched) {
+        let answer = &handed.answer;
+        if failed {
+            answer.failed.store(true, Ordering::Relaxed);
+        }
+        answer.matched.fetch_add(matched, Ordering::Relaxed);
+        if answer.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            answer.caller.unpark();
         }
     }
 }
@@ -378,16 +466,46 @@ impl Nodes {
         }
         for conn in &mut self.conns {
             for (handed, count) in batch.iter().zip(matched.iter_mut()) {
-                *count += usize::from(conn.recv_response()? == handed.expected);
+                *count += usize::from(handed.expected.is(&conn.recv_response()?));
             }
         }
         Ok(())
     }
 }
 
-/// The parked shapes: a thread per client, and one I/O thread for all
-/// nodes (`per_node` false) or one per node.
-fn parked(cell: &Cell<'_>, per_node: bool) -> anyhow::Result<(Recorder, crate::measure::Usage)> {
+/// How the parked shapes' I/O threads share the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// One I/O thread, one batch per node in flight.
+    One,
+    /// An I/O thread per node.
+    PerNode,
+    /// A writer and a reader thread: batches written while earlier ones
+    /// are still out.
+    Pipelined,
+}
+
+/// A connection of its own to each node, as plain sockets, for the
+/// pipelined shape's writer and reader.
+fn sockets(urls: &[String]) -> anyhow::Result<(Vec<TcpStream>, Vec<BufReader<TcpStream>>)> {
+    let mut writers = Vec::new();
+    let mut readers = Vec::new();
+    for url in urls {
+        let address = url
+            .strip_prefix("redis://")
+            .with_context(|| format!("{url}: not redis://host:port"))?;
+        let socket = TcpStream::connect(address).with_context(|| format!("connecting to {url}"))?;
+        socket.set_nodelay(true)?;
+        socket.set_read_timeout(Some(IO_TIMEOUT))?;
+        socket.set_write_timeout(Some(IO_TIMEOUT))?;
+        readers.push(BufReader::new(socket.try_clone()?));
+        writers.push(socket);
+    }
+    Ok((writers, readers))
+}
+
+/// The parked shapes: a thread per client, the I/O threads in `layout`.
+fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::measure::Usage)> {
     let mut nodes = Nodes::connect(&cell.urls)?;
     // The callers' copy, without connections, packs the commands.
     let packer = Nodes {
@@ -396,7 +514,12 @@ fn parked(cell: &Cell<'_>, per_node: bool) -> anyhow::Result<(Recorder, crate::m
         quorum: nodes.quorum,
         ttl_ms: nodes.ttl_ms,
     };
-    let shares: Vec<Nodes> = if per_node {
+    let pipelined = if layout == Layout::Pipelined {
+        Some(sockets(&cell.urls)?)
+    } else {
+        None
+    };
+    let shares: Vec<Nodes> = if layout == Layout::PerNode {
         nodes
             .conns
             .drain(..)
@@ -422,13 +545,28 @@ fn parked(cell: &Cell<'_>, per_node: bool) -> anyhow::Result<(Recorder, crate::m
     });
     std::thread::scope(|scope| {
         let mut ios = Vec::new();
-        for (index, share) in shares.into_iter().enumerate() {
-            let serving = Arc::clone(&hubs);
+        if let Some((writers, readers)) = pipelined {
+            let (to_reader, batches) = mpsc::channel();
+            let writing = Arc::clone(&hubs);
             let io = std::thread::Builder::new()
-                .name(format!("bench-parked-io-{index}"))
-                .spawn_scoped(scope, move || serving.serve(index, share))?;
-            let _ = hubs.hubs[index].io.set(io.thread().clone());
+                .name("bench-parked-writer".into())
+                .spawn_scoped(scope, move || writing.write_ahead(writers, &to_reader))?;
+            let _ = hubs.hubs[0].io.set(io.thread().clone());
             ios.push(io);
+            ios.push(
+                std::thread::Builder::new()
+                    .name("bench-parked-reader".into())
+                    .spawn_scoped(scope, move || read_behind(readers, &batches))?,
+            );
+        } else {
+            for (index, share) in shares.into_iter().enumerate() {
+                let serving = Arc::clone(&hubs);
+                let io = std::thread::Builder::new()
+                    .name(format!("bench-parked-io-{index}"))
+                    .spawn_scoped(scope, move || serving.serve(index, share))?;
+                let _ = hubs.hubs[index].io.set(io.thread().clone());
+                ios.push(io);
+            }
         }
         let result = runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
             let answer = Arc::new(Answer {
@@ -443,8 +581,8 @@ fn parked(cell: &Cell<'_>, per_node: bool) -> anyhow::Result<(Recorder, crate::m
                 cycle += 1;
                 let token = format!("raw-{client}-{cycle}");
                 let started = Instant::now();
-                let granted = hubs.call(&answer, &packer.set(&key, &token), &Value::Okay);
-                let released = hubs.call(&answer, &packer.release(&key, &token), &Value::Int(1));
+                let granted = hubs.call(&answer, &packer.set(&key, &token), Expect::Okay);
+                let released = hubs.call(&answer, &packer.release(&key, &token), Expect::One);
                 match granted.zip(released) {
                     Some((g, r)) if g >= packer.quorum && r >= packer.quorum => {
                         rec.ok(window, started);
