@@ -227,20 +227,31 @@ fn one_client(cell: &Cell<'_>, shape: Shape, client: usize, window: &Window, rec
         Ok(nodes) => nodes,
         Err(e) => return rec.fault(format!("{e:#}")),
     };
+    cycles(cell, client, window, rec, |key, token| match shape {
+        Shape::Sequential => nodes.sequential(key, token),
+        _ => nodes.floor(key, token),
+    });
+}
+
+/// Client `client`'s cycles until the window closes: `cycle(key, token)`
+/// says whether a quorum granted and released; an error (the connections
+/// may be out of step now) stops the client.
+fn cycles(
+    cell: &Cell<'_>,
+    client: usize,
+    window: &Window,
+    rec: &mut Recorder,
+    mut cycle: impl FnMut(&str, &str) -> anyhow::Result<bool>,
+) {
     let key = cell.key(client);
-    let mut cycle = 0u64;
+    let mut count = 0u64;
     while window.open() {
-        cycle += 1;
-        let token = format!("raw-{client}-{cycle}");
+        count += 1;
+        let token = format!("raw-{client}-{count}");
         let started = Instant::now();
-        let result = match shape {
-            Shape::Sequential => nodes.sequential(&key, &token),
-            _ => nodes.floor(&key, &token),
-        };
-        match result {
+        match cycle(&key, &token) {
             Ok(true) => rec.ok(window, started),
             Ok(false) => rec.error(window, started, "no quorum"),
-            // The connections may be out of step now: stop this client.
             Err(e) => return rec.fault(format!("{e:#}")),
         }
     }
@@ -575,22 +586,14 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
                 remaining: AtomicUsize::new(0),
                 failed: AtomicBool::new(false),
             });
-            let key = cell.key(client);
-            let mut cycle = 0u64;
-            while window.open() {
-                cycle += 1;
-                let token = format!("raw-{client}-{cycle}");
-                let started = Instant::now();
-                let granted = hubs.call(&answer, &packer.set(&key, &token), Expect::Okay);
-                let released = hubs.call(&answer, &packer.release(&key, &token), Expect::One);
-                match granted.zip(released) {
-                    Some((g, r)) if g >= packer.quorum && r >= packer.quorum => {
-                        rec.ok(window, started);
-                    }
-                    Some(_) => rec.error(window, started, "no quorum"),
-                    None => return rec.fault("the I/O threads' connections broke"),
-                }
-            }
+            cycles(cell, client, window, rec, |key, token| {
+                let granted = hubs.call(&answer, &packer.set(key, token), Expect::Okay);
+                let released = hubs.call(&answer, &packer.release(key, token), Expect::One);
+                let (g, r) = granted
+                    .zip(released)
+                    .context("the I/O threads' connections broke")?;
+                Ok(g >= packer.quorum && r >= packer.quorum)
+            });
         });
         hubs.stop.store(true, Ordering::Release);
         for io in ios {
