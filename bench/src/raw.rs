@@ -345,6 +345,19 @@ struct Hubs {
     stop: AtomicBool,
 }
 
+/// Stops the I/O threads when dropped, however the cell ends (a failed
+/// spawn included): the scope that joins them would wait for ever.
+struct StopOnDrop<'a>(&'a Hubs);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Release);
+        for io in self.0.hubs.iter().filter_map(|hub| hub.io.get()) {
+            io.unpark();
+        }
+    }
+}
+
 impl Hubs {
     /// Hands `packed` to every I/O thread and parks until all answered: on
     /// how many nodes the reply was `expected`, `None` when an I/O thread
@@ -440,7 +453,10 @@ fn read_behind(mut nodes: Vec<BufReader<TcpStream>>, batches: &mpsc::Receiver<Ve
         for node in &mut nodes {
             for (handed, count) in batch.iter().zip(matched.iter_mut()) {
                 line.clear();
-                failed |= failed || node.read_line(&mut line).is_err();
+                // A closed connection reads nothing: a failure too.
+                if !failed {
+                    failed = !matches!(node.read_line(&mut line), Ok(read) if read > 0);
+                }
                 *count += usize::from(line == handed.expected.line());
             }
         }
@@ -555,7 +571,8 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
         stop: AtomicBool::new(false),
     });
     std::thread::scope(|scope| {
-        let mut ios = Vec::new();
+        // Dropped before the scope joins the I/O threads.
+        let _stop = StopOnDrop(&hubs);
         if let Some((writers, readers)) = pipelined {
             let (to_reader, batches) = mpsc::channel();
             let writing = Arc::clone(&hubs);
@@ -563,12 +580,10 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
                 .name("bench-parked-writer".into())
                 .spawn_scoped(scope, move || writing.write_ahead(writers, &to_reader))?;
             let _ = hubs.hubs[0].io.set(io.thread().clone());
-            ios.push(io);
-            ios.push(
-                std::thread::Builder::new()
-                    .name("bench-parked-reader".into())
-                    .spawn_scoped(scope, move || read_behind(readers, &batches))?,
-            );
+            // It ends once the writer dropped its sender.
+            std::thread::Builder::new()
+                .name("bench-parked-reader".into())
+                .spawn_scoped(scope, move || read_behind(readers, &batches))?;
         } else {
             for (index, share) in shares.into_iter().enumerate() {
                 let serving = Arc::clone(&hubs);
@@ -576,10 +591,9 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
                     .name(format!("bench-parked-io-{index}"))
                     .spawn_scoped(scope, move || serving.serve(index, share))?;
                 let _ = hubs.hubs[index].io.set(io.thread().clone());
-                ios.push(io);
             }
         }
-        let result = runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
+        runner::threads(&cell.setup, cell.clients(), |client, window, rec| {
             let answer = Arc::new(Answer {
                 caller: std::thread::current(),
                 matched: AtomicUsize::new(0),
@@ -594,12 +608,6 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
                     .context("the I/O threads' connections broke")?;
                 Ok(g >= packer.quorum && r >= packer.quorum)
             });
-        });
-        hubs.stop.store(true, Ordering::Release);
-        for io in ios {
-            io.thread().unpark();
-            let _ = io.join();
-        }
-        result
+        })
     })
 }
