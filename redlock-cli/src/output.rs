@@ -7,10 +7,10 @@
 //! printed through [`printable`] ([`say!`](crate::say), [`tell!`](crate::tell)).
 
 use std::borrow::Cow;
-
-use clap::error::ContextValue;
 use std::io::{ErrorKind, Write as _};
 use std::path::Path;
+
+use clap::error::ContextValue;
 
 use crate::exit::{Exit, IO_ERROR};
 
