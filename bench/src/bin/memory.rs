@@ -250,7 +250,7 @@ fn held<B: LockBackend + 'static>(
 /// The pieces of one held lock that can be built outside the manager.
 #[derive(Debug)]
 struct Pieces {
-    /// `Resources::one(key)`: the key's `String` and the `Arc<[String]>`.
+    /// `Resources::one(key)`: the key's `String` in an `Arc`.
     resources: i64,
     /// `Arc<Claim>`: resources and token.
     claim: i64,
@@ -416,7 +416,7 @@ fn run() -> anyhow::Result<()> {
     }
     let per_lock = held_rows[0].bytes;
     println!(
-        "pieces of one lock: Resources::one(key) {} B (the key's String and the Arc<[String]>), \
+        "pieces of one lock: Resources::one(key) {} B (the key's String in an Arc), \
          Arc<Claim> {} B, the rest (the guard's Arc<LockState>) {} B; the guard itself, \
          {} B, lives where the caller keeps it (here a Vec reserved before the baseline)",
         pieces.resources,

@@ -1,5 +1,6 @@
 //! What a lock is taken on: validated resource names and the lock's identity.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use crate::{ConfigError, Identity, Token, Ttl, TOKEN_LEN};
@@ -20,8 +21,43 @@ use crate::{ConfigError, Identity, Token, Ttl, TOKEN_LEN};
 /// assert!(Resources::one("").is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Resources(Arc<[String]>, bool);
+#[derive(Clone)]
+pub struct Resources(Names);
+
+/// The names behind one pointer, so that a `Resources`, and each claim that
+/// holds one, stays small: one name (most locks), an election's one name
+/// (watched), or several.
+#[derive(Clone)]
+enum Names {
+    One(Arc<String>),
+    Watched(Arc<String>),
+    Many(Arc<Vec<String>>),
+}
+
+// As the pair (names, watched) they stand for.
+impl PartialEq for Resources {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys() == other.keys() && self.is_watched() == other.is_watched()
+    }
+}
+
+impl Eq for Resources {}
+
+impl std::hash::Hash for Resources {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.keys().hash(state);
+        self.is_watched().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Resources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Resources")
+            .field(&self.keys())
+            .field(&self.is_watched())
+            .finish()
+    }
+}
 
 impl Resources {
     /// A single resource.
@@ -83,7 +119,13 @@ impl Resources {
     fn sorted(mut keys: Vec<String>) -> Self {
         keys.sort_unstable();
         keys.dedup();
-        Resources(keys.into(), false)
+        if keys.len() == 1 {
+            if let Some(key) = keys.pop() {
+                return Resources(Names::One(Arc::new(key)));
+            }
+        }
+        keys.shrink_to_fit();
+        Resources(Names::Many(Arc::new(keys)))
     }
 
     /// The names, sorted and without duplicates.
@@ -97,7 +139,10 @@ impl Resources {
     /// ```
     #[must_use]
     pub fn keys(&self) -> &[String] {
-        &self.0
+        match &self.0 {
+            Names::One(key) | Names::Watched(key) => std::slice::from_ref(&**key),
+            Names::Many(keys) => keys,
+        }
     }
 
     /// How many distinct names.
@@ -110,7 +155,7 @@ impl Resources {
     /// ```
     #[must_use]
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.keys().len()
     }
 
     /// Whether this is an election's name, whose observers are told when
@@ -126,13 +171,15 @@ impl Resources {
     /// ```
     #[must_use]
     pub fn is_watched(&self) -> bool {
-        self.1
+        matches!(self.0, Names::Watched(_))
     }
 
     /// This one resource, watched (see [`Resources::is_watched`]).
     pub(crate) fn watched(self) -> Self {
-        let one = self.len() == 1;
-        Resources(self.0, one)
+        match self.0 {
+            Names::One(key) => Resources(Names::Watched(key)),
+            names => Resources(names),
+        }
     }
 
     /// Always `false`: a `Resources` holds at least one name.
@@ -145,7 +192,7 @@ impl Resources {
     /// ```
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.keys().is_empty()
     }
 }
 
@@ -234,12 +281,38 @@ pub struct Claim {
 /// assert_eq!(claim.queue().map(|q| q.manager()), Some(7));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Queued {
     manager: u64,
-    mark_ttl: Ttl,
-    yields: bool,
+    /// The mark's TTL in milliseconds (below 2^62: [`Ttl::MAX`]), with
+    /// [`YIELDS`] set when it yields: three words, and none when absent
+    /// (`Option<Queued>` in each claim).
+    mark: NonZeroU64,
     ticket: u64,
+}
+
+/// The bit of [`Queued::mark`] that says the acquire yields.
+const YIELDS: u64 = 1 << 63;
+
+// As the fields they stand for (manager, mark TTL, yields, ticket).
+impl std::hash::Hash for Queued {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.manager.hash(state);
+        self.mark_ttl().hash(state);
+        self.yields().hash(state);
+        self.ticket.hash(state);
+    }
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queued")
+            .field("manager", &self.manager)
+            .field("mark_ttl", &self.mark_ttl())
+            .field("yields", &self.yields())
+            .field("ticket", &self.ticket)
+            .finish()
+    }
 }
 
 impl Queued {
@@ -259,10 +332,12 @@ impl Queued {
     /// ```
     #[must_use]
     pub fn new(manager: u64, mark_ttl: Ttl, yields: bool) -> Self {
+        // A TTL is at least 1 ms and below 2^62 ms.
+        let millis = mark_ttl.as_millis().clamp(1, YIELDS - 1);
+        let yields = if yields { YIELDS } else { 0 };
         Queued {
             manager,
-            mark_ttl,
-            yields,
+            mark: NonZeroU64::new(millis | yields).unwrap_or(NonZeroU64::MIN),
             ticket: 0,
         }
     }
@@ -331,7 +406,7 @@ impl Queued {
     /// ```
     #[must_use]
     pub fn mark_ttl(&self) -> Ttl {
-        self.mark_ttl
+        Ttl::of_millis(self.mark.get() & !YIELDS)
     }
 
     /// Whether this acquire gives way to other managers' waiting marks.
@@ -347,7 +422,7 @@ impl Queued {
     /// ```
     #[must_use]
     pub fn yields(&self) -> bool {
-        self.yields
+        self.mark.get() & YIELDS != 0
     }
 }
 

@@ -85,6 +85,12 @@ impl Ttl {
     pub fn as_millis(self) -> u64 {
         u64::try_from(self.0.as_millis()).unwrap_or(u64::MAX)
     }
+
+    /// The TTL of `millis`, which a TTL's [`Ttl::as_millis`] gave (so it
+    /// is valid already): for a TTL kept as its millisecond count.
+    pub(crate) const fn of_millis(millis: u64) -> Ttl {
+        Ttl(Duration::from_millis(millis))
+    }
 }
 
 impl TryFrom<Duration> for Ttl {
