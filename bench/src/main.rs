@@ -79,9 +79,9 @@ fn run() -> anyhow::Result<()> {
         .iter()
         .flat_map(|&mode| {
             mode.impls()
-                .iter()
+                .into_iter()
                 .filter(|imp| options.impls.contains(imp))
-                .map(move |&imp| Row::new(mode, imp))
+                .map(move |imp| Row::new(mode, imp))
         })
         .collect();
     for round in 1..=options.rounds {
