@@ -1060,38 +1060,51 @@ mod tests {
         }
     }
 
-    /// A fake Redis whose scripts are lost: `EVALSHA` is answered
-    /// `NOSCRIPT` (the first one on key `k` only once the gate opens),
-    /// `EVAL` with 1, anything else with OK.
-    fn no_scripts() -> (u16, Log, std::sync::mpsc::Sender<()>) {
+    /// What a gated fake server does with one command.
+    enum Act {
+        /// Answers it with these bytes.
+        Reply(&'static [u8]),
+        /// Closes the connection instead of answering.
+        Close,
+    }
+
+    /// A fake Redis that logs each script it is sent (its verb and key),
+    /// waits at a gate the first time `gated` says so, then
+    /// does what `act` says; the gate stays closed until the test opens it.
+    fn gated_fake(
+        gated: impl Fn(&str, &[String]) -> bool + Send + Sync + 'static,
+        act: impl Fn(&str, &[String]) -> Act + Send + Sync + 'static,
+    ) -> (u16, Log, std::sync::mpsc::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let log: Log = Arc::default();
         let seen = Arc::clone(&log);
         let (held, open) = gate();
+        let rules = Arc::new((gated, act));
         std::thread::spawn(move || {
             for (index, stream) in listener.incoming().enumerate() {
                 let Ok(mut stream) = stream else { return };
                 let (seen, held) = (Arc::clone(&seen), Arc::clone(&held));
+                let rules = Arc::clone(&rules);
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
                     while let Some(words) = read_words(&mut reader) {
                         let verb = words[0].to_uppercase();
-                        let shown = if verb.starts_with("EVAL") {
-                            format!("{verb} {}", words.get(3).map_or("", String::as_str))
-                        } else {
-                            verb.clone()
-                        };
-                        seen.lock().push((index, shown));
-                        if verb == "EVALSHA" && words[3] == "k" {
+                        if verb.starts_with("EVAL") {
+                            let key = words.get(3).map_or("", String::as_str);
+                            seen.lock().push((index, format!("{verb} {key}")));
+                        }
+                        if (rules.0)(&verb, &words) {
                             pass(&held);
                         }
-                        let reply: &[u8] = match verb.as_str() {
-                            "EVALSHA" => b"-NOSCRIPT No matching script.\r\n",
-                            "EVAL" => b":1\r\n",
-                            _ => b"+OK\r\n",
+                        let written = match (rules.1)(&verb, &words) {
+                            Act::Reply(reply) => stream.write_all(reply),
+                            Act::Close => {
+                                let _ = stream.shutdown(std::net::Shutdown::Both);
+                                return;
+                            }
                         };
-                        if stream.write_all(reply).is_err() {
+                        if written.is_err() {
                             return;
                         }
                     }
@@ -1099,6 +1112,24 @@ mod tests {
             }
         });
         (port, log, open)
+    }
+
+    /// Whether `words` are an `EVALSHA` on key `k`.
+    fn script_on_k(verb: &str, words: &[String]) -> bool {
+        verb == "EVALSHA" && words.get(3).is_some_and(|key| key == "k")
+    }
+
+    /// A fake Redis whose scripts are lost: `EVALSHA` is answered
+    /// `NOSCRIPT` (the first one on key `k` only once the gate opens),
+    /// `EVAL` with 1, anything else with OK.
+    fn no_scripts() -> (u16, Log, std::sync::mpsc::Sender<()>) {
+        gated_fake(script_on_k, |verb, _| {
+            Act::Reply(match verb {
+                "EVALSHA" => b"-NOSCRIPT No matching script.\r\n",
+                "EVAL" => b":1\r\n",
+                _ => b"+OK\r\n",
+            })
+        })
     }
 
     /// A backend of one connection to the fake server on `port`, once
@@ -1111,6 +1142,20 @@ mod tests {
             .expect("backend");
         wait_for("a connection", || backend.release(&claim(&["x"])).is_ok());
         backend
+    }
+
+    /// A backend of one connection to the fake server on `port` that sent
+    /// a release of `k` (`log` cleared just before) and left its answer
+    /// unread; and the deadline for what follows.
+    fn left_release(port: u16, log: &Log) -> (RedisBackend, std::time::Instant) {
+        let timeout = std::time::Duration::from_secs(2);
+        let backend = one_connection(port, timeout);
+        let mine = claim(&["k"]);
+        log.lock().clear();
+        let release = redlock_core::backend::Request::Release { claim: &mine };
+        let deadline = std::time::Instant::now() + timeout;
+        assert!(start(&backend, release).detach(deadline).is_none());
+        (backend, deadline)
     }
 
     fn start<'a>(
@@ -1186,14 +1231,8 @@ mod tests {
 
     #[test]
     fn a_detached_release_the_server_had_no_script_for_is_sent_again_by_eval() {
-        let timeout = std::time::Duration::from_secs(2);
         let (port, log, open) = no_scripts();
-        let backend = one_connection(port, timeout);
-        let mine = claim(&["k"]);
-        log.lock().clear();
-        let release = redlock_core::backend::Request::Release { claim: &mine };
-        let deadline = std::time::Instant::now() + timeout;
-        assert!(start(&backend, release).detach(deadline).is_none());
+        let (backend, deadline) = left_release(port, &log);
         assert!(backend.owes());
         open.send(()).expect("the server waits");
         // A flush catches up: the NOSCRIPT answer makes it send the
@@ -1208,53 +1247,27 @@ mod tests {
     /// first `EVALSHA` on key `k` (once the gate opens), and answers every
     /// other one with 1 (anything else with OK).
     fn drops_first_script() -> (u16, Log, std::sync::mpsc::Sender<()>) {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let log: Log = Arc::default();
-        let seen = Arc::clone(&log);
-        let first = Arc::new(Shared::new(true));
-        let (held, open) = gate();
-        std::thread::spawn(move || {
-            for (index, stream) in listener.incoming().enumerate() {
-                let Ok(mut stream) = stream else { return };
-                let (seen, first) = (Arc::clone(&seen), Arc::clone(&first));
-                let held = Arc::clone(&held);
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                    while let Some(words) = read_words(&mut reader) {
-                        let verb = words[0].to_uppercase();
-                        if verb != "EVALSHA" {
-                            if stream.write_all(b"+OK\r\n").is_err() {
-                                return;
-                            }
-                            continue;
-                        }
-                        seen.lock().push((index, format!("{verb} {}", words[3])));
-                        if words[3] == "k" && std::mem::take(&mut *first.lock()) {
-                            pass(&held);
-                            let _ = stream.shutdown(std::net::Shutdown::Both);
-                            return;
-                        }
-                        if stream.write_all(b":1\r\n").is_err() {
-                            return;
-                        }
-                    }
-                });
+        let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let closes = Arc::clone(&first);
+        let gated = move |verb: &str, words: &[String]| {
+            script_on_k(verb, words) && first.load(std::sync::atomic::Ordering::SeqCst)
+        };
+        gated_fake(gated, move |verb, words| match verb {
+            "EVALSHA"
+                if script_on_k(verb, words)
+                    && closes.swap(false, std::sync::atomic::Ordering::SeqCst) =>
+            {
+                Act::Close
             }
-        });
-        (port, log, open)
+            "EVALSHA" => Act::Reply(b":1\r\n"),
+            _ => Act::Reply(b"+OK\r\n"),
+        })
     }
 
     #[test]
     fn a_detached_release_whose_connection_broke_is_sent_again_on_a_new_one() {
-        let timeout = std::time::Duration::from_secs(2);
         let (port, log, open) = drops_first_script();
-        let backend = one_connection(port, timeout);
-        let mine = claim(&["k"]);
-        log.lock().clear();
-        let release = redlock_core::backend::Request::Release { claim: &mine };
-        let deadline = std::time::Instant::now() + timeout;
-        assert!(start(&backend, release).detach(deadline).is_none());
+        let (backend, deadline) = left_release(port, &log);
         open.send(()).expect("the server waits");
         // The server closes the connection unanswered: the release may not
         // have run, and nobody but the backend knows of it.
