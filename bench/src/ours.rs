@@ -57,7 +57,8 @@ fn manager_with(
         .context("building the Redis backends")?;
     let mut builder = Redlock::builder(backends)
         .node_timeout(NODE_TIMEOUT)
-        .own_rounds(own_rounds());
+        .own_rounds(own_rounds())
+        .poller(poller());
     if let Some((min, max)) = retry {
         builder = builder.retry_delay(min, max);
     }
@@ -71,6 +72,13 @@ fn manager_with(
 /// on unless `REDLOCK_BENCH_OWN_ROUNDS=0`, to compare both in one build.
 pub(crate) fn own_rounds() -> bool {
     std::env::var("REDLOCK_BENCH_OWN_ROUNDS").map_or(true, |v| v != "0")
+}
+
+/// Whether several callers' rounds go through the manager's poller
+/// (`Builder::poller`): on unless `REDLOCK_BENCH_POLLER=0`, to compare both
+/// in one build.
+pub(crate) fn poller() -> bool {
+    std::env::var("REDLOCK_BENCH_POLLER").map_or(true, |v| v != "0")
 }
 
 /// As [`run`], while another thread reads `Redlock::stats` every second.

@@ -715,8 +715,8 @@ std::thread_local! {
 struct Ready(Result<Response, MockError>);
 
 impl Started<MockError> for Ready {
-    fn finish(self: Box<Self>, _deadline: Instant) -> Result<Response, MockError> {
-        self.0
+    fn finish(self: Box<Self>, _deadline: Instant, out: &mut Vec<Result<Response, MockError>>) {
+        out.push(self.0);
     }
 }
 
@@ -841,8 +841,13 @@ impl LockBackend for MockNode {
     /// Runs the request at once on the calling thread, unless the node has
     /// latency or is frozen (`None`: the manager's node worker waits for
     /// it instead), so that a manager's lone caller does on mock nodes what
-    /// it does on Redis.
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
+    /// it does on Redis. One request at a time ([`LockBackend::starts_batches`] is `false`):
+    /// a batch whose later request would wait could not undo the earlier
+    /// ones.
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
+        let [request] = requests else {
+            return None;
+        };
         /// Ends `NO_WAIT` however the request ends.
         struct Waits;
         impl Drop for Waits {

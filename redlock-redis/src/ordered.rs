@@ -93,6 +93,9 @@ struct Owing {
     /// ([`Begun::detach`]): a node not known to be slow, so a caller may
     /// send its next request behind them.
     detached: bool,
+    /// How many writes ([`Ordered::begin`]) were left unread on it, one
+    /// behind the other.
+    left: usize,
 }
 
 /// Replies due on an owing connection, in order.
@@ -306,14 +309,15 @@ impl Ordered {
         self.lost.is_empty()
     }
 
-    /// Sends `planned` on an idle connection without waiting, when the
-    /// connection owes nothing and the pool has one idle: see
-    /// [`Begun::finish`]. `None` when it would have to wait (for the
-    /// line or a connection) or nothing could be written.
+    /// Sends `planned` (one request or several, in one write) on an idle
+    /// connection without waiting, when the connection owes nothing and
+    /// the pool has one idle: see [`Begun::finish`]. `None` when it would
+    /// have to wait (for the line or a connection) or nothing could be
+    /// written.
     pub(crate) fn begin<'a>(
         line: MutexGuard<'a, Ordered>,
         pool: &'a NodePool,
-        planned: Planned<'a>,
+        planned: Vec<Planned<'a>>,
         deadline: Instant,
         old_set: &'a AtomicBool,
     ) -> Option<Begun<'a>> {
@@ -324,10 +328,11 @@ impl Ordered {
         }
         let (mut conn, behind) = match line.owing.take() {
             None => (pool.idle()?, None),
-            // Behind one request left unread at most: a node that did not
-            // answer two is slow, and its worker catches up on it.
-            Some(owing) if owing.detached && owing.dues.due.len() <= 1 => {
-                (owing.conn, Some(owing.dues))
+            // Behind one write left unread at most (one request, or one
+            // poller's batch): a node that did not answer two is slow, and
+            // its worker catches up on it.
+            Some(owing) if owing.detached && owing.left <= 1 => {
+                (owing.conn, Some((owing.dues, owing.left)))
             }
             Some(owing) => {
                 line.owing = Some(owing);
@@ -335,22 +340,25 @@ impl Ordered {
             }
         };
         let form = form(old_set, &conn);
-        let sent = write(&mut pool.session(&mut conn, deadline), &[planned], form);
+        let sent = write(&mut pool.session(&mut conn, deadline), &planned, form);
         if matches!(sent, Err(Failure::Deadline)) {
             // Nothing was written.
-            if let Some(dues) = behind {
+            if let Some((dues, left)) = behind {
                 line.owing = Some(Owing {
                     conn,
                     dues,
                     written: 0,
                     detached: true,
+                    left,
                 });
             }
             return None;
         }
+        let (behind, left) = behind.unwrap_or_default();
         Some(Begun {
             line,
-            behind: behind.unwrap_or_default(),
+            behind,
+            left,
             again: Vec::new(),
             conn: Some(conn),
             planned,
@@ -390,6 +398,7 @@ impl Ordered {
                 },
                 written: 0,
                 detached: false,
+                left: 0,
             };
             let acquires: Vec<&Claim> = cut
                 .unanswered
@@ -507,19 +516,22 @@ fn form(old_set: &AtomicBool, conn: &Conn) -> Form {
 /// The longest a [`Begun`] request's read waits at a time.
 const READ_SLICE: Duration = Duration::from_millis(1);
 
-/// One request [`Ordered::begin`] wrote, holding the node's line (nothing else
-/// is sent to the node until its reply is read) and the connection.
+/// The requests [`Ordered::begin`] wrote, holding the node's line (nothing
+/// else is sent to the node until their replies are read) and the
+/// connection.
 pub(crate) struct Begun<'a> {
     line: MutexGuard<'a, Ordered>,
     /// The answers of decided rounds owed on the connection before this
     /// request's own ([`Begun::detach`]), read and dropped first.
     behind: Dues,
+    /// How many writes left unread those are.
+    left: usize,
     /// Releases among them the server did not run for want of their
     /// script: sent again once this request's answer is in.
     again: Vec<Claim>,
-    /// Taken when the answer is read.
+    /// Taken when the answers are read.
     conn: Option<Pooled>,
-    planned: Planned<'a>,
+    planned: Vec<Planned<'a>>,
     form: Form,
     /// How writing and reading went so far.
     sent: Result<(), Failure>,
@@ -531,9 +543,9 @@ pub(crate) struct Begun<'a> {
 }
 
 impl<'a> Begun<'a> {
-    /// The claim of the request.
-    pub(crate) fn claim(&self) -> &'a Claim {
-        self.planned.claim()
+    /// The requests, in the order they were written.
+    pub(crate) fn planned(&self) -> &[Planned<'a>] {
+        &self.planned
     }
 
     /// Reads the replies until they are all in (or reading failed), or
@@ -547,7 +559,7 @@ impl<'a> Begun<'a> {
         if self.sent.is_err() {
             return true;
         }
-        let count = replies_to(&[self.planned], self.form);
+        let count = replies_to(&self.planned, self.form);
         let until = until.min(self.deadline);
         let Some(conn) = self.conn.as_mut() else {
             return true;
@@ -574,24 +586,25 @@ impl<'a> Begun<'a> {
         true
     }
 
-    /// Reads the reply by `deadline` (at the latest the node timeout from
-    /// the start), as [`Ordered::run`] would have.
-    pub(crate) fn finish(mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
+    /// Reads the replies by `deadline` (at the latest the node timeout
+    /// from the start), as [`Ordered::run`] would have: one result per
+    /// request.
+    pub(crate) fn finish(mut self, deadline: Instant) -> Vec<Result<Read, RedisNodeError>> {
         self.wait(deadline);
         self.settle(deadline)
     }
 
     /// Reads what is left by `deadline` and settles the connection as
     /// [`Ordered::run`] would; once only (the connection is taken).
-    fn settle(&mut self, deadline: Instant) -> Result<Read, RedisNodeError> {
-        let no_answer = || {
-            Err(self.pool.error_of(Failure::Reply {
+    fn settle(&mut self, deadline: Instant) -> Vec<Result<Read, RedisNodeError>> {
+        let no_answer = |pool: &NodePool| {
+            Err(pool.error_of(Failure::Reply {
                 kind: crate::RedisErrorKind::UnexpectedReply,
                 detail: "no answer to the request".to_owned(),
             }))
         };
         let Some(mut conn) = self.conn.take() else {
-            return no_answer();
+            return self.planned.iter().map(|_| no_answer(self.pool)).collect();
         };
         let deadline = deadline.min(self.deadline);
         let sent = std::mem::replace(&mut self.sent, Ok(()));
@@ -601,8 +614,8 @@ impl<'a> Begun<'a> {
             self.line.keep_lost(left.into_iter());
         }
         let replies = std::mem::take(&mut self.replies);
-        let planned = [self.planned];
-        let exchanged = match self.catch_up(&mut conn, deadline, &sent) {
+        let planned = std::mem::take(&mut self.planned);
+        let exchanged = match self.catch_up(&mut conn, deadline, &sent, &planned) {
             Err(cut) => {
                 if cut.failure.breaks_connection() {
                     let left: Vec<Claim> = self.behind.take_left().collect();
@@ -629,20 +642,15 @@ impl<'a> Begun<'a> {
                     dues: Dues::default(),
                     written: 0,
                     detached: true,
+                    left: 0,
                 };
                 self.send_again(owing, deadline);
-                return reads.into_iter().next().map_or_else(no_answer, Ok);
+                return reads.into_iter().map(Ok).collect();
             }
             other => other,
         };
-        match self
-            .line
+        self.line
             .settle(self.pool, conn, &planned, deadline, exchanged)
-            .pop()
-        {
-            Some(read) => read,
-            None => no_answer(),
-        }
     }
 
     /// Writes the releases to send again behind what `owing` owes, and
@@ -667,6 +675,7 @@ impl Begun<'_> {
         conn: &mut Pooled,
         deadline: Instant,
         sent: &Result<(), Failure>,
+        planned: &[Planned<'_>],
     ) -> Result<(), Cut> {
         if self.behind.is_empty() || sent.is_err() {
             return Ok(());
@@ -678,8 +687,8 @@ impl Begun<'_> {
                 Err(failure) => {
                     return Err(Cut {
                         failure,
-                        owed: self.behind.count() + replies_to(&[self.planned], self.form),
-                        unanswered: vec![0],
+                        owed: self.behind.count() + replies_to(planned, self.form),
+                        unanswered: (0..planned.len()).collect(),
                     })
                 }
             }
@@ -709,12 +718,12 @@ impl Begun<'_> {
         }
     }
 
-    /// Leaves this request's answer (and any due before it) to be read by
-    /// whoever uses the node's line next, without waiting: the connection
-    /// is kept owing them. `None` once left; the answer when it is in
-    /// already, or the request failed.
-    pub(crate) fn detach(mut self, deadline: Instant) -> Option<Result<Read, RedisNodeError>> {
-        let count = replies_to(&[self.planned], self.form);
+    /// Leaves these requests' answers (and any due before them) to be read
+    /// by whoever uses the node's line next, without waiting: the
+    /// connection is kept owing them. `None` once left; the answers when
+    /// they are all in already, or the requests failed.
+    pub(crate) fn detach(mut self, deadline: Instant) -> Option<Vec<Result<Read, RedisNodeError>>> {
+        let count = replies_to(&self.planned, self.form);
         // Answers in already are taken: only those still out are left.
         self.take_ready(count);
         if self.sent.is_err() || (self.behind.is_empty() && self.replies.len() >= count) {
@@ -722,19 +731,35 @@ impl Begun<'_> {
         }
         let conn = self.conn.take()?;
         let mut dues = std::mem::take(&mut self.behind);
-        let left = count - self.replies.len();
-        if self.planned.is_release() && left == 1 {
-            let claim = self.planned.claim().clone();
-            dues.releases.insert(claim.token().clone());
-            dues.due.push_back(Due::Left(claim));
-        } else {
-            dues.due.push_back(Due::Stale(left));
+        // The writes left unread before this one, if their answers are
+        // still due, and this one.
+        let left = if dues.is_empty() { 1 } else { self.left + 1 };
+        // Each request's replies are due in turn: a release's one reply is
+        // its own due (sent again if the server lost its script), those of
+        // any other request are dropped; the replies in already are taken
+        // as the first of them.
+        for request in &self.planned {
+            let n = request.replies(self.form);
+            if n == 0 {
+                continue;
+            }
+            if request.is_release() && n == 1 {
+                let claim = request.claim().clone();
+                dues.releases.insert(claim.token().clone());
+                dues.due.push_back(Due::Left(claim));
+            } else {
+                dues.due.push_back(Due::Stale(n));
+            }
+        }
+        for reply in std::mem::take(&mut self.replies) {
+            self.again.extend(dues.took(&reply));
         }
         let owing = Owing {
             conn,
             dues,
             written: 0,
             detached: true,
+            left,
         };
         self.send_again(owing, deadline);
         None
@@ -971,15 +996,12 @@ mod tests {
         let (mine, other) = (claim(&["k"]), claim(&["other"]));
         // The pool's one connection, made in the background, is idle.
         wait_for("a connection", || backend.release(&other).is_ok());
-        let started = redlock_core::backend::LockBackend::start(
-            &backend,
-            redlock_core::backend::Request::Acquire {
-                claim: &mine,
-                ttl,
-                fence: false,
-            },
-        )
-        .expect("an idle connection");
+        let acquire = redlock_core::backend::Request::Acquire {
+            claim: &mine,
+            ttl,
+            fence: false,
+        };
+        let started = start(&backend, acquire);
         // Its caller gives up without reading the (late) answer.
         drop(started);
         assert!(backend.owes());
@@ -1158,11 +1180,35 @@ mod tests {
         (backend, deadline)
     }
 
+    /// One request started on its own, as a lone caller starts it.
+    struct One<'a>(Box<dyn redlock_core::backend::Started<crate::RedisNodeError> + 'a>);
+
+    type Answer = Result<redlock_core::backend::Response, crate::RedisNodeError>;
+
+    impl One<'_> {
+        fn finish(self, deadline: std::time::Instant) -> Answer {
+            let mut out = Vec::new();
+            self.0.finish(deadline, &mut out);
+            assert_eq!(out.len(), 1, "one answer per request");
+            out.pop().expect("one answer")
+        }
+
+        /// `None` once left to be read later.
+        fn detach(self, deadline: std::time::Instant) -> Option<Answer> {
+            let mut out = Vec::new();
+            if self.0.detach(deadline, &mut out) {
+                assert!(out.is_empty(), "nothing read when left");
+                return None;
+            }
+            out.pop()
+        }
+    }
+
     fn start<'a>(
         backend: &'a RedisBackend,
         request: redlock_core::backend::Request<'a>,
-    ) -> Box<dyn redlock_core::backend::Started<crate::RedisNodeError> + 'a> {
-        LockBackend::start(backend, request).expect("an idle connection")
+    ) -> One<'a> {
+        One(LockBackend::start(backend, &[request]).expect("an idle connection"))
     }
 
     #[test]
@@ -1225,7 +1271,46 @@ mod tests {
         assert!(start(&backend, release).detach(deadline).is_none());
         // Behind two, it goes through the node's worker instead.
         let again = redlock_core::backend::Request::Release { claim: &other };
-        assert!(LockBackend::start(&backend, again).is_none());
+        assert!(LockBackend::start(&backend, &[again]).is_none());
+        assert!(backend.owes());
+    }
+
+    /// An acquire of `first` and a release of `second`, as one batch.
+    fn batch_of<'a>(
+        first: &'a redlock_core::backend::Claim,
+        second: &'a redlock_core::backend::Claim,
+        ttl: Ttl,
+    ) -> [redlock_core::backend::Request<'a>; 2] {
+        [
+            redlock_core::backend::Request::Acquire {
+                claim: first,
+                ttl,
+                fence: false,
+            },
+            redlock_core::backend::Request::Release { claim: second },
+        ]
+    }
+
+    #[test]
+    fn a_batch_left_unread_counts_as_one_write_and_two_hold_back_a_third() {
+        let timeout = std::time::Duration::from_secs(10);
+        // The node answers nothing during the test.
+        let (port, _log) = slow_first_set(std::time::Duration::from_secs(30));
+        let backend = one_connection(port, timeout);
+        let ttl = Ttl::new(std::time::Duration::from_secs(5)).expect("ttl");
+        let (a, b, c) = (claim(&["a"]), claim(&["b"]), claim(&["c"]));
+        let deadline = std::time::Instant::now() + timeout;
+        let batch = |first, second| batch_of(first, second, ttl);
+        let mut out = Vec::new();
+        // A poller's batch of two, left unread: one write behind.
+        let first = LockBackend::start(&backend, &batch(&a, &b)).expect("idle");
+        assert!(first.detach(deadline, &mut out), "left unread");
+        // The next batch still goes behind it, and is left too.
+        let second = LockBackend::start(&backend, &batch(&b, &c)).expect("behind one write");
+        assert!(second.detach(deadline, &mut out), "left unread");
+        assert!(out.is_empty(), "nothing read");
+        // Behind two writes, the node's worker takes the next.
+        assert!(LockBackend::start(&backend, &batch(&c, &a)).is_none());
         assert!(backend.owes());
     }
 

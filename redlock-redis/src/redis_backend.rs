@@ -335,6 +335,21 @@ impl RedisBackend {
     }
 
     /// The answer to one request on `claim`, from its replies.
+    /// [`RedisBackend::answer`] for each of `reads`, into `out`.
+    fn answer_all(
+        &self,
+        reads: Vec<Result<Read, RedisNodeError>>,
+        claims: &[&Claim],
+        out: &mut Vec<Result<Response, RedisNodeError>>,
+    ) {
+        out.extend(
+            reads
+                .into_iter()
+                .zip(claims)
+                .map(|(read, claim)| read.and_then(|read| self.answer(read, claim))),
+        );
+    }
+
     fn answer(&self, read: Read, claim: &Claim) -> Result<Response, RedisNodeError> {
         match read {
             Read::Done(response) => Ok(response),
@@ -519,29 +534,38 @@ impl LockBackend for RedisBackend {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
-        out.extend(
-            self.run_planned(&planned)
-                .into_iter()
-                .zip(&planned)
-                .map(|(read, p)| read.and_then(|read| self.answer(read, p.claim()))),
-        );
+        let claims: Vec<&Claim> = planned.iter().map(Planned::claim).collect();
+        self.answer_all(self.run_planned(&planned), &claims, out);
     }
 
-    /// Writes the request on an idle connection of the node's line when
-    /// nothing else is under way on it and it owes the node nothing; the
-    /// line stays taken (the node's worker waits for it) until the reply is
-    /// read, so the node still runs this backend's requests in the order
-    /// they were sent. A reply that does not come in time leaves the
-    /// connection owing it, with a release behind an acquire, as for any
-    /// call (see "Order survives failures" on [`LockBackend`]).
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<RedisNodeError> + 'a>> {
-        let planned = Planned::new(&request)?;
+    /// Writes the requests, in one write, on an idle connection of the
+    /// node's line when nothing else is under way on it and it owes the
+    /// node nothing; the line stays taken (the node's worker waits for it)
+    /// until the replies are read, so the node still runs this backend's
+    /// requests in the order they were sent. Replies that do not come in
+    /// time leave the connection owing them, with a release behind each
+    /// acquire, as for any call (see "Order survives failures" on
+    /// [`LockBackend`]); a batch whose first write broke gets the
+    /// `NOSCRIPT` and Redis 6.2 fallbacks [`LockBackend::run_batch`]
+    /// describes.
+    fn start<'a>(
+        &'a self,
+        requests: &[Request<'a>],
+    ) -> Option<Box<dyn Started<RedisNodeError> + 'a>> {
+        let planned = requests
+            .iter()
+            .map(Planned::new)
+            .collect::<Option<Vec<_>>>()?;
         let line = self.line.try_lock()?;
         let begun = Ordered::begin(line, &self.pool, planned, self.deadline(), &self.old_set)?;
         Some(Box::new(Pending {
             backend: self,
             begun,
         }))
+    }
+
+    fn starts_batches(&self) -> bool {
+        true
     }
 
     /// Reads what the node's connection still owes for the own rounds of
@@ -571,20 +595,26 @@ impl Started<RedisNodeError> for Pending<'_> {
         self.begun.wait(until)
     }
 
-    fn finish(self: Box<Self>, deadline: Instant) -> Result<Response, RedisNodeError> {
+    fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, RedisNodeError>>) {
         let Pending { backend, begun } = *self;
-        let claim = begun.claim();
-        backend.answer(begun.finish(deadline)?, claim)
+        let claims: Vec<&Claim> = begun.planned().iter().map(Planned::claim).collect();
+        backend.answer_all(begun.finish(deadline), &claims, out);
     }
 
-    fn detach(self: Box<Self>, deadline: Instant) -> Option<Result<Response, RedisNodeError>> {
+    fn detach(
+        self: Box<Self>,
+        deadline: Instant,
+        out: &mut Vec<Result<Response, RedisNodeError>>,
+    ) -> bool {
         let Pending { backend, begun } = *self;
-        let claim = begun.claim();
-        Some(
-            begun
-                .detach(deadline)?
-                .and_then(|read| backend.answer(read, claim)),
-        )
+        let claims: Vec<&Claim> = begun.planned().iter().map(Planned::claim).collect();
+        match begun.detach(deadline) {
+            Some(reads) => {
+                backend.answer_all(reads, &claims, out);
+                false
+            }
+            None => true,
+        }
     }
 }
 

@@ -116,6 +116,7 @@ pub struct Builder<B> {
     identity: Option<Identity>,
     wake_ups: bool,
     own_rounds: bool,
+    poller: bool,
     /// Whether [`Builder::clock`] replaced the system clock.
     own_clock: bool,
     events: Option<Arc<dyn EventHandler>>,
@@ -151,6 +152,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             identity: None,
             wake_ups: true,
             own_rounds: true,
+            poller: true,
             own_clock: false,
             events: None,
         }
@@ -349,6 +351,32 @@ impl<B: LockBackend + 'static> Builder<B> {
         self
     }
 
+    /// Whether the rounds of several callers go through one poller thread
+    /// of the manager, with backends that can
+    /// ([`starts_batches`](LockBackend::starts_batches): Redis), instead of
+    /// through one worker thread per node. The poller sends each node
+    /// every request queued for it in one batch and reads the answers of
+    /// all nodes, so a round costs one hand-over and one wake-up instead of
+    /// one per node (docs/benchmarks.md measures both). A node whose last
+    /// request failed, or that owes replies, still goes through its worker.
+    /// On by default; without such backends (the mock) it does nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .poller(false)
+    ///     .build()?;
+    /// locks.try_lock("k", std::time::Duration::from_secs(5))?.release()?;
+    /// assert_eq!(locks.stats().manager.polled_batches, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poller(mut self, on: bool) -> Self {
+        self.poller = on;
+        self
+    }
+
     /// Seeds the retry jitter for reproducible runs. Defaults to a random seed.
     ///
     /// # Examples
@@ -526,6 +554,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             queue_depth: self.queue_depth,
             wake_ups: self.wake_ups && !self.own_clock,
             own_rounds: self.own_rounds,
+            poller: self.poller,
         };
         let manager = Manager::start(self.backends, config, self.events)?;
         Ok(Redlock {

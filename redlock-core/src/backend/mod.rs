@@ -159,7 +159,8 @@ pub enum Response {
     Held(bool),
 }
 
-/// A request [`LockBackend::start`] sent, whose answer is still to be read.
+/// The requests [`LockBackend::start`] sent (one, or several in order),
+/// whose answers are still to be read.
 ///
 /// # Examples
 ///
@@ -168,47 +169,56 @@ pub enum Response {
 /// ```
 /// use std::time::Instant;
 /// use redlock_core::backend::{Response, Started};
-/// struct Ready(Response);
+/// struct Ready(Vec<Response>);
 /// impl Started<std::io::Error> for Ready {
-///     fn finish(self: Box<Self>, _deadline: Instant) -> Result<Response, std::io::Error> {
-///         Ok(self.0)
+///     fn finish(
+///         self: Box<Self>,
+///         _deadline: Instant,
+///         out: &mut Vec<Result<Response, std::io::Error>>,
+///     ) {
+///         out.extend(self.0.into_iter().map(Ok));
 ///     }
 /// }
-/// let started: Box<dyn Started<std::io::Error>> = Box::new(Ready(Response::Held(true)));
-/// assert_eq!(started.finish(Instant::now()).ok(), Some(Response::Held(true)));
+/// let started: Box<dyn Started<std::io::Error>> = Box::new(Ready(vec![Response::Held(true)]));
+/// let mut out = Vec::new();
+/// started.finish(Instant::now(), &mut out);
+/// assert_eq!(out.pop().and_then(Result::ok), Some(Response::Held(true)));
 /// ```
 pub trait Started<E> {
-    /// Waits until the answer is in (or failed), so that
+    /// Waits until the answers are in (or failed), so that
     /// [`finish`](Self::finish) will not block, or until `until` passes;
-    /// returns whether it is in. Waiting that ends at `until` loses
+    /// returns whether they are in. Waiting that ends at `until` loses
     /// nothing: a caller with several requests under way waits on each in
     /// turn, a short while at a time, and so is not held by one node that
-    /// stopped answering while the others answered. The default says it is
-    /// in: `finish` then blocks until the answer comes.
+    /// stopped answering while the others answered. The default says they
+    /// are in: `finish` then blocks until the answers come.
     fn wait(&mut self, until: std::time::Instant) -> bool {
         let _ = until;
         true
     }
 
-    /// Reads the answer, waiting at most until `deadline` (and never
-    /// beyond the backend's own per-node timeout from the start). A
-    /// request whose answer did not come in time is handled as a timed-out
-    /// call's (for Redis: kept in order on its connection, an acquire
-    /// followed by its release).
-    ///
-    /// # Errors
-    ///
-    /// Any failure to get a definite answer from the node.
-    fn finish(self: Box<Self>, deadline: std::time::Instant) -> Result<Response, E>;
+    /// Reads the answers, waiting at most until `deadline` (and never
+    /// beyond the backend's own per-node timeout from the start), and
+    /// appends one result per request to `out`, in order: any failure to
+    /// get a definite answer from the node is an error. A request whose
+    /// answer did not come in time is handled as a timed-out call's (for
+    /// Redis: kept in order on its connection, an acquire followed by its
+    /// release).
+    fn finish(self: Box<Self>, deadline: std::time::Instant, out: &mut Vec<Result<Response, E>>);
 
-    /// The round was decided without this answer, and nobody waits for it
-    /// any more. A backend that can leave it to be read later (before
-    /// anything else on its connection, so that the node still runs its
-    /// requests in order) does so without waiting and returns `None`. The
-    /// default reads it by `deadline`, as [`finish`](Self::finish) does,
-    /// and returns what it read.
-    fn detach(self: Box<Self>, deadline: std::time::Instant) -> Option<Result<Response, E>> {
-        Some(self.finish(deadline))
+    /// The rounds were decided without these answers, and nobody waits for
+    /// them any more. A backend that can leave them to be read later
+    /// (before anything else on its connection, so that the node still
+    /// runs its requests in order) does so without waiting and returns
+    /// `true`, appending nothing. The default reads them by `deadline`
+    /// into `out`, as [`finish`](Self::finish) does, and returns `false`.
+    fn detach(
+        self: Box<Self>,
+        deadline: std::time::Instant,
+        out: &mut Vec<Result<Response, E>>,
+    ) -> bool {
+        self.finish(deadline, out);
+        false
     }
 }
 
@@ -370,21 +380,23 @@ pub trait LockBackend: Send + Sync {
         out.extend(requests.iter().map(|request| request.run_on(self)));
     }
 
-    /// Sends `request` to the node without waiting for its answer, which
-    /// [`Started::finish`] then reads: a caller alone on its manager sends
-    /// its round to every node this way and reads the answers itself, in one
-    /// thread, instead of handing the round to the node worker threads
-    /// (which costs a wake-up per node and per caller). `None` (the default)
-    /// when the backend cannot send without waiting: another call on it is
-    /// under way, it owes the node replies, or it would have to connect
-    /// first. The manager then runs the request on the node's worker as
-    /// usual, so `None` is always correct.
+    /// Sends `requests` to the node, in order (for Redis, in one write),
+    /// without waiting for their answers, which [`Started::finish`] then
+    /// reads: a caller alone on its manager sends its round to every node
+    /// this way and reads the answers itself, in one thread, instead of
+    /// handing the round to the node worker threads (which costs a wake-up
+    /// per node and per caller); with several callers, one thread sends
+    /// every node all of their requests queued for it this way and reads
+    /// the answers (see [`LockBackend::starts_batches`]). `None` (the
+    /// default) when the backend cannot send without waiting: another call
+    /// on it is under way, it owes the node replies, or it would have to
+    /// connect first. The manager then runs the requests on the node's
+    /// worker as usual, so `None` is always correct.
     ///
     /// Unlike the other calls, this one may come while another call to the
     /// same backend value is under way (on the node's worker thread); the
-    /// order rule still holds for what the node runs. Called with the
-    /// request only; the answer is read before the next call to this
-    /// backend from the same caller.
+    /// order rule still holds for what the node runs. The answers are read
+    /// before the next call to this backend from the same thread.
     ///
     /// # Examples
     ///
@@ -394,15 +406,35 @@ pub trait LockBackend: Send + Sync {
     /// use redlock_core::backend::{Claim, LockBackend, Request, Response, Token};
     /// let node = redlock_mock::MockNode::new("n0");
     /// let claim = Claim::new(Resources::one("k")?, Token::from_bytes([1; 20]));
-    /// if let Some(started) = node.start(Request::Release { claim: &claim }) {
+    /// if let Some(started) = node.start(&[Request::Release { claim: &claim }]) {
     ///     let deadline = Instant::now() + Duration::from_secs(1);
-    ///     assert_eq!(started.finish(deadline)?, Response::Held(false));
+    ///     let mut out = Vec::new();
+    ///     started.finish(deadline, &mut out);
+    ///     assert_eq!(out.pop().transpose()?, Some(Response::Held(false)));
     /// }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<Self::Error> + 'a>> {
-        let _ = request;
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<Self::Error> + 'a>> {
+        let _ = requests;
         None
+    }
+
+    /// Whether [`LockBackend::start`] takes several requests at once
+    /// (`false`, the default: one at most). When every node's backend
+    /// does, a manager with several callers hands their requests to one
+    /// thread of its own, which starts each node's batch and reads the
+    /// answers of all nodes, instead of one worker thread per node doing
+    /// both; a node that cannot start a batch still gets it through its
+    /// worker.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use redlock_core::backend::LockBackend;
+    /// assert!(!redlock_mock::MockNode::new("n0").starts_batches());
+    /// ```
+    fn starts_batches(&self) -> bool {
+        false
     }
 
     /// Called once by the manager when it starts, with a sink for errors
@@ -503,8 +535,11 @@ macro_rules! forward_backend {
             fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, B::Error>>) {
                 (**self).run_batch(requests, out)
             }
-            fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
-                (**self).start(request)
+            fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<B::Error> + 'a>> {
+                (**self).start(requests)
+            }
+            fn starts_batches(&self) -> bool {
+                (**self).starts_batches()
             }
             fn attach(&self, sink: ConnectionSink) {
                 (**self).attach(sink)

@@ -168,6 +168,7 @@ pub(crate) struct ManagerCounters {
     pub(crate) lost: AtomicU64,
     pub(crate) handed_off: AtomicU64,
     pub(crate) direct_rounds: AtomicU64,
+    pub(crate) polled_batches: AtomicU64,
 }
 
 impl ManagerCounters {
@@ -187,6 +188,7 @@ impl ManagerCounters {
             releases_heard: 0,
             woken: 0,
             direct_rounds: self.direct_rounds.load(Ordering::Relaxed),
+            polled_batches: self.polled_batches.load(Ordering::Relaxed),
         }
     }
 }

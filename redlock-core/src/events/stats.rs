@@ -221,6 +221,10 @@ pub struct ManagerStats {
     /// answers of itself, without waking the node worker threads (see
     /// [`LockBackend::start`](crate::backend::LockBackend::start)).
     pub direct_rounds: u64,
+    /// Batches the manager's poller sent to a node for several callers at
+    /// once and read the answers of itself, without the node's worker
+    /// thread (see [`Builder::poller`](crate::Builder::poller)).
+    pub polled_batches: u64,
 }
 
 /// What [`Redlock::stats`](crate::Redlock::stats) returns.

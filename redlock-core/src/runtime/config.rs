@@ -22,6 +22,9 @@ pub(crate) struct Config {
     pub(crate) wake_ups: bool,
     /// A lone caller sends its rounds itself ([`Builder::own_rounds`](crate::Builder::own_rounds)).
     pub(crate) own_rounds: bool,
+    /// Several callers' rounds go through one poller thread
+    /// ([`Builder::poller`](crate::Builder::poller)).
+    pub(crate) poller: bool,
 }
 
 impl fmt::Debug for Config {
@@ -32,6 +35,7 @@ impl fmt::Debug for Config {
             .field("clock", &self.clock)
             .field("wake_ups", &self.wake_ups)
             .field("own_rounds", &self.own_rounds)
+            .field("poller", &self.poller)
             .finish_non_exhaustive()
     }
 }

@@ -15,6 +15,7 @@ use crate::engine::{Entropy, Machine as _, OwnRound, RoundId, Single, Timer, Tra
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
 use crate::runtime::mailbox::{Driven, Inbox, Mailbox, Pause};
+use crate::runtime::poller::Poller;
 use crate::runtime::wake::Wakeups;
 use crate::runtime::worker::{Job, Worker};
 use crate::{
@@ -30,7 +31,10 @@ pub(crate) struct Shared<E> {
     /// between rounds plus a round, so that they last from one refused
     /// round to the next.
     pub(crate) mark_ttl: Ttl,
-    pub(crate) workers: Vec<Worker<E>>,
+    pub(crate) workers: Vec<Arc<Worker<E>>>,
+    /// Where several callers' rounds go, when every node's backend starts
+    /// batches ([`Builder::poller`](crate::Builder::poller)).
+    pub(crate) poller: Option<Poller<E>>,
     /// The (never executed) claim carried by flush barriers.
     pub(crate) flush_claim: Arc<Claim>,
     pub(crate) config: Config,
@@ -260,6 +264,16 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
+        if let Some(poller) = &self.poller {
+            let mut jobs = Vec::with_capacity(self.workers.len());
+            for (node, worker) in self.workers.iter().enumerate() {
+                if t.sends_to(node) {
+                    self.admit(worker, self.job(t, node, deadline, inbox), &mut jobs, full);
+                }
+            }
+            poller.submit(&self.workers, jobs);
+            return deadline;
+        }
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
@@ -273,6 +287,25 @@ impl<E: Send + Sync + 'static> Shared<E> {
             }
         }
         deadline
+    }
+
+    /// Adds `job` to `jobs`, bound for the poller, unless its node's queue
+    /// is full: then the job's round gets the failure at once, and the
+    /// node is noted in `full`.
+    fn admit(
+        &self,
+        worker: &Worker<E>,
+        job: Job<E>,
+        jobs: &mut Vec<Job<E>>,
+        full: &mut FullQueues,
+    ) {
+        if worker.admit(&job) {
+            jobs.push(job);
+            return;
+        }
+        let failure = NodeFailure::Overloaded;
+        full.saw(job.node, &failure);
+        job.deliver(Err(failure));
     }
 
     /// Sends `t` as [`Shared::send`] does, or, when the caller is alone on
@@ -340,12 +373,18 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let sent_at = Instant::now();
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
+        let mut polled = Vec::new();
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
             }
             match worker.try_start(request) {
                 Some(s) => started.push((node, s)),
+                // Behind what the poller has queued for the node.
+                None if self.poller.is_some() => {
+                    let job = self.job(t, node, deadline, Some(inbox));
+                    self.admit(worker, job, &mut polled, &mut full);
+                }
                 None => {
                     let job = self.job(t, node, deadline, Some(inbox));
                     if let Err(failure) = worker.submit(job) {
@@ -356,6 +395,9 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     }
                 }
             }
+        }
+        if let Some(poller) = &self.poller {
+            poller.submit(&self.workers, polled);
         }
         if !started.is_empty() {
             ManagerCounters::bump(&self.observer.manager.direct_rounds);
@@ -382,6 +424,18 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.settings.node_timeout);
+        if let Some(poller) = &self.poller {
+            let mut jobs = Vec::with_capacity(2 * self.workers.len());
+            for (node, worker) in self.workers.iter().enumerate() {
+                for (t, inbox) in [first, (then.0, Some(then.1))] {
+                    if t.sends_to(node) {
+                        self.admit(worker, self.job(t, node, deadline, inbox), &mut jobs, full);
+                    }
+                }
+            }
+            poller.submit(&self.workers, jobs);
+            return deadline;
+        }
         for (node, worker) in self.workers.iter().enumerate() {
             let a = self.job(first.0, node, deadline, first.1);
             let b = self.job(then.0, node, deadline, Some(then.1));
@@ -691,6 +745,11 @@ impl<E> Drop for Shared<E> {
     /// simulator's exiting processes keep too.
     fn drop(&mut self) {
         let by = self.config.settings.exit_deadline(Instant::now());
+        // The poller hands the workers nothing more once it exited.
+        if let Some(poller) = &self.poller {
+            poller.close();
+            poller.wait_exit(by);
+        }
         for worker in &self.workers {
             worker.close(by);
         }

@@ -15,6 +15,7 @@ use crate::runtime::context::Shared;
 use crate::runtime::keeper::Keeper;
 use crate::runtime::lines::Lines;
 use crate::runtime::names::Names;
+use crate::runtime::poller::Poller;
 use crate::runtime::wake::Wakeups;
 use crate::runtime::worker::Worker;
 use crate::{BuildError, Claim, LockBackend, Resources, Token, Ttl};
@@ -48,11 +49,21 @@ impl<E: std::error::Error + Send + Sync + 'static> Manager<E> {
         } else {
             Vec::new()
         };
+        let batches = backends.iter().all(LockBackend::starts_batches);
         let workers = backends
             .into_iter()
             .enumerate()
-            .map(|(i, backend)| Worker::spawn(i, backend, depth, &observer))
+            .map(|(i, backend)| Worker::spawn(i, backend, depth, &observer).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
+        let poller = if config.poller && batches && workers.len() > 1 {
+            Some(Poller::spawn(
+                &workers,
+                config.settings.node_timeout,
+                &observer,
+            )?)
+        } else {
+            None
+        };
         let mut rng = match config.jitter_seed {
             Some(seed) => fastrand::Rng::with_seed(seed),
             None => fastrand::Rng::new(),
@@ -82,6 +93,7 @@ impl<E: std::error::Error + Send + Sync + 'static> Manager<E> {
             id,
             mark_ttl,
             workers,
+            poller,
             flush_claim,
             config,
             rng: seeded.then(|| Mutex::new(rng)),

@@ -64,10 +64,13 @@ struct Queue<E> {
     state: Mutex<State<E>>,
     /// Whether jobs are queued, for the worker to spin on without the lock.
     queued: AtomicBool,
-    /// Jobs submitted and not yet run (or dropped) by the worker: a caller
-    /// sends a request itself only when there are none, so the node runs
-    /// what was sent before first.
+    /// Jobs submitted and not yet run (or dropped), by the worker or the
+    /// manager's poller: a caller sends a request itself only when there
+    /// are none, so the node runs what was sent before first.
     unfinished: AtomicUsize,
+    /// Those of them in the worker's own queue or being run by it: the
+    /// poller starts a node's batch itself only when there are none.
+    running: AtomicUsize,
     ready: Condvar,
     /// Signalled when the worker thread ends.
     exited: Condvar,
@@ -100,14 +103,14 @@ pub(crate) struct Worker<E> {
 }
 
 /// A backend as callers reach it without its worker: [`LockBackend::start`].
-trait Direct<E>: Send + Sync {
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<E> + 'a>>;
+pub(crate) trait Direct<E>: Send + Sync {
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<E> + 'a>>;
     fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, E>>;
 }
 
 impl<B: LockBackend> Direct<B::Error> for B {
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<B::Error> + 'a>> {
-        LockBackend::start(self, request)
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<B::Error> + 'a>> {
+        LockBackend::start(self, requests)
     }
     fn inspect(&self, key: &str, watcher: Option<Watcher>) -> Option<Result<KeyView, B::Error>> {
         LockBackend::inspect(self, key, watcher)
@@ -242,6 +245,7 @@ impl<E: Send + 'static> Worker<E> {
             }),
             queued: AtomicBool::new(false),
             unfinished: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             ready: Condvar::new(),
             exited: Condvar::new(),
             depth,
@@ -292,7 +296,10 @@ impl<E: std::error::Error + 'static> Worker<E> {
         if !crate::engine::OwnRound::takes(queued, self.counters.failing()) {
             return None;
         }
-        catch_unwind(AssertUnwindSafe(|| self.direct.start(request))).unwrap_or(None)
+        catch_unwind(AssertUnwindSafe(|| {
+            self.direct.start(std::slice::from_ref(&request))
+        }))
+        .unwrap_or(None)
     }
 
     /// Reads the answer to a request [`Worker::try_start`] sent, by
@@ -305,7 +312,9 @@ impl<E: std::error::Error + 'static> Worker<E> {
         message: Message,
         claim: &Arc<Claim>,
     ) -> Result<Response, NodeFailure<E>> {
-        let result = outcome(catch_unwind(AssertUnwindSafe(|| started.finish(deadline))));
+        let mut out = Vec::with_capacity(1);
+        let read = catch_unwind(AssertUnwindSafe(|| started.finish(deadline, &mut out)));
+        let result = outcome(read.map(|()| out.pop()));
         self.count(result, deadline, message, claim)
     }
 
@@ -320,17 +329,32 @@ impl<E: std::error::Error + 'static> Worker<E> {
         message: Message,
         claim: &Arc<Claim>,
     ) -> Option<Result<Response, NodeFailure<E>>> {
-        let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline))) {
-            Ok(None) => return None,
-            Ok(Some(read)) => outcome(Ok(read)),
+        let mut out = Vec::with_capacity(1);
+        let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline, &mut out))) {
+            Ok(true) => return None,
+            Ok(false) => outcome(Ok(out.pop())),
             Err(panic) => outcome(Err(panic)),
         };
         Some(self.count(result, deadline, message, claim))
     }
 
-    /// Counts what a caller's own request got; a release that failed is
-    /// queued for the worker to try again.
-    fn count(
+    /// The backend, for a caller or the poller that sends requests itself.
+    pub(crate) fn direct(&self) -> &dyn Direct<E> {
+        &*self.direct
+    }
+
+    /// Counts `count` jobs the poller dropped unsent: nobody waited for
+    /// them any more (see [`Message::stale`]).
+    pub(crate) fn stale(&self, count: usize) {
+        for _ in 0..count {
+            self.counters.queued_past_deadline();
+            self.watch.saw::<E>(&Err(NodeFailure::TimedOut), false);
+        }
+    }
+
+    /// Counts what a caller's own request (or the poller's) got; a release
+    /// that failed is queued for the worker to try again.
+    pub(crate) fn count(
         &self,
         result: Result<Response, NodeFailure<E>>,
         deadline: Instant,
@@ -355,6 +379,61 @@ impl<E: std::error::Error + 'static> Worker<E> {
 }
 
 impl<E> Worker<E> {
+    /// Counts `job`, bound for the manager's poller, as unfinished for this
+    /// node, unless the node's queue is full (then `false`): as
+    /// [`Worker::submit_all`] turns jobs away.
+    pub(crate) fn admit(&self, job: &Job<E>) -> bool {
+        let queued = self.queue.unfinished.load(Ordering::Acquire);
+        if queued >= self.queue.depth
+            && !matches!(job.message, Message::Release(_) | Message::Flush)
+        {
+            self.counters.count(Some(FailureKind::Overloaded));
+            return false;
+        }
+        self.queue.unfinished.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// The poller is done with `count` of the jobs it [admitted](Worker::admit).
+    pub(crate) fn done(&self, count: usize) {
+        self.queue.unfinished.fetch_sub(count, Ordering::AcqRel);
+    }
+
+    /// Whether the poller hands this node's jobs to its worker instead of
+    /// starting them itself: the worker has jobs of its own (they run
+    /// first), or the node's last request failed (the worker knows how to
+    /// wait on a node that owes replies, and a frozen node would hold the
+    /// poller).
+    pub(crate) fn busy(&self) -> bool {
+        self.queue.running.load(Ordering::Acquire) > 0 || self.counters.failing()
+    }
+
+    /// Queues `jobs`, which the poller [admitted](Worker::admit), for the
+    /// worker to run in order; a dead worker fails them.
+    pub(crate) fn hand_over(&self, jobs: impl IntoIterator<Item = Job<E>>) {
+        let mut state = self.queue.state.lock();
+        if state.dead {
+            drop(state);
+            for job in jobs {
+                job.answer(Err(NodeFailure::Panicked));
+            }
+            return;
+        }
+        let before = state.jobs.len();
+        state.jobs.extend(jobs);
+        let added = state.jobs.len() - before;
+        if added == 0 {
+            return;
+        }
+        self.queue.running.fetch_add(added, Ordering::AcqRel);
+        self.queue.queued.store(true, Ordering::Release);
+        let wake = std::mem::take(&mut state.idle);
+        drop(state);
+        if wake {
+            self.queue.ready.notify_one();
+        }
+    }
+
     /// Queues `job` without blocking; a full queue or a dead worker is a
     /// failure of this node for this round.
     pub(crate) fn submit(&self, job: Job<E>) -> Result<(), NodeFailure<E>> {
@@ -383,6 +462,7 @@ impl<E> Worker<E> {
             } else {
                 state.jobs.push(job);
                 self.queue.unfinished.fetch_add(1, Ordering::AcqRel);
+                self.queue.running.fetch_add(1, Ordering::AcqRel);
             }
         }
         self.queue.queued.store(true, Ordering::Release);
@@ -470,6 +550,24 @@ impl<E> Drop for Dead<'_, E> {
 const MAX_BATCH: usize = 128;
 
 impl<E> Job<E> {
+    /// The round the job answers in, as a key unique among the rounds under
+    /// way (its machine's inbox and the round's id); `None` when nobody
+    /// waits for the answer.
+    pub(crate) fn round_key(&self) -> Option<(usize, RoundId)> {
+        self.reply
+            .as_ref()
+            .map(|(inbox, round)| (Arc::as_ptr(inbox).cast::<()>() as usize, *round))
+    }
+
+    /// Hands `result` to whoever waits for it; whether their machine now
+    /// has something for its driver (a decision, most often).
+    pub(crate) fn deliver(&self, result: Result<Response, NodeFailure<E>>) -> bool {
+        match &self.reply {
+            Some((inbox, round)) => inbox.deliver(*round, self.node, result),
+            None => false,
+        }
+    }
+
     fn answer(self, result: Result<Response, NodeFailure<E>>) {
         if let Some((inbox, round)) = self.reply {
             // A round already decided ignores the answer.
@@ -570,6 +668,7 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
             }
         }
         run_segment(backend, &mut segment, &mut results, &mut retained, watch);
+        queue.running.fetch_sub(taken, Ordering::AcqRel);
         queue.unfinished.fetch_sub(taken, Ordering::AcqRel);
         // A slow node can fall far behind; do not keep the backlog's
         // buffers for ever once it caught up.
@@ -580,11 +679,15 @@ fn serve<B: LockBackend>(backend: &B, queue: &Queue<B::Error>, watch: &Watch) {
     }
 }
 
-/// What a caller's own request got, a panic of the backend included.
-fn outcome<E>(read: std::thread::Result<Result<Response, E>>) -> Result<Response, NodeFailure<E>> {
+/// What a caller's own request got, a panic of the backend included
+/// (and a backend that gave no answer).
+fn outcome<E>(
+    read: std::thread::Result<Option<Result<Response, E>>>,
+) -> Result<Response, NodeFailure<E>> {
     match read {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(e)) => Err(NodeFailure::Backend(e)),
+        Ok(Some(Ok(response))) => Ok(response),
+        Ok(Some(Err(e))) => Err(NodeFailure::Backend(e)),
+        Ok(None) => Err(NodeFailure::Unanswered),
         Err(_) => Err(NodeFailure::Panicked),
     }
 }

@@ -58,12 +58,12 @@ impl Splitting {
     }
 }
 
-/// An answer already in.
-struct Ready(Result<Response, MockError>);
+/// Answers already in.
+struct Ready(Vec<Result<Response, MockError>>);
 
 impl Started<MockError> for Ready {
-    fn finish(self: Box<Self>, _: Instant) -> Result<Response, MockError> {
-        self.0
+    fn finish(self: Box<Self>, _: Instant, out: &mut Vec<Result<Response, MockError>>) {
+        out.extend(self.0);
     }
 }
 
@@ -75,9 +75,9 @@ impl Started<MockError> for Silent {
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
         false
     }
-    fn finish(self: Box<Self>, deadline: Instant) -> Result<Response, MockError> {
+    fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, MockError>>) {
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-        Err(MockError::Down { node: self.0 })
+        out.push(Err(MockError::Down { node: self.0 }));
     }
 }
 
@@ -102,12 +102,15 @@ impl LockBackend for Splitting {
         self.worker();
         self.node.raise_fence(c, at_least)
     }
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
+        let [request] = requests else {
+            return None;
+        };
         self.started.fetch_add(1, Ordering::SeqCst);
         if self.frozen.load(Ordering::SeqCst) {
             return Some(Box::new(Silent(self.node.node_id().clone())));
         }
-        Some(Box::new(Ready(request.run_on(&self.node))))
+        Some(Box::new(Ready(vec![request.run_on(&self.node)])))
     }
 }
 

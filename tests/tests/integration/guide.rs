@@ -360,6 +360,7 @@ fn child_threads_of_a_manager_on_mock_nodes() {
     // A new thread names itself: wait for the names.
     eventually("a worker per node", || threads("redlock-node-") == 5);
     assert_eq!(threads("redlock-keeper"), 0, "no keeper before keep-alive");
+    assert_eq!(threads("redlock-poller"), 0, "mock nodes start no batches");
     let ttl = Duration::from_secs(5);
     let a = locks.try_lock("guide:a", ttl).expect("free");
     let b = locks.try_lock("guide:b", ttl).expect("free");
@@ -382,9 +383,9 @@ fn child_threads_of_a_manager_on_mock_nodes() {
     });
 }
 
-/// On Redis, per master: a worker thread and the pool's connection thread,
-/// at most `DEFAULT_POOL_SIZE` (2) connections; once a caller waited, a
-/// subscriber thread and one subscriber connection more.
+/// On Redis, one poller and per master: a worker thread and the pool's
+/// connection thread, at most `DEFAULT_POOL_SIZE` (2) connections; once a
+/// caller waited, a subscriber thread and one subscriber connection more.
 #[cfg(target_os = "linux")]
 #[test]
 fn on_redis_a_manager_costs_per_master_two_threads_two_connections_and_a_subscriber() {
@@ -427,8 +428,10 @@ fn child_threads_and_connections_on_redis() {
         .expect("free")
         .release()
         .expect("held");
-    eventually("a worker and a pool thread per master", || {
-        threads("redlock-node-") == 3 && threads("redlock-redis-") == 3
+    eventually("a worker and a pool thread per master, one poller", || {
+        threads("redlock-node-") == 3
+            && threads("redlock-redis-") == 3
+            && threads("redlock-poller") == 1
     });
     assert_eq!(threads("redlock-feed-"), 0, "no subscriber before a wait");
     for server in servers.iter() {

@@ -55,8 +55,8 @@ impl LockBackend for Node {
     fn run_batch(&self, requests: &[Request<'_>], out: &mut Vec<Result<Response, MockError>>) {
         self.node.run_batch(requests, out);
     }
-    fn start<'a>(&'a self, request: Request<'a>) -> Option<Box<dyn Started<MockError> + 'a>> {
-        self.node.start(request)
+    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
+        self.node.start(requests)
     }
     fn attach(&self, sink: ConnectionSink) {
         let _ = self.sink.set(sink);

@@ -19,6 +19,7 @@ mod lifetime;
 mod line;
 mod manager;
 mod metrics;
+mod poller;
 mod redis_acl;
 mod redis_common;
 mod redis_dyn;

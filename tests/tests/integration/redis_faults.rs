@@ -119,6 +119,55 @@ fn sigstop_one_master_neither_slows_acquire_nor_hangs_release() {
     cluster.node(1).resume().expect("SIGCONT");
 }
 
+#[test]
+fn sigstop_one_master_holds_no_caller_of_the_poller() {
+    let cluster = cluster(5);
+    // A long per-node timeout makes any wait for the frozen master obvious.
+    let timeout = Duration::from_secs(3);
+    // Without own rounds every round goes through the poller.
+    let locks = Redlock::builder(backends(&cluster, timeout))
+        .node_timeout(timeout)
+        .own_rounds(false)
+        .build()
+        .expect("valid manager");
+    let names: Vec<String> = (0..4)
+        .map(|i| key(&format!("sigstop-polled-{i}")))
+        .collect();
+    for name in &names {
+        let lock = locks.try_lock(name.as_str(), TTL).expect("all healthy");
+        lock.release().expect("held");
+    }
+    cluster.node(1).pause().expect("SIGSTOP");
+    std::thread::scope(|s| {
+        for name in &names {
+            let locks = &locks;
+            s.spawn(move || {
+                for cycle in 0..5 {
+                    let started = Instant::now();
+                    let lock = locks
+                        .try_lock(name.as_str(), TTL)
+                        .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+                    let acquired = started.elapsed();
+                    assert!(acquired < timeout, "acquire took {acquired:?}");
+                    let started = Instant::now();
+                    lock.release()
+                        .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+                    let released = started.elapsed();
+                    assert!(released < timeout, "release took {released:?}");
+                }
+            });
+        }
+    });
+    assert!(locks.stats().manager.polled_batches > 0);
+    cluster.node(1).resume().expect("SIGCONT");
+    assert!(locks.flush(Duration::from_secs(30)), "caught up");
+    for node in cluster.nodes() {
+        for name in &names {
+            assert!(!exists(node, name), "{name} left on {}", node.port());
+        }
+    }
+}
+
 /// A lone caller's release returns once a quorum answered, leaving a
 /// frozen master's answer unread on its connection (`Started::detach`): a
 /// flush reads it, so it reports that master until the master ran the

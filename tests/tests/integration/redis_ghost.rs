@@ -35,47 +35,54 @@ fn long_key(name: &str) -> String {
 /// acquire (which also names the fencing counter) is twice the size of its
 /// release.
 fn fenced_manager(cluster: &RedisCluster) -> Redlock {
+    fenced_builder(cluster).build().expect("valid manager")
+}
+
+/// [`fenced_manager`]'s builder.
+fn fenced_builder(cluster: &RedisCluster) -> redlock_core::Builder<RedisBackend> {
     let timeout = Duration::from_millis(50);
     Redlock::builder(backends(cluster, timeout))
         .node_timeout(timeout)
         .fencing(true)
         .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
-        .build()
-        .expect("valid manager")
 }
 
-/// Runs `try_lock` + `release` cycles on `name` (whatever each answers) in
-/// another thread: 250 of them, each followed by a short pause, or fewer if
-/// they take longer than [`CYCLING`] (a round waits for frozen masters up
-/// to its node timeout). After the first tenth, `frozen` masters are paused
-/// (SIGSTOP) for the rest; they are resumed once the thread is done.
-/// Nothing more is called then. Returns the time of the resume.
+/// Runs `try_lock` + `release` cycles on each of `names` (whatever each
+/// answers), each name in a thread of its own: 250 of them, each followed
+/// by a short pause, or fewer if they take longer than [`CYCLING`] (a round
+/// waits for frozen masters up to its node timeout). After the first tenth
+/// of every thread's, `frozen` masters are paused (SIGSTOP) for the rest;
+/// they are resumed once the threads are done. Nothing more is called
+/// then. Returns the time of the resume.
 fn freeze_while_cycling(
     cluster: &RedisCluster,
     locks: &Redlock,
     frozen: &[usize],
-    name: &str,
+    names: &[&str],
 ) -> Instant {
     let cycles = 250;
     let done = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let started = Instant::now();
-            for _ in 0..cycles {
-                if started.elapsed() > CYCLING {
-                    break;
+        for &name in names {
+            let (done, locks) = (&done, locks);
+            s.spawn(move || {
+                let started = Instant::now();
+                for _ in 0..cycles {
+                    if started.elapsed() > CYCLING {
+                        break;
+                    }
+                    if let Ok(lock) = locks.try_lock(name, TTL) {
+                        let _ = lock.release();
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                    // A pace that keeps the masters frozen for many node timeouts.
+                    std::thread::sleep(PACE);
                 }
-                if let Ok(lock) = locks.try_lock(name, TTL) {
-                    let _ = lock.release();
-                }
-                done.fetch_add(1, Ordering::SeqCst);
-                // A pace that keeps the masters frozen for many node timeouts.
-                std::thread::sleep(PACE);
-            }
-        });
+            });
+        }
         // Warm: every pool has its connections before the freeze.
         wait_until(Duration::from_secs(30), "the first cycles", || {
-            done.load(Ordering::SeqCst) >= cycles / 10
+            done.load(Ordering::SeqCst) >= names.len() * cycles / 10
         })
         .expect("cycling");
         for &i in frozen {
@@ -93,10 +100,35 @@ fn a_master_frozen_during_lock_cycles_keeps_no_ghost_key_after_it_resumes() {
     let cluster = cluster(5);
     let locks = fenced_manager(&cluster);
     let name = long_key("ghost-one-frozen");
-    let resumed = freeze_while_cycling(&cluster, &locks, &[2], &name);
+    let resumed = freeze_while_cycling(&cluster, &locks, &[2], &[&name]);
     // Nothing more is called: the resumed master runs what it was sent, in
     // order, and the stale acquires are followed by their releases.
     assert_no_key_left(&cluster, &name, resumed);
+}
+
+/// Four names of about 20 kB each, for four callers.
+fn four_names(name: &str) -> Vec<String> {
+    (0..4).map(|i| long_key(&format!("{name}-{i}"))).collect()
+}
+
+#[test]
+fn masters_frozen_while_four_callers_cycle_through_the_poller_keep_no_ghost_key() {
+    for frozen in [&[2][..], &[0, 2, 4]] {
+        let cluster = cluster(5);
+        // Without own rounds every round goes through the poller, also
+        // while a caller happens to be alone.
+        let locks = fenced_builder(&cluster)
+            .own_rounds(false)
+            .build()
+            .expect("valid manager");
+        let names = four_names(&format!("ghost-polled-{}", frozen.len()));
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let resumed = freeze_while_cycling(&cluster, &locks, frozen, &refs);
+        assert!(locks.stats().manager.polled_batches > 0);
+        for name in &names {
+            assert_no_key_left(&cluster, name, resumed);
+        }
+    }
 }
 
 /// Polls until `name` is on no master, failing after [`SETTLE`].
@@ -122,7 +154,7 @@ fn three_masters_frozen_during_lock_cycles_do_not_refuse_the_resource_for_a_ttl(
     let cluster = cluster(5);
     let locks = fenced_manager(&cluster);
     let name = long_key("ghost-three-frozen");
-    let resumed = freeze_while_cycling(&cluster, &locks, &[0, 2, 4], &name);
+    let resumed = freeze_while_cycling(&cluster, &locks, &[0, 2, 4], &[&name]);
     // Another manager (its own connections) gets the lock well within the
     // TTL of any acquire the frozen masters ran late.
     let other = manager(&cluster, Duration::from_millis(500));
