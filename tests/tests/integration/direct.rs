@@ -4,121 +4,16 @@
 //! node that froze since its last answer does not hold a lone caller's round
 //! beyond the others' decision.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redlock_core::backend::{
-    AcquireOutcome, Claim, LockBackend, Request, Response, Started, Token,
-};
-use redlock_core::{NodeId, Redlock, Resources, Ttl};
-use redlock_mock::{MockCluster, MockError, MockNode};
+use redlock_core::backend::{Claim, LockBackend, Token};
+use redlock_core::{Redlock, Resources, Ttl};
+use redlock_mock::MockCluster;
+
+use crate::starting::{nodes, sum};
 
 const TTL: Duration = Duration::from_secs(10);
-
-/// A mock node that can start requests: counts the requests its worker
-/// thread ran and those callers started; `frozen` makes started requests
-/// never answer (and the worker's calls block, through the node's freeze).
-#[derive(Clone)]
-struct Splitting {
-    node: MockNode,
-    on_worker: Arc<AtomicUsize>,
-    started: Arc<AtomicUsize>,
-    frozen: Arc<AtomicBool>,
-}
-
-impl Splitting {
-    fn new(node: MockNode) -> Self {
-        Splitting {
-            node,
-            on_worker: Arc::default(),
-            started: Arc::default(),
-            frozen: Arc::default(),
-        }
-    }
-
-    fn freeze(&self) {
-        self.frozen.store(true, Ordering::SeqCst);
-        self.node.freeze();
-    }
-
-    fn thaw(&self) {
-        self.frozen.store(false, Ordering::SeqCst);
-        self.node.thaw();
-    }
-
-    fn worker(&self) {
-        let name = std::thread::current().name().map(str::to_owned);
-        assert!(
-            name.as_deref()
-                .is_some_and(|n| n.starts_with("redlock-node-")),
-            "a blocking call came from {name:?}, not from a node worker"
-        );
-        self.on_worker.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// Answers already in.
-struct Ready(Vec<Result<Response, MockError>>);
-
-impl Started<MockError> for Ready {
-    fn finish(self: Box<Self>, _: Instant, out: &mut Vec<Result<Response, MockError>>) {
-        out.extend(self.0);
-    }
-}
-
-/// A request sent to a node that stopped answering.
-struct Silent(NodeId);
-
-impl Started<MockError> for Silent {
-    fn wait(&mut self, until: Instant) -> bool {
-        std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        false
-    }
-    fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, MockError>>) {
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-        out.push(Err(MockError::Down { node: self.0 }));
-    }
-}
-
-impl LockBackend for Splitting {
-    type Error = MockError;
-    fn node_id(&self) -> &NodeId {
-        self.node.node_id()
-    }
-    fn acquire(&self, c: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
-        self.worker();
-        self.node.acquire(c, ttl, fence)
-    }
-    fn extend(&self, c: &Claim, ttl: Ttl) -> Result<bool, MockError> {
-        self.worker();
-        self.node.extend(c, ttl)
-    }
-    fn release(&self, c: &Claim) -> Result<bool, MockError> {
-        self.worker();
-        self.node.release(c)
-    }
-    fn raise_fence(&self, c: &Claim, at_least: u64) -> Result<bool, MockError> {
-        self.worker();
-        self.node.raise_fence(c, at_least)
-    }
-    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
-        let [request] = requests else {
-            return None;
-        };
-        self.started.fetch_add(1, Ordering::SeqCst);
-        if self.frozen.load(Ordering::SeqCst) {
-            return Some(Box::new(Silent(self.node.node_id().clone())));
-        }
-        Some(Box::new(Ready(vec![request.run_on(&self.node)])))
-    }
-}
-
-fn nodes(n: usize) -> (MockCluster, Vec<Splitting>) {
-    let cluster = MockCluster::new(n);
-    let nodes = cluster.backends().into_iter().map(Splitting::new).collect();
-    (cluster, nodes)
-}
 
 /// A manager over `nodes` with `timeout` per node.
 fn manager<B: LockBackend + 'static>(
@@ -131,13 +26,9 @@ fn manager<B: LockBackend + 'static>(
         .expect("config")
 }
 
-fn sum(nodes: &[Splitting], of: impl Fn(&Splitting) -> &AtomicUsize) -> usize {
-    nodes.iter().map(|n| of(n).load(Ordering::SeqCst)).sum()
-}
-
 #[test]
 fn a_lone_callers_rounds_wake_no_node_worker() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, false);
     let locks = manager(nodes.clone(), Duration::from_secs(5));
     let mut lock = locks.try_lock("k", TTL).expect("free");
     lock.extend(TTL).expect("held");
@@ -153,7 +44,7 @@ fn a_lone_callers_rounds_wake_no_node_worker() {
 
 #[test]
 fn with_another_caller_driving_the_workers_take_the_rounds() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, false);
     let locks = manager(nodes.clone(), Duration::from_secs(5));
     // Another process holds "busy": a caller of this manager waits for it.
     let theirs = Claim::new(
@@ -188,7 +79,7 @@ fn with_another_caller_driving_the_workers_take_the_rounds() {
 
 #[test]
 fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others_decide() {
-    let (_cluster, nodes) = nodes(5);
+    let (_cluster, nodes) = nodes(5, false);
     // A frozen node answers nothing for the whole node timeout: a round
     // that waited for it would take 10 s.
     let timeout = Duration::from_secs(10);
@@ -274,7 +165,7 @@ fn a_dropped_guards_release_reaches_a_redis_master_before_the_next_lone_callers_
 
 #[test]
 fn with_own_rounds_off_a_lone_callers_rounds_go_through_the_workers() {
-    let (_cluster, nodes) = nodes(3);
+    let (_cluster, nodes) = nodes(3, false);
     let locks = Redlock::builder(nodes.clone())
         .node_timeout(Duration::from_secs(5))
         .own_rounds(false)

@@ -45,4 +45,5 @@ mod semaphore;
 mod sim;
 mod sim_fencing;
 mod sim_primitives;
+mod starting;
 mod wake;

@@ -5,166 +5,70 @@
 //! through its worker, and a frozen one holds no caller beyond the others'
 //! decision.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use redlock_core::backend::{AcquireOutcome, Claim, LockBackend, Request, Response, Started};
-use redlock_core::{NodeId, Redlock, Ttl};
-use redlock_mock::{MockCluster, MockError, MockNode};
+use redlock_core::backend::{Claim, LockBackend};
+use redlock_core::{Redlock, Ttl};
+
+use crate::starting::{nodes, sum, Starting};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// A mock node that starts batches: counts the requests its worker thread
-/// ran, the batches started and their requests; `frozen` makes started
-/// batches never answer (and the worker's calls block, through the node's
-/// freeze).
-#[derive(Clone)]
-struct Batching {
-    node: MockNode,
-    on_worker: Arc<AtomicUsize>,
-    batches: Arc<AtomicUsize>,
-    requests: Arc<AtomicUsize>,
-    /// The most requests one batch carried.
-    largest: Arc<AtomicUsize>,
-    frozen: Arc<AtomicBool>,
-}
-
-impl Batching {
-    fn new(node: MockNode) -> Self {
-        Batching {
-            node,
-            on_worker: Arc::default(),
-            batches: Arc::default(),
-            requests: Arc::default(),
-            largest: Arc::default(),
-            frozen: Arc::default(),
-        }
-    }
-
-    fn worker(&self) {
-        let name = std::thread::current().name().map(str::to_owned);
-        assert!(
-            name.as_deref()
-                .is_some_and(|n| n.starts_with("redlock-node-")),
-            "a blocking call came from {name:?}, not from a node worker"
-        );
-        self.on_worker.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// Answers already in.
-struct Ready(Vec<Result<Response, MockError>>);
-
-impl Started<MockError> for Ready {
-    fn finish(self: Box<Self>, _: Instant, out: &mut Vec<Result<Response, MockError>>) {
-        out.extend(self.0);
-    }
-}
-
-/// Requests sent to a node that stopped answering.
-struct Silent(NodeId, usize);
-
-impl Started<MockError> for Silent {
-    fn wait(&mut self, until: Instant) -> bool {
-        std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        false
-    }
-    fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, MockError>>) {
-        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-        out.extend((0..self.1).map(|_| {
-            Err(MockError::Down {
-                node: self.0.clone(),
-            })
-        }));
-    }
-}
-
-impl LockBackend for Batching {
-    type Error = MockError;
-    fn node_id(&self) -> &NodeId {
-        self.node.node_id()
-    }
-    fn acquire(&self, c: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
-        self.worker();
-        self.node.acquire(c, ttl, fence)
-    }
-    fn extend(&self, c: &Claim, ttl: Ttl) -> Result<bool, MockError> {
-        self.worker();
-        self.node.extend(c, ttl)
-    }
-    fn release(&self, c: &Claim) -> Result<bool, MockError> {
-        self.worker();
-        self.node.release(c)
-    }
-    fn raise_fence(&self, c: &Claim, at_least: u64) -> Result<bool, MockError> {
-        self.worker();
-        self.node.raise_fence(c, at_least)
-    }
-    fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
-        self.batches.fetch_add(1, Ordering::SeqCst);
-        self.requests.fetch_add(requests.len(), Ordering::SeqCst);
-        self.largest.fetch_max(requests.len(), Ordering::SeqCst);
-        if self.frozen.load(Ordering::SeqCst) {
-            return Some(Box::new(Silent(
-                self.node.node_id().clone(),
-                requests.len(),
-            )));
-        }
-        Some(Box::new(Ready(
-            requests.iter().map(|r| r.run_on(&self.node)).collect(),
-        )))
-    }
-    fn starts_batches(&self) -> bool {
-        true
-    }
-}
-
-fn nodes(n: usize) -> (MockCluster, Vec<Batching>) {
-    let cluster = MockCluster::new(n);
-    let nodes = cluster.backends().into_iter().map(Batching::new).collect();
-    (cluster, nodes)
-}
-
-fn sum(nodes: &[Batching], of: impl Fn(&Batching) -> &AtomicUsize) -> usize {
-    nodes.iter().map(|n| of(n).load(Ordering::SeqCst)).sum()
+/// A manager over `nodes` with `timeout` per node and without own
+/// rounds: every round goes to the poller, whether its caller is alone at
+/// the time or not.
+fn polled(nodes: &[Starting], timeout: Duration) -> Redlock<Starting> {
+    Redlock::builder(nodes.to_vec())
+        .node_timeout(timeout)
+        .own_rounds(false)
+        .build()
+        .expect("config")
 }
 
 /// `threads` callers of `locks`, each locking and releasing its own key
-/// `cycles` times; every lock must be granted.
-fn cycle(locks: &Redlock<Batching>, threads: usize, cycles: usize) {
+/// `cycles` times; every lock must be granted. Returns the longest one
+/// lock and release took.
+fn cycle(locks: &Redlock<Starting>, threads: usize, cycles: usize) -> Duration {
     std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                for i in 0..cycles {
-                    let lock = locks
-                        .try_lock(format!("key-{t}"), TTL)
-                        .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                    lock.release()
-                        .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                }
-            });
-        }
-    });
+        let callers: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut slowest = Duration::ZERO;
+                    for i in 0..cycles {
+                        let began = Instant::now();
+                        let lock = locks
+                            .try_lock(format!("key-{t}"), TTL)
+                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
+                        lock.release()
+                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
+                        slowest = slowest.max(began.elapsed());
+                    }
+                    slowest
+                })
+            })
+            .collect();
+        callers
+            .into_iter()
+            .map(|c| c.join().expect("no panic"))
+            .max()
+            .unwrap_or_default()
+    })
 }
 
 #[test]
 fn several_callers_rounds_go_through_the_poller_and_wake_no_node_worker() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, true);
     // Without own rounds, every round goes to the poller, whether its
     // caller is alone at the time or not.
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(Duration::from_secs(5))
-        .own_rounds(false)
-        .build()
-        .expect("config");
+    let locks = polled(&nodes, Duration::from_secs(5));
     cycle(&locks, 8, 50);
     assert!(locks.flush(Duration::from_secs(10)));
     let stats = locks.stats().manager;
     // No node failed, so no worker ran a request; every node ran every
     // request, in the poller's batches.
     assert_eq!(sum(&nodes, |n| &n.on_worker), 0, "a worker ran a request");
-    let batches = u64::try_from(sum(&nodes, |n| &n.batches)).expect("small");
+    let batches = u64::try_from(sum(&nodes, |n| &n.started)).expect("small");
     assert_eq!(stats.polled_batches, batches, "{stats:?}");
     assert_eq!(stats.direct_rounds, 0, "{stats:?}");
     let requests = sum(&nodes, |n| &n.requests);
@@ -174,7 +78,7 @@ fn several_callers_rounds_go_through_the_poller_and_wake_no_node_worker() {
 
 #[test]
 fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worker() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, true);
     let locks = Redlock::builder(nodes.clone())
         .node_timeout(Duration::from_secs(5))
         .build()
@@ -191,7 +95,7 @@ fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worke
 
 #[test]
 fn with_the_poller_off_several_callers_rounds_go_through_the_workers() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, true);
     let locks = Redlock::builder(nodes.clone())
         .node_timeout(Duration::from_secs(5))
         .own_rounds(false)
@@ -202,74 +106,40 @@ fn with_the_poller_off_several_callers_rounds_go_through_the_workers() {
     // A release returns at a quorum: the last node runs it after.
     assert!(locks.flush(Duration::from_secs(10)));
     assert_eq!(locks.stats().manager.polled_batches, 0);
-    assert_eq!(sum(&nodes, |n| &n.batches), 0, "a request was started");
+    assert_eq!(sum(&nodes, |n| &n.started), 0, "a request was started");
     assert_eq!(sum(&nodes, |n| &n.on_worker), 3 * 4 * 20 * 2);
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
 #[test]
 fn a_node_frozen_under_the_poller_holds_no_caller_beyond_the_others_decision() {
-    let (cluster, nodes) = nodes(5);
+    let (cluster, nodes) = nodes(5, true);
     // A frozen node answers nothing for the whole node timeout: a round
     // that waited for it would take 10 s.
     let timeout = Duration::from_secs(10);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(timeout)
-        .own_rounds(false)
-        .build()
-        .expect("config");
+    let locks = polled(&nodes, timeout);
     cycle(&locks, 4, 10);
-    let before = nodes[1].batches.load(Ordering::SeqCst);
-    nodes[1].frozen.store(true, Ordering::SeqCst);
-    nodes[1].node.freeze();
+    let before = nodes[1].started.load(Ordering::SeqCst);
+    nodes[1].freeze();
     let started = Instant::now();
-    let slowest = std::thread::scope(|s| {
-        let callers: Vec<_> = (0..4)
-            .map(|t| {
-                let locks = &locks;
-                s.spawn(move || {
-                    let mut slowest = Duration::ZERO;
-                    for i in 0..5 {
-                        let began = Instant::now();
-                        let lock = locks
-                            .try_lock(format!("frozen-{t}"), TTL)
-                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                        lock.release()
-                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                        slowest = slowest.max(began.elapsed());
-                    }
-                    slowest
-                })
-            })
-            .collect();
-        callers
-            .into_iter()
-            .map(|c| c.join().expect("no panic"))
-            .max()
-    });
+    let slowest = cycle(&locks, 4, 5);
     // Each lock and release was decided by the four others: a frozen node
     // that held a round would have cost it the node timeout.
-    let slowest = slowest.expect("four callers");
     assert!(slowest < timeout / 2, "a lock and release took {slowest:?}");
     assert!(started.elapsed() < timeout, "took {:?}", started.elapsed());
     // The node's first batch went silent; after that its requests went to
     // its worker (blocked by the freeze) and no longer to the poller.
-    assert_eq!(nodes[1].batches.load(Ordering::SeqCst) - before, 1);
-    nodes[1].frozen.store(false, Ordering::SeqCst);
-    nodes[1].node.thaw();
+    assert_eq!(nodes[1].started.load(Ordering::SeqCst) - before, 1);
+    nodes[1].thaw();
     assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
 #[test]
 fn a_round_that_waits_for_a_frozen_node_holds_the_poller_only_a_grace() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = nodes(3, true);
     let timeout = Duration::from_secs(4);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(timeout)
-        .own_rounds(false)
-        .build()
-        .expect("config");
+    let locks = polled(&nodes, timeout);
     // Another manager holds "split" on node 0 only: an acquire of it gets
     // one grant and one refusal from nodes 0 and 1, and needs node 2.
     let theirs = Claim::new(
@@ -282,57 +152,31 @@ fn a_round_that_waits_for_a_frozen_node_holds_the_poller_only_a_grace() {
         .expect("up")
         .is_granted());
     cycle(&locks, 2, 5);
-    let before = nodes[2].batches.load(Ordering::SeqCst);
-    nodes[2].frozen.store(true, Ordering::SeqCst);
-    nodes[2].node.freeze();
+    let before = nodes[2].started.load(Ordering::SeqCst);
+    nodes[2].freeze();
     std::thread::scope(|s| {
         let split = s.spawn(|| locks.try_lock("split", TTL));
         // The poller sent the split round's batch to the frozen node, and
         // waits for its answers.
         let since = Instant::now();
-        while nodes[2].batches.load(Ordering::SeqCst) == before {
+        while nodes[2].started.load(Ordering::SeqCst) == before {
             assert!(since.elapsed() < Duration::from_secs(30), "never sent");
             std::thread::yield_now();
         }
-        let others: Vec<_> = (0..2)
-            .map(|t| {
-                let locks = &locks;
-                s.spawn(move || {
-                    let mut slowest = Duration::ZERO;
-                    for i in 0..20 {
-                        let began = Instant::now();
-                        let lock = locks
-                            .try_lock(format!("other-{t}"), TTL)
-                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                        lock.release()
-                            .unwrap_or_else(|e| panic!("caller {t}, cycle {i}: {e}"));
-                        slowest = slowest.max(began.elapsed());
-                    }
-                    slowest
-                })
-            })
-            .collect();
-        for other in others {
-            let slowest = other.join().expect("no panic");
-            // A poller that waited for the frozen node's answer would have
-            // held these rounds for the node timeout.
-            assert!(slowest < timeout / 2, "a lock and release took {slowest:?}");
-        }
+        // A poller that waited for the frozen node's answer would have
+        // held these rounds for the node timeout.
+        let slowest = cycle(&locks, 2, 20);
+        assert!(slowest < timeout / 2, "a lock and release took {slowest:?}");
         assert!(split.join().expect("no panic").is_err(), "held on node 0");
     });
-    nodes[2].frozen.store(false, Ordering::SeqCst);
-    nodes[2].node.thaw();
+    nodes[2].thaw();
     assert!(locks.flush(Duration::from_secs(10)));
 }
 
 #[test]
 fn the_releases_of_dropped_guards_run_through_the_poller_before_the_manager_is_gone() {
-    let (cluster, nodes) = nodes(3);
-    let locks = Redlock::builder(nodes.clone())
-        .node_timeout(Duration::from_secs(5))
-        .own_rounds(false)
-        .build()
-        .expect("config");
+    let (cluster, nodes) = nodes(3, true);
+    let locks = polled(&nodes, Duration::from_secs(5));
     let guards: Vec<_> = (0..8)
         .map(|i| locks.try_lock(format!("dropped-{i}"), TTL).expect("free"))
         .collect();
