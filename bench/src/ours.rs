@@ -75,10 +75,10 @@ pub(crate) fn own_rounds() -> bool {
 }
 
 /// Whether several callers' rounds go through the manager's poller
-/// (`Builder::poller`): on unless `REDLOCK_BENCH_POLLER=0`, to compare both
-/// in one build.
+/// (`Builder::poller`, off by default): on with `REDLOCK_BENCH_POLLER=1`,
+/// to compare both in one build.
 pub(crate) fn poller() -> bool {
-    std::env::var("REDLOCK_BENCH_POLLER").map_or(true, |v| v != "0")
+    std::env::var("REDLOCK_BENCH_POLLER").is_ok_and(|v| v == "1")
 }
 
 /// As [`run`], while another thread reads `Redlock::stats` every second.

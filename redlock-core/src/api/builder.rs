@@ -152,7 +152,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             identity: None,
             wake_ups: true,
             own_rounds: true,
-            poller: true,
+            poller: false,
             own_clock: false,
             events: None,
         }
@@ -357,16 +357,21 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// through one worker thread per node. The poller sends each node
     /// every request queued for it in one batch and reads the answers of
     /// all nodes, so a round costs one hand-over and one wake-up instead of
-    /// one per node (docs/benchmarks.md measures both). A node whose last
-    /// request failed, or that owes replies, still goes through its worker.
-    /// On by default; without such backends (the mock) it does nothing.
+    /// one per node. A node whose last request failed, or that owes
+    /// replies, still goes through its worker. Off by default: it reads the
+    /// nodes one after the other, a short slice each, so a master waiting
+    /// for the CPU delays every round behind it; that costs more than the
+    /// saved wake-ups on contended keys (docs/benchmarks.md measures both:
+    /// fewer context switches and shorter tails with many callers on
+    /// distinct keys, but a hot key or a semaphore 0.6–0.8 × the locks per
+    /// second). Without such backends (the mock) it does nothing.
     ///
     /// # Examples
     ///
     /// ```
     /// # let backends = redlock_mock::MockCluster::new(3).backends();
     /// let locks = redlock_core::Redlock::builder(backends)
-    ///     .poller(false)
+    ///     .poller(true)
     ///     .build()?;
     /// locks.try_lock("k", std::time::Duration::from_secs(5))?.release()?;
     /// assert_eq!(locks.stats().manager.polled_batches, 0);

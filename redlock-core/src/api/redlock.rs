@@ -18,13 +18,12 @@ use crate::{
 
 /// The Redlock manager over `N` independent nodes of backend `B`.
 ///
-/// Each node gets one long-lived worker thread, and a manager whose
-/// backends start batches (Redis) one poller thread. A round sends one
-/// request to every node at once: for a caller alone on the manager, by
-/// the caller itself ([`Builder::own_rounds`](crate::Builder::own_rounds));
-/// with several callers, through the poller, which sends each node all of
-/// their requests in one batch ([`Builder::poller`](crate::Builder::poller)),
-/// or through the node workers. It is decided as soon as a quorum granted
+/// Each node gets one long-lived worker thread. A round sends one request
+/// to every node at once: for a caller alone on the manager, by the caller
+/// itself ([`Builder::own_rounds`](crate::Builder::own_rounds)); with
+/// several callers, through the node workers, or through one poller thread
+/// that sends each node all of their requests in one batch
+/// ([`Builder::poller`](crate::Builder::poller), off by default). It is decided as soon as a quorum granted
 /// or can no longer grant. Cloning is cheap and shares the threads.
 ///
 /// # Examples

@@ -421,8 +421,9 @@ pub trait LockBackend: Send + Sync {
 
     /// Whether [`LockBackend::start`] takes several requests at once
     /// (`false`, the default: one at most). When every node's backend
-    /// does, a manager with several callers hands their requests to one
-    /// thread of its own, which starts each node's batch and reads the
+    /// does, a manager with its poller on
+    /// ([`Builder::poller`](crate::Builder::poller)) hands the requests of
+    /// several callers to one thread of its own, which starts each node's batch and reads the
     /// answers of all nodes, instead of one worker thread per node doing
     /// both; a node that cannot start a batch still gets it through its
     /// worker.

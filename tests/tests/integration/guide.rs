@@ -383,9 +383,10 @@ fn child_threads_of_a_manager_on_mock_nodes() {
     });
 }
 
-/// On Redis, one poller and per master: a worker thread and the pool's
-/// connection thread, at most `DEFAULT_POOL_SIZE` (2) connections; once a
-/// caller waited, a subscriber thread and one subscriber connection more.
+/// On Redis, per master: a worker thread and the pool's connection
+/// thread, at most `DEFAULT_POOL_SIZE` (2) connections; once a caller
+/// waited, a subscriber thread and one subscriber connection more; a
+/// poller thread only with `Builder::poller(true)`.
 #[cfg(target_os = "linux")]
 #[test]
 fn on_redis_a_manager_costs_per_master_two_threads_two_connections_and_a_subscriber() {
@@ -428,10 +429,21 @@ fn child_threads_and_connections_on_redis() {
         .expect("free")
         .release()
         .expect("held");
-    eventually("a worker and a pool thread per master, one poller", || {
-        threads("redlock-node-") == 3
-            && threads("redlock-redis-") == 3
-            && threads("redlock-poller") == 1
+    eventually("a worker and a pool thread per master", || {
+        threads("redlock-node-") == 3 && threads("redlock-redis-") == 3
+    });
+    assert_eq!(threads("redlock-poller"), 0, "no poller by default");
+    let polled = redlock_redis::Redlock::builder(Vec::new())
+        .node_timeout(NODE_TIMEOUT)
+        .poller(true)
+        .connect(servers.urls())
+        .expect("connect");
+    eventually("one poller with the poller on", || {
+        threads("redlock-poller") == 1
+    });
+    drop(polled);
+    eventually("the poller ends with its manager", || {
+        threads("redlock-poller") == 0
     });
     assert_eq!(threads("redlock-feed-"), 0, "no subscriber before a wait");
     for server in servers.iter() {

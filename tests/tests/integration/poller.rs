@@ -15,13 +15,14 @@ use crate::starting::{nodes, sum, Starting};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// A manager over `nodes` with `timeout` per node and without own
-/// rounds: every round goes to the poller, whether its caller is alone at
-/// the time or not.
+/// A manager over `nodes` with `timeout` per node, its poller on and
+/// without own rounds: every round goes to the poller, whether its caller
+/// is alone at the time or not.
 fn polled(nodes: &[Starting], timeout: Duration) -> Redlock<Starting> {
     Redlock::builder(nodes.to_vec())
         .node_timeout(timeout)
         .own_rounds(false)
+        .poller(true)
         .build()
         .expect("config")
 }
@@ -81,6 +82,7 @@ fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worke
     let (cluster, nodes) = nodes(3, true);
     let locks = Redlock::builder(nodes.clone())
         .node_timeout(Duration::from_secs(5))
+        .poller(true)
         .build()
         .expect("config");
     cycle(&locks, 8, 100);
@@ -91,6 +93,18 @@ fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worke
     let requests = sum(&nodes, |n| &n.requests);
     assert_eq!(requests, 3 * 8 * 100 * 2, "every request, once per node");
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
+
+#[test]
+fn the_poller_is_off_by_default() {
+    let (_cluster, nodes) = nodes(3, true);
+    let locks = Redlock::builder(nodes.clone())
+        .own_rounds(false)
+        .build()
+        .expect("config");
+    cycle(&locks, 2, 5);
+    assert_eq!(locks.stats().manager.polled_batches, 0);
+    assert_eq!(sum(&nodes, |n| &n.started), 0, "a request was started");
 }
 
 #[test]
