@@ -363,8 +363,8 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// for the CPU delays every round behind it; that costs more than the
     /// saved wake-ups on contended keys (docs/benchmarks.md measures both:
     /// fewer context switches and shorter tails with many callers on
-    /// distinct keys, but a hot key or a semaphore 0.6–0.8 × the locks per
-    /// second). Without such backends (the mock) it does nothing.
+    /// distinct keys, but fewer locks per second on a hot key or a
+    /// semaphore). Without such backends (the mock) it does nothing.
     ///
     /// # Examples
     ///
