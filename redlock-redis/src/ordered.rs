@@ -548,6 +548,23 @@ impl<'a> Begun<'a> {
         &self.planned
     }
 
+    /// What a caller waiting for these replies together with other nodes'
+    /// may wait on ([`Started::readiness`](redlock_core::backend::Started::readiness)):
+    /// the connection's socket while replies are still to come.
+    #[cfg(unix)]
+    pub(crate) fn readiness(&self) -> redlock_core::backend::Readiness<'_> {
+        use redlock_core::backend::Readiness;
+        match &self.conn {
+            Some(conn)
+                if self.sent.is_ok()
+                    && self.replies.len() < replies_to(&self.planned, self.form) =>
+            {
+                conn.readiness()
+            }
+            _ => Readiness::Now,
+        }
+    }
+
     /// Reads the replies until they are all in (or reading failed), or
     /// until `until` passes first (then `false`, unless the call's own
     /// deadline passed: its timeout is then the answer). A read that times

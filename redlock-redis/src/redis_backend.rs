@@ -591,6 +591,11 @@ struct Pending<'a> {
 }
 
 impl Started<RedisNodeError> for Pending<'_> {
+    #[cfg(unix)]
+    fn readiness(&self) -> redlock_core::backend::Readiness<'_> {
+        self.begun.readiness()
+    }
+
     fn wait(&mut self, until: Instant) -> bool {
         self.begun.wait(until)
     }

@@ -36,6 +36,12 @@ impl Conn {
         self.broken
     }
 
+    /// See [`Wire::readiness`].
+    #[cfg(unix)]
+    pub(crate) fn readiness(&self) -> redlock_core::backend::Readiness<'_> {
+        self.wire.readiness()
+    }
+
     /// Whether the server said in the handshake that it is a Redis older
     /// than 7.0, which refuses `SET` with both `NX` and `GET`.
     pub(crate) fn refuses_set_nx_get(&self) -> bool {

@@ -664,6 +664,28 @@ impl Wire {
         Ok(())
     }
 
+    /// What a caller waiting for this connection's replies together with
+    /// others' may wait on: the socket, unless bytes are buffered already
+    /// (read, or still to be written) or TLS holds plaintext, which a read
+    /// takes without waiting.
+    #[cfg(unix)]
+    pub(crate) fn readiness(&self) -> redlock_core::backend::Readiness<'_> {
+        use redlock_core::backend::Readiness;
+        use std::os::fd::AsFd;
+        if self.taken < self.filled || self.has_unsent() {
+            return Readiness::Now;
+        }
+        match &self.stream {
+            Stream::Tcp(s) => Readiness::On(s.as_fd()),
+            // rustls wants the socket read only when it holds no plaintext.
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) if s.conn.wants_read() => Readiness::On(s.sock.as_fd()),
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => Readiness::Now,
+            Stream::Unix(s) => Readiness::On(s.as_fd()),
+        }
+    }
+
     /// Whether command bytes accepted earlier have not reached the socket.
     pub(crate) fn has_unsent(&self) -> bool {
         !self.unsent.is_empty() || self.stream.wants_write()

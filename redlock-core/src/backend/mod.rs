@@ -159,6 +159,34 @@ pub enum Response {
     Held(bool),
 }
 
+/// What a caller waiting on several [`Started`] requests at once may wait
+/// on for one of them ([`Started::readiness`]).
+///
+/// # Examples
+///
+/// ```
+/// # #[cfg(unix)] {
+/// use redlock_core::backend::Readiness;
+/// let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+/// use std::os::fd::AsFd;
+/// assert!(matches!(Readiness::On(socket.as_fd()), Readiness::On(_)));
+/// # }
+/// # Ok::<(), String>(())
+/// ```
+#[cfg(unix)]
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Readiness<'a> {
+    /// [`Started::wait`] returns without waiting on a descriptor: the
+    /// answers are in, or failed, or bytes of them are buffered already.
+    Now,
+    /// [`Started::wait`] reads the answers from this descriptor, and reads
+    /// at once what came when it is readable (or failed).
+    On(std::os::fd::BorrowedFd<'a>),
+    /// Not known: waited for in turn, a short while at a time.
+    Unknown,
+}
+
 /// The requests [`LockBackend::start`] sent (one, or several in order),
 /// whose answers are still to be read.
 ///
@@ -185,6 +213,29 @@ pub enum Response {
 /// assert_eq!(out.pop().and_then(Result::ok), Some(Response::Held(true)));
 /// ```
 pub trait Started<E> {
+    /// How a caller with several requests under way can wait for this one
+    /// together with the others, in one readiness wait over all their
+    /// descriptors instead of a short while on each in turn. The default
+    /// says it cannot ([`Readiness::Unknown`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[cfg(unix)] {
+    /// use std::time::Instant;
+    /// use redlock_core::backend::{Readiness, Response, Started};
+    /// struct Nothing;
+    /// impl Started<std::io::Error> for Nothing {
+    ///     fn finish(self: Box<Self>, _: Instant, _: &mut Vec<Result<Response, std::io::Error>>) {}
+    /// }
+    /// assert!(matches!(Nothing.readiness(), Readiness::Unknown));
+    /// # }
+    /// ```
+    #[cfg(unix)]
+    fn readiness(&self) -> Readiness<'_> {
+        Readiness::Unknown
+    }
+
     /// Waits until the answers are in (or failed), so that
     /// [`finish`](Self::finish) will not block, or until `until` passes;
     /// returns whether they are in. Waiting that ends at `until` loses

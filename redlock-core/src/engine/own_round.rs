@@ -5,10 +5,14 @@
 //! ([`OwnRound::takes`]), and in which order and for how long it waits for
 //! each answer ([`OwnRound::next`]).
 //!
-//! The caller reads the answers in node order, waiting on each a short
-//! slice ([`WAIT_SLICE`]) while others are still out, so that a node that
-//! froze since its last answer holds the round only until the others
-//! decided it. Once the round is decided, nobody waits for the nodes not
+//! Where the backend offers each connection's descriptor
+//! ([`Started::readiness`](crate::backend::Started::readiness)), the caller
+//! waits on all of them at once and reads whichever answer came first,
+//! from the node [`OwnRound::position`] on ([`OwnRound::pending`],
+//! [`OwnRound::point`]). Otherwise it reads the answers in node order,
+//! waiting on each a short slice ([`WAIT_SLICE`]) while others are still
+//! out. Either way a node that froze since its last answer holds the round
+//! only until the others decided it. Once the round is decided, nobody waits for the nodes not
 //! read yet ([`OwnRound::rest`]): a backend that can leaves their answers
 //! on their connections, to be read before anything else sent there
 //! ([`Started::detach`](crate::backend::Started::detach)), so the caller
@@ -194,6 +198,57 @@ impl<T> OwnRound<T> {
     #[must_use]
     pub fn current(&mut self) -> Option<&mut T> {
         self.pending.get_mut(self.cursor).map(|(_, t)| t)
+    }
+
+    /// The nodes not read yet, in node order, with their requests: for a
+    /// driver that waits on all of them at once, and then
+    /// [points](OwnRound::point) at the one whose answer came.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::engine::OwnRound;
+    /// let sent = Instant::now();
+    /// let mut own = OwnRound::new(sent, sent + Duration::from_millis(50), vec![(0, 'a'), (3, 'b')]);
+    /// assert_eq!(own.pending(), &[(0, 'a'), (3, 'b')]);
+    /// own.point(1);
+    /// assert_eq!(own.next(sent).map(|r| r.node), Some(3));
+    /// assert_eq!(own.take(), Some((3, 'b')));
+    /// ```
+    #[must_use]
+    pub fn pending(&self) -> &[(usize, T)] {
+        &self.pending
+    }
+
+    /// The position in [`OwnRound::pending`] of [`OwnRound::next`]'s node.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use redlock_core::engine::OwnRound;
+    /// let sent = Instant::now();
+    /// let mut own = OwnRound::new(sent, sent + Duration::from_millis(50), vec![(0, ()), (1, ())]);
+    /// own.not_yet();
+    /// assert_eq!(own.position(), 1);
+    /// ```
+    #[must_use]
+    pub fn position(&self) -> usize {
+        self.cursor
+    }
+
+    /// Makes the node at `position` in [`OwnRound::pending`] the one to
+    /// read next (its answer came first); a position past the end is
+    /// ignored.
+    ///
+    /// # Examples
+    ///
+    /// See [`OwnRound::pending`].
+    pub fn point(&mut self, position: usize) {
+        if position < self.pending.len() {
+            self.cursor = position;
+        }
     }
 
     /// Takes [`OwnRound::next`]'s node and its request out, to read its

@@ -11,7 +11,9 @@ use parking_lot::Mutex;
 
 use crate::backend::Started;
 use crate::decide::deadline::later;
-use crate::engine::{Entropy, Machine as _, OwnRound, RoundId, Single, Timer, Transmit, Until};
+use crate::engine::{
+    Entropy, Machine as _, OwnRound, RoundId, Single, Timer, Transmit, Until, WAIT_SLICE,
+};
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
 use crate::runtime::mailbox::{Driven, Inbox, Mailbox, Pause};
@@ -359,6 +361,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 deadline,
                 sent_at: Instant::now(),
                 started: Vec::new(),
+                elsewhere: false,
                 full,
             }
         };
@@ -374,11 +377,14 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
         let mut polled = Vec::new();
+        let mut elsewhere = false;
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
             }
-            match worker.try_start(request) {
+            let s = worker.try_start(request);
+            elsewhere |= s.is_none();
+            match s {
                 Some(s) => started.push((node, s)),
                 // Behind what the poller has queued for the node.
                 None if self.poller.is_some() => {
@@ -409,6 +415,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             deadline,
             sent_at,
             started,
+            elsewhere,
             full,
         }
     }
@@ -669,6 +676,9 @@ pub(crate) struct Sent<'a, E> {
     deadline: Instant,
     sent_at: Instant,
     started: Vec<(usize, Box<dyn Started<E> + 'a>)>,
+    /// Whether some of the round's answers come through the workers or the
+    /// poller: they may decide it while the caller waits for its own.
+    elsewhere: bool,
     /// Reported first thing in [`Sent::finish`].
     full: FullQueues,
 }
@@ -686,6 +696,7 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
             deadline,
             sent_at,
             started,
+            elsewhere,
             full,
         } = self;
         full.report(shared);
@@ -693,19 +704,31 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
         let mut own = OwnRound::new(sent_at, deadline, started);
         let mut now = Instant::now();
         while let Some(read) = own.next(now) {
-            if read.until > now && !own.current().is_some_and(|s| s.wait(read.until)) {
+            // Answers that come through the workers wake the caller's
+            // thread, not its wait on a socket: with some, it looks at the
+            // machine every slice.
+            let limit = if elsewhere {
+                later(now, WAIT_SLICE).min(own.by())
+            } else {
+                own.by()
+            };
+            let decided = if read.until > now
+                && !crate::runtime::ready::wait(&mut own, read.until.min(limit), limit)
+            {
                 own.not_yet();
                 now = Instant::now();
-                continue;
-            }
-            let Some((node, s)) = own.take() else {
-                break;
+                elsewhere && inbox.is_some_and(|inbox| inbox.needs_driver())
+            } else {
+                let Some((node, s)) = own.take() else {
+                    break;
+                };
+                let result = shared.workers[node].finish(s, own.by(), t.message(), t.claim());
+                let decided = inbox
+                    .filter(|_| t.wants_reply(node))
+                    .is_some_and(|inbox| inbox.deliver(t.round(), node, result));
+                now = Instant::now();
+                decided
             };
-            let result = shared.workers[node].finish(s, own.by(), t.message(), t.claim());
-            let decided = inbox
-                .filter(|_| t.wants_reply(node))
-                .is_some_and(|inbox| inbox.deliver(t.round(), node, result));
-            now = Instant::now();
             if decided {
                 own.decided(now);
                 // Nobody waits for the rest: left to be read later where

@@ -90,6 +90,12 @@ pub(crate) trait Inbox<E>: Send + Sync {
         node: usize,
         result: Result<Response, NodeFailure<E>>,
     ) -> bool;
+
+    /// Whether the machine has something for its driver now (its round
+    /// decided through answers others delivered). The default says no.
+    fn needs_driver(&self) -> bool {
+        false
+    }
 }
 
 /// A machine shared by its driving thread and the node workers.
@@ -243,5 +249,9 @@ impl<E, M: Driven<E>> Inbox<E> for Mailbox<M> {
             }
         }
         wake
+    }
+
+    fn needs_driver(&self) -> bool {
+        self.machine.lock().needs_driver()
     }
 }

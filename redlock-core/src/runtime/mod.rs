@@ -10,6 +10,7 @@ pub(crate) mod mailbox;
 pub(crate) mod manager;
 pub(crate) mod names;
 pub(crate) mod poller;
+pub(crate) mod ready;
 pub(crate) mod state;
 pub(crate) mod wake;
 pub(crate) mod worker;

@@ -332,7 +332,8 @@ fn read<E: std::error::Error + Send + Sync + 'static>(
             }
             break;
         }
-        if next.until > now && !own.current().is_some_and(|s| s.wait(next.until)) {
+        let by = own.by();
+        if next.until > now && !crate::runtime::ready::wait(&mut own, next.until, by) {
             own.not_yet();
             now = Instant::now();
             continue;

@@ -108,6 +108,34 @@ fn a_node_frozen_since_its_last_answer_holds_a_lone_caller_only_until_the_others
 }
 
 #[test]
+fn a_round_the_workers_decide_does_not_wait_for_the_callers_own_frozen_node() {
+    let (_cluster, nodes) = nodes(5, false);
+    // Two nodes answer through their workers, the caller reads two itself,
+    // and the fifth, which it also reads itself, froze: only the workers'
+    // answers make the quorum. A caller that waited for its own nodes'
+    // answers alone would take the node timeout.
+    let timeout = Duration::from_secs(10);
+    let locks = manager(nodes.clone(), timeout);
+    for node in &nodes[..2] {
+        node.refuses.store(true, Ordering::SeqCst);
+    }
+    nodes[4].freeze();
+    let started = Instant::now();
+    let lock = locks.try_lock("k", TTL).expect("four nodes grant");
+    let took = started.elapsed();
+    assert!(took < timeout / 2, "the lock took {took:?}");
+    assert_eq!(sum(&nodes[..2], |n| &n.on_worker), 2, "through the workers");
+    assert_eq!(
+        nodes[4].started.load(Ordering::SeqCst),
+        1,
+        "read by the caller"
+    );
+    drop(lock);
+    nodes[4].thaw();
+    assert!(locks.flush(Duration::from_secs(20)), "the node caught up");
+}
+
+#[test]
 fn mock_nodes_serve_a_lone_caller_themselves_and_a_frozen_one_through_its_worker() {
     let cluster = MockCluster::new(5);
     let timeout = Duration::from_secs(10);

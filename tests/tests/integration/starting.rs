@@ -15,7 +15,9 @@ use redlock_mock::{MockCluster, MockError, MockNode};
 /// `batches`, several at once (`LockBackend::starts_batches`). Counts the
 /// requests its worker thread ran, the starts and the requests started,
 /// and the most one start carried; `frozen` makes started requests never
-/// answer (with the node's own freeze, the worker's calls block too).
+/// answer (with the node's own freeze, the worker's calls block too);
+/// `refuses` makes it start nothing, so that its requests go through its
+/// worker.
 #[derive(Clone)]
 pub(crate) struct Starting {
     pub(crate) node: MockNode,
@@ -24,6 +26,7 @@ pub(crate) struct Starting {
     pub(crate) started: Arc<AtomicUsize>,
     pub(crate) requests: Arc<AtomicUsize>,
     pub(crate) frozen: Arc<AtomicBool>,
+    pub(crate) refuses: Arc<AtomicBool>,
 }
 
 impl Starting {
@@ -35,6 +38,7 @@ impl Starting {
             started: Arc::default(),
             requests: Arc::default(),
             frozen: Arc::default(),
+            refuses: Arc::default(),
         }
     }
 
@@ -127,7 +131,7 @@ impl LockBackend for Starting {
         self.node.raise_fence(c, at_least)
     }
     fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
-        if requests.len() > 1 && !self.batches {
+        if requests.len() > 1 && !self.batches || self.refuses.load(Ordering::SeqCst) {
             return None;
         }
         self.started.fetch_add(1, Ordering::SeqCst);
