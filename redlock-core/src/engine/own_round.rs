@@ -5,14 +5,15 @@
 //! ([`OwnRound::takes`]), and in which order and for how long it waits for
 //! each answer ([`OwnRound::next`]).
 //!
-//! Where the backend offers each connection's descriptor
-//! ([`Started::readiness`](crate::backend::Started::readiness)), the caller
-//! waits on all of them at once and reads whichever answer came first,
-//! from the node [`OwnRound::position`] on ([`OwnRound::pending`],
-//! [`OwnRound::point`]). Otherwise it reads the answers in node order,
-//! waiting on each a short slice ([`WAIT_SLICE`]) while others are still
-//! out. Either way a node that froze since its last answer holds the round
-//! only until the others decided it. Once the round is decided, nobody waits for the nodes not
+//! The caller reads the answers in node order, waiting on each a short
+//! slice ([`WAIT_SLICE`]) while others are still out, so that a node that
+//! froze since its last answer holds the round only until the others
+//! decided it. The poller, which reads many callers' rounds the same way,
+//! waits on all its nodes' connections at once where the backend offers
+//! their descriptors
+//! ([`Started::readiness`](crate::backend::Started::readiness)), and reads
+//! whichever answer came first, from the node [`OwnRound::position`] on
+//! ([`OwnRound::pending`], [`OwnRound::point`]). Once the round is decided, nobody waits for the nodes not
 //! read yet ([`OwnRound::rest`]): a backend that can leaves their answers
 //! on their connections, to be read before anything else sent there
 //! ([`Started::detach`](crate::backend::Started::detach)), so the caller

@@ -705,16 +705,17 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
         let mut now = Instant::now();
         while let Some(read) = own.next(now) {
             // Answers that come through the workers wake the caller's
-            // thread, not its wait on a socket: with some, it looks at the
-            // machine every slice.
+            // thread, not its wait on a socket: with some, it waits a slice
+            // at most, also on its last node, and looks at the machine.
             let limit = if elsewhere {
                 later(now, WAIT_SLICE).min(own.by())
             } else {
                 own.by()
             };
-            let decided = if read.until > now
-                && !crate::runtime::ready::wait(&mut own, read.until.min(limit), limit)
-            {
+            // In turn, not whichever answer came first: see
+            // `runtime/ready.rs` for why a lone caller does not.
+            let until = read.until.min(limit);
+            let decided = if read.until > now && !own.current().is_some_and(|s| s.wait(until)) {
                 own.not_yet();
                 now = Instant::now();
                 elsewhere && inbox.is_some_and(|inbox| inbox.needs_driver())

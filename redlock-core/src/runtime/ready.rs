@@ -1,9 +1,15 @@
-//! Waiting for the answers of a round its driver reads itself (a lone
-//! caller's own round, or the poller's generation): where every node not
-//! read yet offers a descriptor ([`Started::readiness`]), one readiness
-//! wait (`poll`) over all of them, so that whichever answer comes first is
-//! read first; where one does not, a short while on each in turn
-//! ([`OwnRound::next`]).
+//! Waiting for the answers of the poller's generation: where every node
+//! not read yet offers a descriptor ([`Started::readiness`]), one
+//! readiness wait (`poll`) over all of them, so that whichever answer
+//! comes first is read first; where one does not, a short while on each
+//! in turn ([`OwnRound::next`]).
+//!
+//! A lone caller reads its own round in turn instead (`Sent::finish`).
+//! Read in the order the answers came, its rounds were decided sooner, and
+//! eight processes contending for one key (the benchmark's procs mode,
+//! servers sharing the clients' CPU) lost most of their rate and waited
+//! far longer: the rounds kept splitting, each contender granted on one
+//! node and refused on the others (docs/benchmarks.md, history).
 
 use std::time::Instant;
 

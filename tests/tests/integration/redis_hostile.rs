@@ -106,8 +106,19 @@ fn bounded<T: Send + 'static>(
     }
 }
 
+/// Which path a caller's rounds take.
+#[derive(Clone, Copy)]
+enum Path {
+    /// The caller's own rounds: it reads its nodes itself, in turn.
+    Own,
+    /// The node workers.
+    Workers,
+    /// The poller, which waits on all its nodes' sockets at once.
+    Poller,
+}
+
 /// Four real masters and `misbehaviour` as the third of five.
-fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour, own_rounds: bool) {
+fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour, path: Path) {
     let masters = cluster(4);
     let hostile = HostileServer::start(misbehaviour).expect("the hostile master");
     let mut all = backends(&masters, TIMEOUT);
@@ -118,7 +129,8 @@ fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour,
     all.insert(2, fake);
     let locks = Redlock::builder(all)
         .node_timeout(TIMEOUT)
-        .own_rounds(own_rounds)
+        .own_rounds(matches!(path, Path::Own))
+        .poller(matches!(path, Path::Poller))
         .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
         .build()
         .expect("valid manager");
@@ -138,6 +150,12 @@ fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour,
         "try_lock took {took:?}, expected {EXPECTED:?}"
     );
     let lock = held.expect("granted by the four real masters");
+    if matches!(path, Path::Poller) {
+        assert!(
+            locks.stats().manager.polled_batches > 0,
+            "through the poller"
+        );
+    }
     // A round is decided at a quorum: on a busy machine the hostile
     // master's request may go out only after the caller has its answer.
     wait_until(
@@ -180,30 +198,45 @@ fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour,
 
 #[test]
 fn bug3_a_trickled_reply_cannot_hold_a_lone_caller() {
-    hostile_master_cannot_hold_the_caller("hostile-trickle-own", trickle(), true);
+    hostile_master_cannot_hold_the_caller("hostile-trickle-own", trickle(), Path::Own);
 }
 
 #[test]
 fn bug3_a_trickled_reply_cannot_hold_a_worker() {
-    hostile_master_cannot_hold_the_caller("hostile-trickle-workers", trickle(), false);
+    hostile_master_cannot_hold_the_caller("hostile-trickle-workers", trickle(), Path::Workers);
 }
 
 #[test]
 fn bug3_a_1tb_bulk_cannot_hold_a_lone_caller_or_fill_memory() {
-    hostile_master_cannot_hold_the_caller("hostile-bulk-own", huge_bulk(), true);
+    hostile_master_cannot_hold_the_caller("hostile-bulk-own", huge_bulk(), Path::Own);
 }
 
 #[test]
 fn bug3_a_1tb_bulk_cannot_hold_a_worker_or_fill_memory() {
-    hostile_master_cannot_hold_the_caller("hostile-bulk-workers", huge_bulk(), false);
+    hostile_master_cannot_hold_the_caller("hostile-bulk-workers", huge_bulk(), Path::Workers);
 }
 
 #[test]
 fn bug3_a_push_flood_cannot_hold_a_lone_caller() {
-    hostile_master_cannot_hold_the_caller("hostile-push-own", push_flood(), true);
+    hostile_master_cannot_hold_the_caller("hostile-push-own", push_flood(), Path::Own);
 }
 
 #[test]
 fn bug3_a_push_flood_cannot_hold_a_worker() {
-    hostile_master_cannot_hold_the_caller("hostile-push-workers", push_flood(), false);
+    hostile_master_cannot_hold_the_caller("hostile-push-workers", push_flood(), Path::Workers);
+}
+
+#[test]
+fn bug3_a_trickled_reply_cannot_hold_the_poller() {
+    hostile_master_cannot_hold_the_caller("hostile-trickle-poller", trickle(), Path::Poller);
+}
+
+#[test]
+fn bug3_a_1tb_bulk_cannot_hold_the_poller_or_fill_memory() {
+    hostile_master_cannot_hold_the_caller("hostile-bulk-poller", huge_bulk(), Path::Poller);
+}
+
+#[test]
+fn bug3_a_push_flood_cannot_hold_the_poller() {
+    hostile_master_cannot_hold_the_caller("hostile-flood-poller", push_flood(), Path::Poller);
 }
