@@ -356,15 +356,15 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// ([`starts_batches`](LockBackend::starts_batches): Redis), instead of
     /// through one worker thread per node. The poller sends each node
     /// every request queued for it in one batch and reads the answers of
-    /// all nodes, so a round costs one hand-over and one wake-up instead of
-    /// one per node. A node whose last request failed, or that owes
-    /// replies, still goes through its worker. Off by default: it reads the
-    /// nodes one after the other, a short slice each, so a master waiting
-    /// for the CPU delays every round behind it; that costs more than the
-    /// saved wake-ups on contended keys (docs/benchmarks.md measures both:
-    /// fewer context switches and shorter tails with many callers on
-    /// distinct keys, but fewer locks per second on a hot key or a
-    /// semaphore). Without such backends (the mock) it does nothing.
+    /// all nodes, whichever answers first (one readiness wait over their
+    /// connections, where the backend offers them:
+    /// [`Started::readiness`](crate::backend::Started::readiness)), so a
+    /// round costs one hand-over and one wake-up instead of one per node.
+    /// A node whose last request failed, or that owes replies, still goes
+    /// through its worker. Off by default: docs/benchmarks.md measures it
+    /// against the workers, with more locks per second for many callers on
+    /// distinct keys but fewer on contended keys, a semaphore's above all.
+    /// Without such backends (the mock) it does nothing.
     ///
     /// # Examples
     ///

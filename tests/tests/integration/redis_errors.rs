@@ -177,6 +177,50 @@ fn tls_masters_serve_locks_over_rediss() {
     assert_eq!(err.kind(), RedisErrorKind::Tls, "{err}");
 }
 
+/// The poller waits on TLS connections as on plain ones: on the socket
+/// while rustls holds no plaintext (`Wire::readiness`), so that replies
+/// decrypted already are read, not waited for.
+#[test]
+fn tls_masters_serve_the_pollers_callers() {
+    let cluster = RedisCluster::start(3, &ServerOptions::new().tls()).expect("TLS cluster");
+    let locks = redlock_redis::Redlock::builder(backends(&cluster, NODE_TIMEOUT))
+        .node_timeout(NODE_TIMEOUT)
+        .own_rounds(false)
+        .poller(true)
+        .build()
+        .expect("valid manager");
+    let names: Vec<String> = (0..4).map(|i| key(&format!("tls-polled-{i}"))).collect();
+    std::thread::scope(|s| {
+        for name in &names {
+            let locks = &locks;
+            s.spawn(move || {
+                for cycle in 0..20 {
+                    let lock = locks
+                        .try_lock(name.as_str(), TTL)
+                        .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+                    lock.release()
+                        .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
+                }
+            });
+        }
+    });
+    assert!(
+        locks.stats().manager.polled_batches > 0,
+        "through the poller"
+    );
+    assert!(locks.flush(Duration::from_secs(30)), "caught up");
+    for server in cluster.iter() {
+        let mut admin = server.client().expect("admin connection");
+        for name in &names {
+            let held: bool = redis::cmd("EXISTS")
+                .arg(name.as_str())
+                .query(&mut admin)
+                .expect("EXISTS");
+            assert!(!held, "{name} left on {}", server.port());
+        }
+    }
+}
+
 /// The library's ACL rule of docs/operations.md less `+info`, `+select`
 /// and Pub/Sub (`+publish +subscribe`, the channels): what a lock client
 /// needs to lock on database 0 without wake-ups. `redis_acl` runs the
