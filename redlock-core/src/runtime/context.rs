@@ -703,6 +703,10 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
         // The engine says which answer to wait for and until when.
         let mut own = OwnRound::new(sent_at, deadline, started);
         let mut now = Instant::now();
+        // The round was decided through answers that came through the
+        // workers (the caller looks every slice): its own nodes are read
+        // within the grace, and then left.
+        let mut heard = false;
         while let Some(read) = own.next(now) {
             // Answers that come through the workers wake the caller's
             // thread, not its wait on a socket: with some, it waits a slice
@@ -712,13 +716,20 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
             } else {
                 own.by()
             };
-            // In turn, not whichever answer came first: see
-            // `runtime/ready.rs` for why a lone caller does not.
-            let until = read.until.min(limit);
-            let decided = if read.until > now && !own.current().is_some_and(|s| s.wait(until)) {
+            let decided = if heard && now >= own.by() {
+                true
+            } else if read.until > now
+                // In turn, not whichever answer came first: see
+                // `runtime/ready.rs` for why a lone caller does not.
+                && !own.current().is_some_and(|s| s.wait(read.until.min(limit)))
+            {
                 own.not_yet();
                 now = Instant::now();
-                elsewhere && inbox.is_some_and(|inbox| inbox.needs_driver())
+                if elsewhere && !heard && inbox.is_some_and(|inbox| inbox.needs_driver()) {
+                    heard = true;
+                    own.decided(now);
+                }
+                continue;
             } else {
                 let Some((node, s)) = own.take() else {
                     break;

@@ -30,7 +30,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::backend::Started;
 use crate::decide::deadline::later;
-use crate::engine::{Message, OwnRound, RoundId};
+use crate::engine::{Message, OwnRound, RoundId, WAIT_SLICE};
 use crate::events::{ManagerCounters, Observer};
 use crate::runtime::worker::{Job, Worker};
 use crate::{Claim, NodeFailure, Request, Response, SpawnError};
@@ -332,8 +332,14 @@ fn read<E: std::error::Error + Send + Sync + 'static>(
             }
             break;
         }
-        let by = own.by();
-        if next.until > now && !crate::runtime::ready::wait(&mut own, next.until, by) {
+        // Once the rounds are decided, jobs queued meanwhile end the
+        // grace: the wait looks at the queue every slice.
+        let limit = if decided {
+            later(now, WAIT_SLICE).min(own.by())
+        } else {
+            own.by()
+        };
+        if next.until > now && !crate::runtime::ready::wait(&mut own, next.until, limit) {
             own.not_yet();
             now = Instant::now();
             continue;
