@@ -183,13 +183,24 @@ fn tls_masters_serve_locks_over_rediss() {
 #[test]
 fn tls_masters_serve_the_pollers_callers() {
     let cluster = RedisCluster::start(3, &ServerOptions::new().tls()).expect("TLS cluster");
-    let locks = redlock_redis::Redlock::builder(backends(&cluster, NODE_TIMEOUT))
+    let servers: Vec<&RedisServer> = cluster.iter().collect();
+    four_callers_through_the_poller(backends(&cluster, NODE_TIMEOUT), &servers, "tls-polled");
+}
+
+/// Four callers cycle 20 times each through the poller of a manager over
+/// `nodes` (the masters `servers`); no key is left.
+fn four_callers_through_the_poller(
+    nodes: Vec<RedisBackend>,
+    servers: &[&RedisServer],
+    prefix: &str,
+) {
+    let locks = redlock_redis::Redlock::builder(nodes)
         .node_timeout(NODE_TIMEOUT)
         .own_rounds(false)
         .poller(true)
         .build()
         .expect("valid manager");
-    let names: Vec<String> = (0..4).map(|i| key(&format!("tls-polled-{i}"))).collect();
+    let names: Vec<String> = (0..4).map(|i| key(&format!("{prefix}-{i}"))).collect();
     std::thread::scope(|s| {
         for name in &names {
             let locks = &locks;
@@ -209,7 +220,7 @@ fn tls_masters_serve_the_pollers_callers() {
         "through the poller"
     );
     assert!(locks.flush(Duration::from_secs(30)), "caught up");
-    for server in cluster.iter() {
+    for server in servers {
         let mut admin = server.client().expect("admin connection");
         for name in &names {
             let held: bool = redis::cmd("EXISTS")
@@ -312,6 +323,34 @@ fn a_unix_socket_master_works() {
         .expect("over the socket")
         .release()
         .expect("held");
+}
+
+/// The poller waits on unix sockets as on TCP ones (`Wire::readiness`).
+#[test]
+fn unix_socket_masters_serve_the_pollers_callers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut servers = Vec::new();
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let socket = dir.path().join(format!("redis-{i}.sock"));
+        servers.push(
+            RedisServer::start_with(
+                ServerOptions::new()
+                    .config("unixsocket", socket.to_str().expect("utf-8"))
+                    .config("unixsocketperm", "700"),
+            )
+            .expect("server"),
+        );
+        let url = format!("redis+unix://{}", socket.display());
+        nodes.push(
+            RedisBackend::builder(&url)
+                .node_timeout(NODE_TIMEOUT)
+                .build()
+                .expect("unix URL"),
+        );
+    }
+    let servers: Vec<&RedisServer> = servers.iter().collect();
+    four_callers_through_the_poller(nodes, &servers, "unix-polled");
 }
 
 #[test]
