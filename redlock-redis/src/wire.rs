@@ -477,6 +477,12 @@ impl Framer {
 /// to after a larger reply.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// How many times [`Wire::read_ready`] reads the socket at most: 64 KiB,
+/// far more than the replies of a batch, far less than what a server that
+/// never stops sending could keep it reading (a megabyte of push data, the
+/// budget, took the poller 0.8 s on this project's CI machine).
+const READY_READS: usize = 4;
+
 /// An open connection to a node.
 pub(crate) struct Wire {
     stream: Stream,
@@ -770,13 +776,16 @@ impl Wire {
     }
 
     /// The next reply if the server sent it whole already (RESP3 push data
-    /// is skipped), without waiting: `None` when it has not.
+    /// is skipped), without waiting: `None` when it has not. The socket is
+    /// read [`READY_READS`] times at most, so a server that keeps sending
+    /// (push data without end) cannot hold the call: what it sent later is
+    /// read later.
     ///
     /// # Errors
     ///
     /// As [`read`](Self::read), but never a timeout.
     pub(crate) fn read_ready(&mut self) -> Result<Option<Value>, RedisError> {
-        loop {
+        for _ in 0..READY_READS {
             if let Some(reply) = self.take_buffered()? {
                 return Ok(Some(reply));
             }
@@ -789,6 +798,7 @@ impl Wire {
                 Err(err) => return Err(err.into()),
             }
         }
+        self.take_buffered()
     }
 
     /// The next reply in the buffer, if it holds a whole one.
@@ -1284,6 +1294,32 @@ pub(crate) mod tests {
         });
         // Loopback brings a megabyte of push data well within a second.
         assert!(err.is_timeout() || err.kind() == ErrorKind::Parse, "{err}");
+    }
+
+    /// The same server, read without waiting: each call reads a few
+    /// chunks and says no reply is in, however long the push data goes on
+    /// (reading it to the budget took 0.8 s and ended in an error).
+    #[test]
+    fn bug3_push_data_without_end_holds_a_read_without_waiting_a_few_chunks() {
+        let port = misbehaving_on_ping(|stream| {
+            let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
+            while stream.write_all(&frames).is_ok() {}
+        });
+        let timeout = Duration::from_secs(1);
+        within(timeout * 10, move || {
+            let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
+            wire.write(PING, deadline_in(timeout)).expect("sent");
+            // Until the flood fills a read, and then some.
+            let flooded = deadline_in(timeout * 5);
+            let mut calls = 0;
+            while wire.pushed < READY_READS * READ_CHUNK && Instant::now() < flooded {
+                let got = wire.read_ready().expect("push data so far");
+                assert_eq!(got, None, "no reply");
+                calls += 1;
+            }
+            assert!(calls > 1, "a read without waiting read it all at once");
+            assert!(wire.pushed < MAX_REPLY_BYTES, "read to the budget");
+        });
     }
 
     #[test]

@@ -111,3 +111,16 @@ pub(crate) fn exists(server: &RedisServer, name: &str) -> bool {
         .expect("EXISTS")
         == 1
 }
+
+/// How many clients `server` has besides the one asking that have sent
+/// a command (`CLIENT LIST`: a handshake under way shows none yet).
+pub(crate) fn clients(server: &RedisServer) -> usize {
+    let mut admin = server.client().expect("client");
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut admin)
+        .expect("CLIENT LIST");
+    list.lines()
+        .filter(|line| !line.contains(" cmd=client") && !line.contains(" cmd=NULL"))
+        .count()
+}
