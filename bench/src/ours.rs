@@ -58,7 +58,8 @@ fn manager_with(
     let mut builder = Redlock::builder(backends)
         .node_timeout(NODE_TIMEOUT)
         .own_rounds(own_rounds())
-        .poller(poller());
+        .poller(poller() != Some(false))
+        .poller_from(poller_from());
     if let Some((min, max)) = retry {
         builder = builder.retry_delay(min, max);
     }
@@ -74,11 +75,29 @@ pub(crate) fn own_rounds() -> bool {
     std::env::var("REDLOCK_BENCH_OWN_ROUNDS").map_or(true, |v| v != "0")
 }
 
-/// Whether several callers' rounds go through the manager's poller
-/// (`Builder::poller`, off by default): on with `REDLOCK_BENCH_POLLER=1`,
-/// to compare both in one build.
-pub(crate) fn poller() -> bool {
-    std::env::var("REDLOCK_BENCH_POLLER").is_ok_and(|v| v == "1")
+/// The manager's poller (`Builder::poller`) as `REDLOCK_BENCH_POLLER`
+/// sets it, to compare in one build: `0` off (every round through the
+/// workers), `1` on for every round of several callers
+/// (`Builder::poller_from(1)`); unset (`None`), the defaults.
+pub(crate) fn poller() -> Option<bool> {
+    match std::env::var("REDLOCK_BENCH_POLLER").as_deref() {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
+    }
+}
+
+/// `Builder::poller_from` for the benchmark: `REDLOCK_BENCH_POLLER_FROM`
+/// when set, 1 with `REDLOCK_BENCH_POLLER=1`, else the default.
+pub(crate) fn poller_from() -> usize {
+    std::env::var("REDLOCK_BENCH_POLLER_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if poller() == Some(true) {
+            1
+        } else {
+            redlock_redis::POLLER_FROM
+        })
 }
 
 /// As [`run`], while another thread reads `Redlock::stats` every second.

@@ -338,7 +338,8 @@ pub(crate) fn child(args: impl IntoIterator<Item = String>) -> anyhow::Result<()
     let locks = Redlock::builder(Vec::new())
         .wake_ups(wake_ups)
         .own_rounds(crate::ours::own_rounds())
-        .poller(crate::ours::poller())
+        .poller(crate::ours::poller() != Some(false))
+        .poller_from(crate::ours::poller_from())
         .connect(&urls)
         .context("building the manager")?;
     let mut lines = String::new();

@@ -79,7 +79,7 @@ pub mod model;
 mod runtime;
 mod types;
 
-pub use api::builder::Builder;
+pub use api::builder::{Builder, POLLER_FROM};
 pub use api::dynamic::{connect_dyn, DynBackend, DynError, DynRedlock};
 pub use api::guard::Lock;
 pub use api::redlock::Redlock;

@@ -194,7 +194,7 @@ pub use redlock_core::{
     DynBackend, DynError, DynRedlock, EntropyError, Event, EventHandler, FailureCounts,
     FailureKind, FencingToken, Identity, IntoResources, KeepAlive, LostReason, ManagerStats,
     NoEvents, NodeId, NodeStats, Resources, RetryDelay, SpawnError, Stats, SystemClock, Ttl,
-    MAX_NODE_TIMEOUT, MAX_PERMITS,
+    MAX_NODE_TIMEOUT, MAX_PERMITS, POLLER_FROM,
 };
 
 /// The core's event hook that logs through `tracing` (feature `tracing`).

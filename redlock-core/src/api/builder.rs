@@ -16,6 +16,18 @@ use crate::{
     RetryDelay, SystemClock,
 };
 
+/// The default of [`Builder::poller_from`]: rounds go through the poller
+/// while five callers or more of a manager are driving rounds. Four callers
+/// on a semaphore or a mutex per manager keep the workers' rate; eight and
+/// thirty-two on distinct keys gain the poller's (docs/benchmarks.md).
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlock_core::POLLER_FROM, 5);
+/// ```
+pub const POLLER_FROM: usize = 5;
+
 impl<B: LockBackend + 'static> Redlock<B> {
     /// A manager over `backends` with the default settings (see [`Builder`]).
     ///
@@ -117,6 +129,7 @@ pub struct Builder<B> {
     wake_ups: bool,
     own_rounds: bool,
     poller: bool,
+    poller_from: usize,
     /// Whether [`Builder::clock`] replaced the system clock.
     own_clock: bool,
     events: Option<Arc<dyn EventHandler>>,
@@ -152,7 +165,8 @@ impl<B: LockBackend + 'static> Builder<B> {
             identity: None,
             wake_ups: true,
             own_rounds: true,
-            poller: false,
+            poller: true,
+            poller_from: POLLER_FROM,
             own_clock: false,
             events: None,
         }
@@ -351,27 +365,27 @@ impl<B: LockBackend + 'static> Builder<B> {
         self
     }
 
-    /// Whether the rounds of several callers go through one poller thread
-    /// of the manager, with backends that can
+    /// Whether the manager may carry the rounds of many callers at once on
+    /// one poller thread, with backends that can
     /// ([`starts_batches`](LockBackend::starts_batches): Redis), instead of
-    /// through one worker thread per node. The poller sends each node
-    /// every request queued for it in one batch and reads the answers of
-    /// all nodes, whichever answers first (one readiness wait over their
+    /// on one worker thread per node. The poller sends each node every
+    /// request queued for it in one batch and reads the answers of all
+    /// nodes, whichever answers first (one readiness wait over their
     /// connections, where the backend offers them:
     /// [`Started::readiness`](crate::backend::Started::readiness)), so a
     /// round costs one hand-over and one wake-up instead of one per node.
     /// A node whose last request failed, or that owes replies, still goes
-    /// through its worker. Off by default: docs/benchmarks.md measures it
-    /// against the workers, with more locks per second for many callers on
-    /// distinct keys but fewer on contended keys, a semaphore's above all.
-    /// Without such backends (the mock) it does nothing.
+    /// through its worker. On by default; rounds go through it only while
+    /// [`poller_from`](Builder::poller_from) callers or more are driving
+    /// rounds, and its thread starts the first time they do. Without such
+    /// backends (the mock) it does nothing.
     ///
     /// # Examples
     ///
     /// ```
     /// # let backends = redlock_mock::MockCluster::new(3).backends();
     /// let locks = redlock_core::Redlock::builder(backends)
-    ///     .poller(true)
+    ///     .poller(false)
     ///     .build()?;
     /// locks.try_lock("k", std::time::Duration::from_secs(5))?.release()?;
     /// assert_eq!(locks.stats().manager.polled_batches, 0);
@@ -379,6 +393,32 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// ```
     pub fn poller(mut self, on: bool) -> Self {
         self.poller = on;
+        self
+    }
+
+    /// How many of the manager's callers must be driving rounds at once
+    /// (acquiring, extending or releasing, between rounds included) for
+    /// their rounds to go through the [poller](Builder::poller) rather
+    /// than the node workers. Defaults to [`POLLER_FROM`]: with fewer
+    /// callers each round comes back sooner through five workers reading
+    /// in parallel (a semaphore's permits lost 40 % of their rate through
+    /// the poller), with many the poller's batches and single wake-up
+    /// carry more locks per second with a shorter tail on a busy client
+    /// (docs/benchmarks.md measures both). `1` or `2`: every round that a
+    /// lone caller does not send itself goes through the poller.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let backends = redlock_mock::MockCluster::new(3).backends();
+    /// let locks = redlock_core::Redlock::builder(backends)
+    ///     .poller_from(1)
+    ///     .build()?;
+    /// locks.try_lock("k", std::time::Duration::from_secs(5))?.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poller_from(mut self, callers: usize) -> Self {
+        self.poller_from = callers.max(1);
         self
     }
 
@@ -560,6 +600,7 @@ impl<B: LockBackend + 'static> Builder<B> {
             wake_ups: self.wake_ups && !self.own_clock,
             own_rounds: self.own_rounds,
             poller: self.poller,
+            poller_from: self.poller_from,
         };
         let manager = Manager::start(self.backends, config, self.events)?;
         Ok(Redlock {

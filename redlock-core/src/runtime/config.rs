@@ -25,6 +25,9 @@ pub(crate) struct Config {
     /// Several callers' rounds go through one poller thread
     /// ([`Builder::poller`](crate::Builder::poller)).
     pub(crate) poller: bool,
+    /// How many callers must be driving rounds at once for a round to go
+    /// through the poller ([`Builder::poller_from`](crate::Builder::poller_from)).
+    pub(crate) poller_from: usize,
 }
 
 impl fmt::Debug for Config {
@@ -36,6 +39,7 @@ impl fmt::Debug for Config {
             .field("wake_ups", &self.wake_ups)
             .field("own_rounds", &self.own_rounds)
             .field("poller", &self.poller)
+            .field("poller_from", &self.poller_from)
             .finish_non_exhaustive()
     }
 }

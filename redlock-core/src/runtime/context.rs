@@ -17,7 +17,7 @@ use crate::engine::{
 use crate::events::{CallKind, CallOutcome, Event, ManagerCounters, Observer, RoundSummary};
 use crate::runtime::config::Config;
 use crate::runtime::mailbox::{Driven, Inbox, Mailbox, Pause};
-use crate::runtime::poller::Poller;
+use crate::runtime::poller::{LazyPoller, Poller};
 use crate::runtime::wake::Wakeups;
 use crate::runtime::worker::{Job, Worker};
 use crate::{
@@ -34,9 +34,9 @@ pub(crate) struct Shared<E> {
     /// round to the next.
     pub(crate) mark_ttl: Ttl,
     pub(crate) workers: Vec<Arc<Worker<E>>>,
-    /// Where several callers' rounds go, when every node's backend starts
-    /// batches ([`Builder::poller`](crate::Builder::poller)).
-    pub(crate) poller: Option<Poller<E>>,
+    /// Where the rounds of many callers at once go, when every node's
+    /// backend starts batches ([`Builder::poller`](crate::Builder::poller)).
+    pub(crate) poller: LazyPoller<E>,
     /// The (never executed) claim carried by flush barriers.
     pub(crate) flush_claim: Arc<Claim>,
     pub(crate) config: Config,
@@ -266,29 +266,45 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
-        if let Some(poller) = &self.poller {
-            let mut jobs = Vec::with_capacity(self.workers.len());
-            for (node, worker) in self.workers.iter().enumerate() {
-                if t.sends_to(node) {
-                    self.admit(worker, self.job(t, node, deadline, inbox), &mut jobs, full);
-                }
-            }
-            poller.submit(&self.workers, jobs);
-            return deadline;
-        }
+        let (poller, all) = self.route();
+        let mut polled = Vec::new();
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
             }
             let job = self.job(t, node, deadline, inbox);
-            if let Err(failure) = worker.submit(job) {
+            if poller.is_some() && (all || worker.poller_owes()) {
+                self.admit(worker, job, &mut polled, full);
+            } else if let Err(failure) = worker.submit(job) {
                 full.saw(node, &failure);
                 if let Some(inbox) = inbox.filter(|_| t.wants_reply(node)) {
                     let _ = inbox.deliver(t.round(), node, Err(failure));
                 }
             }
         }
+        if let Some(poller) = poller {
+            poller.submit(&self.workers, polled);
+        }
         deadline
+    }
+
+    /// Where a round sent now goes: the poller, when the manager has one
+    /// and started it, and whether every node's job goes through it: when
+    /// at least [`Builder::poller_from`](crate::Builder::poller_from)
+    /// callers are driving rounds (the poller is started the first time).
+    /// Otherwise only the nodes the poller still has jobs for get theirs
+    /// through it, behind those; the others through their workers.
+    fn route(&self) -> (Option<&Poller<E>>, bool) {
+        if !self.poller.exists() {
+            return (None, false);
+        }
+        // The sender counts, also before it drives (a release's first round).
+        if self.waiting.load(Ordering::Relaxed).max(1) >= self.config.poller_from {
+            let poller = self.poller.start();
+            (poller, poller.is_some())
+        } else {
+            (self.poller.started(), false)
+        }
     }
 
     /// Adds `job` to `jobs`, bound for the poller, unless its node's queue
@@ -376,6 +392,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let sent_at = Instant::now();
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
+        let (poller, all) = self.route();
         let mut polled = Vec::new();
         let mut elsewhere = false;
         for (node, worker) in self.workers.iter().enumerate() {
@@ -387,7 +404,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             match s {
                 Some(s) => started.push((node, s)),
                 // Behind what the poller has queued for the node.
-                None if self.poller.is_some() => {
+                None if poller.is_some() && (all || worker.poller_owes()) => {
                     let job = self.job(t, node, deadline, Some(inbox));
                     self.admit(worker, job, &mut polled, &mut full);
                 }
@@ -402,7 +419,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 }
             }
         }
-        if let Some(poller) = &self.poller {
+        if let Some(poller) = poller {
             poller.submit(&self.workers, polled);
         }
         if !started.is_empty() {
@@ -431,19 +448,22 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.settings.node_timeout);
-        if let Some(poller) = &self.poller {
-            let mut jobs = Vec::with_capacity(2 * self.workers.len());
-            for (node, worker) in self.workers.iter().enumerate() {
+        let (poller, all) = self.route();
+        let mut polled = Vec::new();
+        for (node, worker) in self.workers.iter().enumerate() {
+            if poller.is_some() && (all || worker.poller_owes()) {
                 for (t, inbox) in [first, (then.0, Some(then.1))] {
                     if t.sends_to(node) {
-                        self.admit(worker, self.job(t, node, deadline, inbox), &mut jobs, full);
+                        self.admit(
+                            worker,
+                            self.job(t, node, deadline, inbox),
+                            &mut polled,
+                            full,
+                        );
                     }
                 }
+                continue;
             }
-            poller.submit(&self.workers, jobs);
-            return deadline;
-        }
-        for (node, worker) in self.workers.iter().enumerate() {
             let a = self.job(first.0, node, deadline, first.1);
             let b = self.job(then.0, node, deadline, Some(then.1));
             let queued = match (first.0.sends_to(node), then.0.sends_to(node)) {
@@ -459,6 +479,9 @@ impl<E: Send + Sync + 'static> Shared<E> {
                     let _ = then.1.deliver(then.0.round(), node, Err(failure));
                 }
             }
+        }
+        if let Some(poller) = poller {
+            poller.submit(&self.workers, polled);
         }
         deadline
     }
@@ -781,7 +804,7 @@ impl<E> Drop for Shared<E> {
     fn drop(&mut self) {
         let by = self.config.settings.exit_deadline(Instant::now());
         // The poller hands the workers nothing more once it exited.
-        if let Some(poller) = &self.poller {
+        if let Some(poller) = self.poller.started() {
             poller.close();
             poller.wait_exit(by);
         }

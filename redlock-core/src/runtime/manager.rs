@@ -15,7 +15,7 @@ use crate::runtime::context::Shared;
 use crate::runtime::keeper::Keeper;
 use crate::runtime::lines::Lines;
 use crate::runtime::names::Names;
-use crate::runtime::poller::Poller;
+use crate::runtime::poller::LazyPoller;
 use crate::runtime::wake::Wakeups;
 use crate::runtime::worker::Worker;
 use crate::{BuildError, Claim, LockBackend, Resources, Token, Ttl};
@@ -56,13 +56,9 @@ impl<E: std::error::Error + Send + Sync + 'static> Manager<E> {
             .map(|(i, backend)| Worker::spawn(i, backend, depth, &observer).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
         let poller = if config.poller && batches && workers.len() > 1 {
-            Some(Poller::spawn(
-                &workers,
-                config.settings.node_timeout,
-                &observer,
-            )?)
+            LazyPoller::new(&workers, config.settings.node_timeout, &observer)
         } else {
-            None
+            LazyPoller::none()
         };
         let mut rng = match config.jitter_seed {
             Some(seed) => fastrand::Rng::with_seed(seed),

@@ -23,7 +23,7 @@
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -136,6 +136,64 @@ impl<E> Poller<E> {
                 return;
             }
         }
+    }
+}
+
+/// A manager's poller, started the first time a round goes through it:
+/// a manager whose callers never drive enough rounds at once
+/// ([`Builder::poller_from`](crate::Builder::poller_from)) never starts
+/// its thread.
+pub(crate) struct LazyPoller<E> {
+    cell: OnceLock<Option<Poller<E>>>,
+    /// Starts the thread (`None`: the manager has no poller).
+    start: Option<Start<E>>,
+}
+
+type Start<E> = Box<dyn Fn() -> Result<Poller<E>, SpawnError> + Send + Sync>;
+
+impl<E: std::error::Error + Send + Sync + 'static> LazyPoller<E> {
+    /// A poller over the nodes' `workers`, reading each node at most
+    /// `node_timeout` per batch, to be started when first needed.
+    pub(crate) fn new(
+        workers: &[Arc<Worker<E>>],
+        node_timeout: Duration,
+        observer: &Arc<Observer>,
+    ) -> Self {
+        let (workers, observer) = (workers.to_vec(), Arc::clone(observer));
+        LazyPoller {
+            cell: OnceLock::new(),
+            start: Some(Box::new(move || {
+                Poller::spawn(&workers, node_timeout, &observer)
+            })),
+        }
+    }
+}
+
+impl<E> LazyPoller<E> {
+    /// No poller: every round goes through the workers.
+    pub(crate) fn none() -> Self {
+        LazyPoller {
+            cell: OnceLock::new(),
+            start: None,
+        }
+    }
+
+    /// Whether the manager has a poller, started or not.
+    pub(crate) fn exists(&self) -> bool {
+        self.start.is_some()
+    }
+
+    /// The poller, when its thread was started.
+    pub(crate) fn started(&self) -> Option<&Poller<E>> {
+        self.cell.get().and_then(Option::as_ref)
+    }
+
+    /// The poller, its thread started now if it was not. `None` without a
+    /// poller, or when the thread could not be started (then the rounds
+    /// keep going through the workers, and the start is not tried again).
+    pub(crate) fn start(&self) -> Option<&Poller<E>> {
+        let start = self.start.as_ref()?;
+        self.cell.get_or_init(|| start().ok()).as_ref()
     }
 }
 

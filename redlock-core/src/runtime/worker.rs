@@ -394,6 +394,15 @@ impl<E> Worker<E> {
         true
     }
 
+    /// Whether the poller has jobs for this node it has not handed over nor
+    /// finished: a job sent now must go behind them, through the poller.
+    /// (Read in this order, a job the poller hands over meanwhile counts
+    /// as the worker's: the job sent now goes behind it all the same.)
+    pub(crate) fn poller_owes(&self) -> bool {
+        let unfinished = self.queue.unfinished.load(Ordering::Acquire);
+        unfinished > self.queue.running.load(Ordering::Acquire)
+    }
+
     /// The poller is done with `count` of the jobs it [admitted](Worker::admit).
     pub(crate) fn done(&self, count: usize) {
         self.queue.unfinished.fetch_sub(count, Ordering::AcqRel);

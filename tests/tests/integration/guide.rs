@@ -386,7 +386,8 @@ fn child_threads_of_a_manager_on_mock_nodes() {
 /// On Redis, per master: a worker thread and the pool's connection
 /// thread, at most `DEFAULT_POOL_SIZE` (2) connections; once a caller
 /// waited, a subscriber thread and one subscriber connection more; a
-/// poller thread only with `Builder::poller(true)`.
+/// poller thread only once `Builder::poller_from` callers (5 by default)
+/// drove rounds at once.
 #[cfg(target_os = "linux")]
 #[test]
 fn on_redis_a_manager_costs_per_master_two_threads_two_connections_and_a_subscriber() {
@@ -432,13 +433,21 @@ fn child_threads_and_connections_on_redis() {
     eventually("a worker and a pool thread per master", || {
         threads("redlock-node-") == 3 && threads("redlock-redis-") == 3
     });
-    assert_eq!(threads("redlock-poller"), 0, "no poller by default");
+    assert_eq!(threads("redlock-poller"), 0, "no poller for a lone caller");
+    // The poller's thread starts with the first round that goes through it.
     let polled = redlock_redis::Redlock::builder(Vec::new())
         .node_timeout(NODE_TIMEOUT)
-        .poller(true)
+        .own_rounds(false)
+        .poller_from(1)
         .connect(servers.urls())
         .expect("connect");
-    eventually("one poller with the poller on", || {
+    assert_eq!(threads("redlock-poller"), 0, "no poller before a round");
+    polled
+        .try_lock(name.as_str(), Duration::from_secs(5))
+        .expect("free")
+        .release()
+        .expect("held");
+    eventually("one poller once a round went through it", || {
         threads("redlock-poller") == 1
     });
     drop(polled);

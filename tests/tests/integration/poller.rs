@@ -15,14 +15,14 @@ use crate::starting::{nodes, sum, Starting};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// A manager over `nodes` with `timeout` per node, its poller on and
-/// without own rounds: every round goes to the poller, whether its caller
-/// is alone at the time or not.
+/// A manager over `nodes` with `timeout` per node, its poller taking the
+/// rounds of any number of callers and without own rounds: every round
+/// goes to the poller, whether its caller is alone at the time or not.
 fn polled(nodes: &[Starting], timeout: Duration) -> Redlock<Starting> {
     Redlock::builder(nodes.to_vec())
         .node_timeout(timeout)
         .own_rounds(false)
-        .poller(true)
+        .poller_from(1)
         .build()
         .expect("config")
 }
@@ -82,7 +82,7 @@ fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worke
     let (cluster, nodes) = nodes(3, true);
     let locks = Redlock::builder(nodes.clone())
         .node_timeout(Duration::from_secs(5))
-        .poller(true)
+        .poller_from(1)
         .build()
         .expect("config");
     cycle(&locks, 8, 100);
@@ -95,16 +95,75 @@ fn lone_callers_send_their_own_rounds_and_several_use_the_poller_without_a_worke
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
+/// By default, while fewer than `POLLER_FROM` callers drive rounds at
+/// once, their rounds go through the node workers and the poller's thread
+/// is never started.
 #[test]
-fn the_poller_is_off_by_default() {
-    let (_cluster, nodes) = nodes(3, true);
+fn by_default_a_few_callers_rounds_go_through_the_workers() {
+    let (cluster, nodes) = nodes(3, true);
     let locks = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
         .own_rounds(false)
         .build()
         .expect("config");
-    cycle(&locks, 2, 5);
+    let callers = redlock_core::POLLER_FROM - 1;
+    cycle(&locks, callers, 20);
+    assert!(locks.flush(Duration::from_secs(10)));
     assert_eq!(locks.stats().manager.polled_batches, 0);
     assert_eq!(sum(&nodes, |n| &n.started), 0, "a request was started");
+    assert_eq!(sum(&nodes, |n| &n.on_worker), 3 * callers * 20 * 2);
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
+
+/// By default, once `POLLER_FROM` callers drive rounds at once (here each
+/// waiting for a key another manager holds), their rounds go through the
+/// poller; each gets its lock once the other manager lets go.
+#[test]
+fn by_default_the_rounds_of_poller_from_callers_at_once_go_through_the_poller() {
+    let (cluster, nodes) = nodes(3, true);
+    let callers = redlock_core::POLLER_FROM;
+    let holder = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
+        .build()
+        .expect("config");
+    let held: Vec<_> = (0..callers)
+        .map(|t| holder.try_lock(format!("key-{t}"), TTL).expect("free"))
+        .collect();
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(Duration::from_secs(5))
+        .own_rounds(false)
+        .retry_delay(Duration::from_millis(1), Duration::from_millis(5))
+        .build()
+        .expect("config");
+    std::thread::scope(|s| {
+        let waiters: Vec<_> = (0..callers)
+            .map(|t| {
+                let locks = &locks;
+                s.spawn(move || {
+                    locks
+                        .lock_timeout(format!("key-{t}"), TTL, Duration::from_secs(60))
+                        .unwrap_or_else(|e| panic!("caller {t}: {e}"))
+                        .release()
+                        .unwrap_or_else(|e| panic!("caller {t}: {e}"));
+                })
+            })
+            .collect();
+        // Every caller keeps driving rounds until its key is let go.
+        let seen = redlock_tests::harness::wait_until(
+            Duration::from_secs(30),
+            "a round through the poller",
+            || locks.stats().manager.polled_batches > 0,
+        );
+        for lock in held {
+            lock.release().expect("held");
+        }
+        for waiter in waiters {
+            waiter.join().expect("no panic");
+        }
+        seen.unwrap_or_else(|e| panic!("{e}"));
+    });
+    assert!(locks.flush(Duration::from_secs(10)));
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
 #[test]

@@ -197,7 +197,7 @@ fn four_callers_through_the_poller(
     let locks = redlock_redis::Redlock::builder(nodes)
         .node_timeout(NODE_TIMEOUT)
         .own_rounds(false)
-        .poller(true)
+        .poller_from(1)
         .build()
         .expect("valid manager");
     let names: Vec<String> = (0..4).map(|i| key(&format!("{prefix}-{i}"))).collect();

@@ -128,7 +128,7 @@ fn sigstop_one_master_holds_no_caller_of_the_poller() {
     let locks = Redlock::builder(backends(&cluster, timeout))
         .node_timeout(timeout)
         .own_rounds(false)
-        .poller(true)
+        .poller_from(1)
         .build()
         .expect("valid manager");
     let names: Vec<String> = (0..4)

@@ -119,7 +119,7 @@ fn masters_frozen_while_four_callers_cycle_through_the_poller_keep_no_ghost_key(
         // while a caller happens to be alone.
         let locks = fenced_builder(&cluster)
             .own_rounds(false)
-            .poller(true)
+            .poller_from(1)
             .build()
             .expect("valid manager");
         let names = four_names(&format!("ghost-polled-{}", frozen.len()));

@@ -131,6 +131,7 @@ fn hostile_master_cannot_hold_the_caller(name: &str, misbehaviour: Misbehaviour,
         .node_timeout(TIMEOUT)
         .own_rounds(matches!(path, Path::Own))
         .poller(matches!(path, Path::Poller))
+        .poller_from(1)
         .retry_delay(Duration::from_millis(1), Duration::from_millis(20))
         .build()
         .expect("valid manager");
