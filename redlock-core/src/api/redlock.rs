@@ -21,10 +21,11 @@ use crate::{
 /// Each node gets one long-lived worker thread. A round sends one request
 /// to every node at once: for a caller alone on the manager, by the caller
 /// itself ([`Builder::own_rounds`](crate::Builder::own_rounds)); with
-/// several callers, through the node workers, or through one poller thread
-/// that sends each node all of their requests in one batch
-/// ([`Builder::poller`](crate::Builder::poller), off by default). It is decided as soon as a quorum granted
-/// or can no longer grant. Cloning is cheap and shares the threads.
+/// several callers, through the node workers, or, while many callers
+/// drive rounds at once ([`Builder::poller_from`](crate::Builder::poller_from)),
+/// through one poller thread that sends each node all of their requests in
+/// one batch ([`Builder::poller`](crate::Builder::poller)). It is decided
+/// as soon as a quorum granted or can no longer grant. Cloning is cheap and shares the threads.
 ///
 /// # Examples
 ///
