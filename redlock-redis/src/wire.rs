@@ -1276,14 +1276,18 @@ pub(crate) mod tests {
         assert!(framer.scan(b"$5\r\nhello\r\n", 10).is_err());
     }
 
-    /// A fake server that sends `frames` again and again (push data, never
-    /// a reply) after the handshake.
-    #[test]
-    fn bug3_push_data_without_end_ends_at_the_deadline_or_the_budget() {
-        let port = misbehaving_on_ping(|stream| {
+    /// A fake server that sends push data again and again (never a reply)
+    /// after the handshake: its port.
+    fn push_flood() -> u16 {
+        misbehaving_on_ping(|stream| {
             let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
             while stream.write_all(&frames).is_ok() {}
-        });
+        })
+    }
+
+    #[test]
+    fn bug3_push_data_without_end_ends_at_the_deadline_or_the_budget() {
+        let port = push_flood();
         let timeout = Duration::from_secs(1);
         let err = within(timeout * 10, move || {
             let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
@@ -1301,10 +1305,7 @@ pub(crate) mod tests {
     /// (reading it to the budget took 0.8 s and ended in an error).
     #[test]
     fn bug3_push_data_without_end_holds_a_read_without_waiting_a_few_chunks() {
-        let port = misbehaving_on_ping(|stream| {
-            let frames = b">2\r\n$7\r\nmessage\r\n$2\r\nhi\r\n".repeat(64);
-            while stream.write_all(&frames).is_ok() {}
-        });
+        let port = push_flood();
         let timeout = Duration::from_secs(1);
         within(timeout * 10, move || {
             let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
