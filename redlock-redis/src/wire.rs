@@ -480,7 +480,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// How many times [`Wire::read_ready`] reads the socket at most: 64 KiB,
 /// far more than the replies of a batch, far less than what a server that
 /// never stops sending could keep it reading (a megabyte of push data, the
-/// budget, took the poller 0.8 s on this project's CI machine).
+/// budget: docs/benchmarks.md's poller row says how long it took).
 const READY_READS: usize = 4;
 
 /// An open connection to a node.
@@ -1302,7 +1302,7 @@ pub(crate) mod tests {
 
     /// The same server, read without waiting: each call reads a few
     /// chunks and says no reply is in, however long the push data goes on
-    /// (reading it to the budget took 0.8 s and ended in an error).
+    /// (reading it to the budget held the poller and ended in an error).
     #[test]
     fn bug3_push_data_without_end_holds_a_read_without_waiting_a_few_chunks() {
         let port = push_flood();

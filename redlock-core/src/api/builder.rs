@@ -401,8 +401,8 @@ impl<B: LockBackend + 'static> Builder<B> {
     /// their rounds to go through the [poller](Builder::poller) rather
     /// than the node workers. Defaults to [`POLLER_FROM`]: with fewer
     /// callers each round comes back sooner through five workers reading
-    /// in parallel (a semaphore's permits lost 40 % of their rate through
-    /// the poller), with many the poller's batches and single wake-up
+    /// in parallel (a semaphore's four callers per manager lost a large
+    /// part of their rate through the poller), with many the poller's batches and single wake-up
     /// carry more locks per second with a shorter tail on a busy client
     /// (docs/benchmarks.md measures both). `1` or `2`: every round that a
     /// lone caller does not send itself goes through the poller.
