@@ -24,6 +24,29 @@ use crate::{
     Claim, EntropyError, LockError, LostReason, NodeFailure, Queued, Resources, Token, Ttl,
 };
 
+/// Where the jobs of a round sent now go ([`Shared::route`]).
+struct Route<'a, E> {
+    /// The poller, when the manager has one and it was started.
+    poller: Option<&'a Poller<E>>,
+    /// Every node's job goes through it.
+    all: bool,
+}
+
+impl<E> Route<'_, E> {
+    /// Whether the job for `worker`'s node goes through the poller: every
+    /// job does, or the poller still has jobs for the node (behind them).
+    fn polls(&self, worker: &Worker<E>) -> bool {
+        self.poller.is_some() && (self.all || worker.poller_owes())
+    }
+
+    /// Hands the poller the jobs bound for it.
+    fn submit(&self, workers: &[Arc<Worker<E>>], jobs: Vec<Job<E>>) {
+        if let Some(poller) = self.poller {
+            poller.submit(workers, jobs);
+        }
+    }
+}
+
 /// What every caller and guard of one manager uses: the workers and the
 /// settings.
 pub(crate) struct Shared<E> {
@@ -266,14 +289,14 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
-        let (poller, all) = self.route();
+        let route = self.route();
         let mut polled = Vec::new();
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
             }
             let job = self.job(t, node, deadline, inbox);
-            if poller.is_some() && (all || worker.poller_owes()) {
+            if route.polls(worker) {
                 self.admit(worker, job, &mut polled, full);
             } else if let Err(failure) = worker.submit(job) {
                 full.saw(node, &failure);
@@ -282,9 +305,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 }
             }
         }
-        if let Some(poller) = poller {
-            poller.submit(&self.workers, polled);
-        }
+        route.submit(&self.workers, polled);
         deadline
     }
 
@@ -294,16 +315,25 @@ impl<E: Send + Sync + 'static> Shared<E> {
     /// callers are driving rounds (the poller is started the first time).
     /// Otherwise only the nodes the poller still has jobs for get theirs
     /// through it, behind those; the others through their workers.
-    fn route(&self) -> (Option<&Poller<E>>, bool) {
+    fn route(&self) -> Route<'_, E> {
         if !self.poller.exists() {
-            return (None, false);
+            return Route {
+                poller: None,
+                all: false,
+            };
         }
         // The sender counts, also before it drives (a release's first round).
         if self.waiting.load(Ordering::Relaxed).max(1) >= self.config.poller_from {
             let poller = self.poller.start();
-            (poller, poller.is_some())
+            Route {
+                poller,
+                all: poller.is_some(),
+            }
         } else {
-            (self.poller.started(), false)
+            Route {
+                poller: self.poller.started(),
+                all: false,
+            }
         }
     }
 
@@ -392,7 +422,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let sent_at = Instant::now();
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
-        let (poller, all) = self.route();
+        let route = self.route();
         let mut polled = Vec::new();
         let mut elsewhere = false;
         for (node, worker) in self.workers.iter().enumerate() {
@@ -404,7 +434,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
             match s {
                 Some(s) => started.push((node, s)),
                 // Behind what the poller has queued for the node.
-                None if poller.is_some() && (all || worker.poller_owes()) => {
+                None if route.polls(worker) => {
                     let job = self.job(t, node, deadline, Some(inbox));
                     self.admit(worker, job, &mut polled, &mut full);
                 }
@@ -419,9 +449,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 }
             }
         }
-        if let Some(poller) = poller {
-            poller.submit(&self.workers, polled);
-        }
+        route.submit(&self.workers, polled);
         if !started.is_empty() {
             ManagerCounters::bump(&self.observer.manager.direct_rounds);
         }
@@ -448,10 +476,10 @@ impl<E: Send + Sync + 'static> Shared<E> {
         full: &mut FullQueues,
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.settings.node_timeout);
-        let (poller, all) = self.route();
+        let route = self.route();
         let mut polled = Vec::new();
         for (node, worker) in self.workers.iter().enumerate() {
-            if poller.is_some() && (all || worker.poller_owes()) {
+            if route.polls(worker) {
                 for (t, inbox) in [first, (then.0, Some(then.1))] {
                     if t.sends_to(node) {
                         self.admit(
@@ -480,9 +508,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
                 }
             }
         }
-        if let Some(poller) = poller {
-            poller.submit(&self.workers, polled);
-        }
+        route.submit(&self.workers, polled);
         deadline
     }
 
