@@ -6,12 +6,14 @@
 //! decision.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlock_core::backend::{Claim, LockBackend};
 use redlock_core::{Redlock, Ttl};
+use redlock_tests::harness::wait_until;
 
-use crate::starting::{nodes, sum, Starting};
+use crate::starting::{nodes, sum, Gate, Starting};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -149,7 +151,7 @@ fn by_default_the_rounds_of_poller_from_callers_at_once_go_through_the_poller() 
             })
             .collect();
         // Every caller keeps driving rounds until its key is let go.
-        let seen = redlock_tests::harness::wait_until(
+        let seen = wait_until(
             Duration::from_secs(30),
             "a round through the poller",
             || locks.stats().manager.polled_batches > 0,
@@ -260,4 +262,75 @@ fn the_releases_of_dropped_guards_run_through_the_poller_before_the_manager_is_g
     drop(locks);
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
     assert_eq!(sum(&nodes, |n| &n.on_worker), 0, "a worker ran a request");
+}
+
+/// A job sent while the poller still has jobs for its node goes behind
+/// them, through the poller, so that each node runs its requests in the
+/// order they were sent. Here the poller holds D's acquire, taken while
+/// two callers drove rounds; D's round times out, and its release is sent
+/// once D drives alone. Sent to the idle node workers, that release would
+/// run on every node before the acquire, which would then leave D's key
+/// held by nobody until its TTL.
+#[test]
+fn a_job_sent_while_the_poller_owes_its_node_runs_after_what_the_poller_owes() {
+    let (cluster, mut nodes) = nodes(5, true);
+    // The poller's start of a batch with D's acquire waits on node 0 (and
+    // so holds the other nodes' starts); E's own round is answered once
+    // `answered` opens, and E drives until then.
+    let poller = Arc::new(Gate::default());
+    let answered = Arc::new(Gate::default());
+    nodes[0].hold = Some(("d".to_owned(), Arc::clone(&poller)));
+    for node in &mut nodes {
+        node.late = Some(("e".to_owned(), Arc::clone(&answered)));
+    }
+    let timeout = Duration::from_secs(3);
+    let locks = Redlock::builder(nodes.clone())
+        .node_timeout(timeout)
+        .poller_from(2)
+        .build()
+        .expect("config");
+    let cap = Duration::from_secs(30);
+    std::thread::scope(|s| {
+        // E, alone, sends its own round.
+        let e = s.spawn(|| locks.try_lock("e", TTL));
+        wait_until(cap, "E's round started on every node", || {
+            answered.reached() == nodes.len()
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        // D, with E driving: two callers, so its acquire goes through the
+        // poller for every node.
+        let d = s.spawn(|| locks.try_lock("d", TTL));
+        wait_until(cap, "the poller holding D's acquire", || {
+            poller.reached() == 1
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        answered.open();
+        let e = e.join().expect("no panic").expect("E's lock");
+        // D, alone now, gets no answer within the node timeout, and sends
+        // its round's release to every node before it returns.
+        assert!(d.join().expect("no panic").is_err(), "D got no answer");
+        // A release on an idle worker would run at once: give it the time
+        // (only a broken build waits less).
+        let early = wait_until(Duration::from_secs(1), "", || {
+            nodes.iter().any(|n| n.ran("d", "release"))
+        });
+        poller.open();
+        wait_until(cap, "D's release on every node", || {
+            nodes.iter().all(|n| n.ran("d", "release"))
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        for (i, node) in nodes.iter().enumerate() {
+            let log = node.log.lock().clone();
+            let first = |kind: &str| log.iter().position(|(k, w)| k == "d" && *w == kind);
+            assert!(
+                matches!((first("acquire"), first("release")), (Some(a), Some(r)) if a < r),
+                "node {i} ran D's requests out of order: {log:?} (a release before the \
+                 poller started: {})",
+                early.is_ok()
+            );
+        }
+        e.release().expect("E's lock");
+    });
+    assert!(locks.flush(cap));
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
