@@ -163,21 +163,11 @@ impl Stream {
     /// decrypted already is taken.
     fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(s) => {
-                s.set_nonblocking(true)?;
-                let read = s.read(buf);
-                s.set_nonblocking(false)?;
-                read
-            }
+            Stream::Tcp(s) => recv_now(s, buf),
             #[cfg(feature = "tls")]
             Stream::Tls(s) => s.conn.reader().read(buf),
             #[cfg(unix)]
-            Stream::Unix(s) => {
-                s.set_nonblocking(true)?;
-                let read = s.read(buf);
-                s.set_nonblocking(false)?;
-                read
-            }
+            Stream::Unix(s) => recv_now(s, buf),
         }
     }
 
@@ -197,6 +187,23 @@ impl Stream {
             other => other,
         }
     }
+}
+
+/// One read of what the socket holds now: `recv` with `MSG_DONTWAIT`, one
+/// system call, the socket left blocking for the reads that wait.
+#[cfg(unix)]
+fn recv_now(socket: impl std::os::fd::AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    let (read, _) = rustix::net::recv(socket, buf, rustix::net::RecvFlags::DONTWAIT)?;
+    Ok(read)
+}
+
+/// One read of what the socket holds now, the socket non-blocking for it.
+#[cfg(not(unix))]
+fn recv_now(socket: &mut TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    socket.set_nonblocking(true)?;
+    let read = socket.read(buf);
+    socket.set_nonblocking(false)?;
+    read
 }
 
 #[cfg(feature = "tls")]
