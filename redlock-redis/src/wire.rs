@@ -1330,6 +1330,52 @@ pub(crate) mod tests {
         });
     }
 
+    /// A read without waiting takes what the socket holds now and leaves
+    /// it blocking, so that a read that waits afterwards blocks in the
+    /// kernel (left non-blocking, it would spin until its reply came).
+    #[cfg(unix)]
+    #[test]
+    fn a_read_without_waiting_leaves_the_socket_to_wait_for_the_next_read() {
+        fn blocking(wire: &Wire) -> bool {
+            let Stream::Tcp(s) = &wire.stream else {
+                unreachable!("a TCP endpoint")
+            };
+            let flags = rustix::fs::fcntl_getfl(s).expect("flags");
+            !flags.contains(rustix::fs::OFlags::NONBLOCK)
+        }
+        let (reply, replied) = mpsc::channel::<()>();
+        let port = misbehaving_on_ping(move |stream| {
+            // The first PONG once the test has looked without waiting,
+            // a little later, so that the read after it must wait.
+            let _ = replied.recv();
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = stream.write_all(b"+PONG\r\n");
+            // The second at once.
+            let _ = stream.write_all(b"+PONG\r\n");
+        });
+        let timeout = Duration::from_secs(5);
+        within(timeout * 4, move || {
+            let mut wire = Wire::connect(&tcp_endpoint(port), timeout, &[]).expect("connects");
+            wire.write(PING, deadline_in(timeout)).expect("sent");
+            assert_eq!(wire.read_ready().expect("nothing yet"), None);
+            assert!(blocking(&wire), "left non-blocking");
+            reply.send(()).expect("server");
+            let pong = wire.read(deadline_in(timeout)).expect("waited for");
+            assert_eq!(pong, Value::SimpleString("PONG".into()));
+            // The second is taken without waiting once it is in.
+            let by = deadline_in(timeout);
+            let second = loop {
+                if let Some(reply) = wire.read_ready().expect("a reply") {
+                    break reply;
+                }
+                assert!(Instant::now() < by, "the second PONG never came");
+                std::thread::yield_now();
+            };
+            assert_eq!(second, Value::SimpleString("PONG".into()));
+            assert!(blocking(&wire), "left non-blocking");
+        });
+    }
+
     #[test]
     fn a_name_lookup_runs_once_at_a_time_and_is_waited_for_until_the_deadline() {
         let background: Arc<Background<u32>> = Arc::default();
