@@ -171,6 +171,7 @@ mod pool;
 #[cfg(test)]
 mod real_server;
 mod redis_backend;
+mod reply;
 mod session;
 mod version;
 mod wire;

@@ -20,8 +20,9 @@
 //!   ([`Framer`]): a declared length that would take the reply past it, a
 //!   negative length other than the RESP2 nulls (`$-1`, `*-1`), nesting
 //!   deeper than [`MAX_DEPTH`] or a type byte RESP does not have is a
-//!   protocol error (the connection is then dropped). redis-rs's parser
-//!   only ever sees a whole, checked reply.
+//!   protocol error (the connection is then dropped). A whole, checked
+//!   reply is then decoded: the lock commands' kinds here
+//!   ([`reply`](crate::reply)), every other by redis-rs's parser.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -818,7 +819,12 @@ impl Wire {
             };
             let reply = &self.inbox[self.taken..self.taken + length];
             self.taken += length;
-            let value = self.parser.parse_value(reply);
+            // The lock commands' replies without redis-rs's parser, which
+            // costs more than the rest of a reply's handling (reply.rs).
+            let value = match crate::reply::decode(reply) {
+                Some(value) => Ok(value),
+                None => self.parser.parse_value(reply),
+            };
             if self.taken == self.filled {
                 self.taken = 0;
                 self.filled = 0;
