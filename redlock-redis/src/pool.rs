@@ -54,13 +54,15 @@ pub(crate) struct ConnectionManager {
 }
 
 impl ManageConnection for ConnectionManager {
-    type Connection = Conn;
+    /// Boxed: r2d2 moves a connection in and out of its pool at every
+    /// checkout, several times (measured in docs/benchmarks.md).
+    type Connection = Box<Conn>;
     type Error = RedisError;
 
-    fn connect(&self) -> Result<Conn, RedisError> {
+    fn connect(&self) -> Result<Box<Conn>, RedisError> {
         self.health.state.lock().in_flight += 1;
-        let result =
-            Wire::connect(&self.endpoint, self.timeout, &crate::ops::preload()).map(Conn::new);
+        let result = Wire::connect(&self.endpoint, self.timeout, &crate::ops::preload())
+            .map(|wire| Box::new(Conn::new(wire)));
         let mut state = self.health.state.lock();
         state.in_flight = state.in_flight.saturating_sub(1);
         state.finished += 1;
@@ -72,11 +74,11 @@ impl ManageConnection for ConnectionManager {
 
     /// Never called (`test_on_check_out` is off): checkouts cost no round
     /// trip, and a connection that fails is seen failing by its call.
-    fn is_valid(&self, _conn: &mut Conn) -> Result<(), RedisError> {
+    fn is_valid(&self, _conn: &mut Box<Conn>) -> Result<(), RedisError> {
         Ok(())
     }
 
-    fn has_broken(&self, conn: &mut Conn) -> bool {
+    fn has_broken(&self, conn: &mut Box<Conn>) -> bool {
         conn.is_broken()
     }
 }
