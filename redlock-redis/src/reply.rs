@@ -6,9 +6,9 @@
 //! string (`+OK`), an integer (a script's answer), a bulk string or a null
 //! (`SET ... GET`), or an array of those. redis-rs's parser decodes a
 //! reply from a reader through a streaming parser that zeroes up to
-//! 8 KiB of buffer for every reply: measured at a lone caller's cycles, 5,560
-//! instructions a reply, 38 % of the client's instructions
-//! (docs/benchmarks.md). [`decode`] takes those kinds from the slice
+//! 8 KiB of buffer for every reply, which cost more than the rest of a
+//! lone caller's client work (docs/benchmarks.md, the history line of
+//! `reply.rs`). [`decode`] takes those kinds from the slice
 //! itself and gives the same [`Value`]; every other reply (an error, the
 //! other RESP3 types, a number written otherwise than in plain digits)
 //! still goes to redis-rs's parser, which stays the one definition of what
@@ -79,10 +79,15 @@ fn element(rest: &mut &[u8], depth: usize) -> Option<Value> {
 /// The line at the start of `rest` (up to the first CRLF), which moves
 /// past it and its CRLF.
 fn line<'r>(rest: &mut &'r [u8]) -> Option<&'r [u8]> {
-    let end = rest.windows(2).position(|w| w == b"\r\n")?;
+    let end = line_end(rest)?;
     let line = &rest[..end];
     *rest = &rest[end + 2..];
     Some(line)
+}
+
+/// Where the first line of `bytes` ends: the index of its CRLF.
+pub(crate) fn line_end(bytes: &[u8]) -> Option<usize> {
+    bytes.windows(2).position(|w| w == b"\r\n")
 }
 
 /// A number written in plain decimal digits, with a `-` before them for a

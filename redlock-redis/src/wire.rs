@@ -382,7 +382,7 @@ impl Framer {
         };
         loop {
             let start = self.checked;
-            let Some(line) = bytes[start..].windows(2).position(|w| w == b"\r\n") else {
+            let Some(line) = crate::reply::line_end(&bytes[start..]) else {
                 if bytes.len() > budget {
                     return Err(over(bytes.len()));
                 }
