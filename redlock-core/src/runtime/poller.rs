@@ -232,35 +232,79 @@ fn serve<E: std::error::Error + Send + Sync + 'static>(
     observer: &Observer,
 ) {
     let mut jobs = Vec::new();
-    let mut by_node: Vec<Vec<Job<E>>> = workers.iter().map(|_| Vec::new()).collect();
+    let mut held = Held {
+        by_node: workers.iter().map(|_| Vec::new()).collect(),
+        workers,
+    };
     loop {
         {
             let mut state = queue.state.lock();
             while state.jobs.is_empty() {
                 if state.closed {
+                    // (What is held goes to the workers.)
                     return;
                 }
                 state.idle = true;
-                queue.ready.wait(&mut state);
+                if held.any() {
+                    // Held behind a worker's own jobs: looked at again each
+                    // slice, as the worker catches up.
+                    if queue.ready.wait_for(&mut state, WAIT_SLICE).timed_out() {
+                        break;
+                    }
+                } else {
+                    queue.ready.wait(&mut state);
+                }
             }
             state.idle = false;
             std::mem::swap(&mut jobs, &mut state.jobs);
             queue.queued.store(false, Ordering::Release);
         }
         for job in jobs.drain(..) {
-            by_node[job.node].push(job);
+            held.by_node[job.node].push(job);
         }
         // A burst of callers can queue many jobs at once: do not keep its
         // buffer for ever.
         if jobs.capacity() > KEPT_CAPACITY {
             jobs = Vec::new();
         }
-        generation(&mut by_node, workers, node_timeout, observer, &queue.queued);
+        generation(
+            &mut held.by_node,
+            workers,
+            node_timeout,
+            observer,
+            &queue.queued,
+        );
+    }
+}
+
+/// Each node's jobs taken from the queue and neither started nor handed
+/// over yet, in order: between generations, those held back while the
+/// node's worker runs jobs of its own. Whatever is held when the poller
+/// thread ends, however it ends, goes to the workers.
+struct Held<'a, E> {
+    by_node: Vec<Vec<Job<E>>>,
+    workers: &'a [Arc<Worker<E>>],
+}
+
+impl<E> Held<'_, E> {
+    /// Whether any node's jobs are held.
+    fn any(&self) -> bool {
+        self.by_node.iter().any(|jobs| !jobs.is_empty())
+    }
+}
+
+impl<E> Drop for Held<'_, E> {
+    fn drop(&mut self) {
+        for (worker, jobs) in self.workers.iter().zip(&mut self.by_node) {
+            worker.hand_over(std::mem::take(jobs));
+        }
     }
 }
 
 /// Runs one generation: `by_node` holds each node's jobs, in order, and is
-/// left empty.
+/// left holding only the jobs of nodes whose workers run jobs of their own
+/// (sent before these, they run first; the worker catches up on a node
+/// that owes replies, and the poller takes the node back after that).
 fn generation<E: std::error::Error + Send + Sync + 'static>(
     by_node: &mut [Vec<Job<E>>],
     workers: &[Arc<Worker<E>>],
@@ -285,14 +329,13 @@ fn generation<E: std::error::Error + Send + Sync + 'static>(
         if jobs.is_empty() {
             continue;
         }
-        let batch = std::mem::take(jobs);
-        let runs_all = batch
+        let runs_all = jobs
             .iter()
             .all(|job| job.message.request(&job.claim).is_some());
-        if worker.busy() || !runs_all {
-            worker.hand_over(batch);
-        } else {
-            batches.push((node, batch));
+        if worker.failing() || !runs_all {
+            worker.hand_over(std::mem::take(jobs));
+        } else if !worker.running() {
+            batches.push((node, std::mem::take(jobs)));
         }
     }
     if batches.is_empty() {

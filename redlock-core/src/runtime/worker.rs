@@ -408,13 +408,18 @@ impl<E> Worker<E> {
         self.queue.unfinished.fetch_sub(count, Ordering::AcqRel);
     }
 
-    /// Whether the poller hands this node's jobs to its worker instead of
-    /// starting them itself: the worker has jobs of its own (they run
-    /// first), or the node's last request failed (the worker knows how to
-    /// wait on a node that owes replies, and a frozen node would hold the
-    /// poller).
-    pub(crate) fn busy(&self) -> bool {
-        self.queue.running.load(Ordering::Acquire) > 0 || self.counters.failing()
+    /// Whether the worker has jobs of its own, queued or running: the
+    /// poller starts none of this node's jobs until they ran (they were
+    /// sent first).
+    pub(crate) fn running(&self) -> bool {
+        self.queue.running.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether the node's last request failed: the poller hands its jobs
+    /// to the worker, which knows how to wait on a node that owes replies
+    /// (a frozen node would hold the poller).
+    pub(crate) fn failing(&self) -> bool {
+        self.counters.failing()
     }
 
     /// Queues `jobs`, which the poller [admitted](Worker::admit), for the

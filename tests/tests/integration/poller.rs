@@ -210,6 +210,49 @@ fn a_node_frozen_under_the_poller_holds_no_caller_beyond_the_others_decision() {
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
+/// A node whose requests went to its worker is the poller's again once
+/// the worker has run them: the jobs that come for it meanwhile wait in
+/// the poller, behind the worker's, not in the worker's queue. (There, under
+/// steady load, each of the node's jobs would have followed the ones before
+/// it for as long as the load lasted, the acquires among them going stale:
+/// the node out of every quorum.)
+#[test]
+fn a_node_is_the_pollers_again_once_its_worker_caught_up() {
+    let (cluster, mut nodes) = nodes(5, true);
+    let stalled = Arc::new(Gate::default());
+    nodes[1].stalls = Some(("w".to_owned(), Arc::clone(&stalled)));
+    nodes[1].refuses.store(true, Ordering::SeqCst);
+    let locks = polled(&nodes, Duration::from_secs(10));
+    let cap = Duration::from_secs(30);
+    // Node 1 starts nothing, so W's acquire goes to its worker, which holds
+    // it at the gate; the four others decide the round.
+    let w = locks.try_lock("w", TTL).expect("granted by the others");
+    wait_until(cap, "node 1's worker holding W's acquire", || {
+        stalled.reached() == 1
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    nodes[1].refuses.store(false, Ordering::SeqCst);
+    // X's round while the worker still runs W's acquire: decided by the
+    // others too, X's acquire on node 1 after W's.
+    let x = locks.try_lock("x", TTL).expect("granted by the others");
+    assert!(!nodes[1].ran("x", "acquire"), "ran before W's");
+    stalled.open();
+    wait_until(cap, "X's acquire on node 1", || {
+        nodes[1].ran("x", "acquire")
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let log = nodes[1].log.lock().clone();
+    let at = |key: &str| log.iter().position(|(k, w)| k == key && *w == "acquire");
+    assert!(at("w") < at("x"), "out of order: {log:?}");
+    // The poller started X's acquire once the worker had run W's.
+    assert_eq!(nodes[1].on_worker.load(Ordering::SeqCst), 1, "{log:?}");
+    w.release().expect("W's lock");
+    x.release().expect("X's lock");
+    assert_eq!(nodes[1].on_worker.load(Ordering::SeqCst), 1, "{log:?}");
+    assert!(locks.flush(cap));
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
+
 #[test]
 fn a_round_that_waits_for_a_frozen_node_holds_the_poller_only_a_grace() {
     let (cluster, nodes) = nodes(3, true);

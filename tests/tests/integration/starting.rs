@@ -39,6 +39,9 @@ pub(crate) struct Starting {
     /// Requests on this key, started, are answered (run) only once the
     /// gate opens.
     pub(crate) late: Option<(String, Arc<Gate>)>,
+    /// A blocking call (on the node's worker) on this key waits at the
+    /// gate before it runs.
+    pub(crate) stalls: Option<(String, Arc<Gate>)>,
 }
 
 /// The longest anything waits at a [`Gate`] the test never opens (the
@@ -114,6 +117,7 @@ impl Starting {
             log: Arc::default(),
             hold: None,
             late: None,
+            stalls: None,
         }
     }
 
@@ -151,7 +155,15 @@ impl Starting {
         self.node.thaw();
     }
 
-    fn worker(&self) {
+    /// A blocking call on `claim`: counted as the worker's, held at the
+    /// `stalls` gate when it is on that key.
+    fn worker(&self, claim: &Claim) {
+        if let Some((key, gate)) = &self.stalls {
+            if claim.keys().first().is_some_and(|k| k == key) {
+                gate.reach();
+                gate.wait_open(Instant::now() + GATE_CAP);
+            }
+        }
         let name = std::thread::current().name().map(str::to_owned);
         assert!(
             name.as_deref()
@@ -230,19 +242,19 @@ impl LockBackend for Starting {
         self.node.node_id()
     }
     fn acquire(&self, c: &Claim, ttl: Ttl, fence: bool) -> Result<AcquireOutcome, MockError> {
-        self.worker();
+        self.worker(c);
         self.logged("acquire", c, || self.node.acquire(c, ttl, fence))
     }
     fn extend(&self, c: &Claim, ttl: Ttl) -> Result<bool, MockError> {
-        self.worker();
+        self.worker(c);
         self.logged("extend", c, || self.node.extend(c, ttl))
     }
     fn release(&self, c: &Claim) -> Result<bool, MockError> {
-        self.worker();
+        self.worker(c);
         self.logged("release", c, || self.node.release(c))
     }
     fn raise_fence(&self, c: &Claim, at_least: u64) -> Result<bool, MockError> {
-        self.worker();
+        self.worker(c);
         self.logged("raise", c, || self.node.raise_fence(c, at_least))
     }
     fn start<'a>(&'a self, requests: &[Request<'a>]) -> Option<Box<dyn Started<MockError> + 'a>> {
