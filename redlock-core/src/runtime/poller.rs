@@ -15,10 +15,14 @@
 //! ([`Started::detach`](crate::backend::Started::detach)) and the next
 //! generation starts (see `read`).
 //!
-//! A node whose worker has jobs of its own, whose last request failed, or
-//! whose backend cannot start the batch without waiting gets the batch
-//! through its worker, in order behind what the worker has: the paths for
-//! frozen nodes, replies owed and releases kept are the workers'.
+//! A node whose last request failed, or whose backend cannot start the
+//! batch without waiting (for Redis: it owes the answers of two batches
+//! left unread), gets the batch through its worker, in order behind what
+//! the worker has: the paths for frozen nodes, replies owed and releases
+//! kept are the workers'. While a node's worker runs jobs of its own, the
+//! poller holds that node's new jobs (they go behind) and starts them
+//! itself once the worker is done: the node is the poller's again as soon
+//! as its worker caught up, not once the load stops.
 
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
