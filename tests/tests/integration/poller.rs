@@ -253,6 +253,41 @@ fn a_node_is_the_pollers_again_once_its_worker_caught_up() {
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
+/// What the poller holds for a node when the manager goes (jobs behind
+/// the node's worker's own) goes to that worker: the releases of dropped
+/// guards among them run once the worker can, none is lost.
+#[test]
+fn the_jobs_the_poller_holds_when_the_manager_goes_run_on_the_nodes_worker() {
+    let (cluster, mut nodes) = nodes(5, true);
+    let stalled = Arc::new(Gate::default());
+    nodes[1].stalls = Some(("w".to_owned(), Arc::clone(&stalled)));
+    nodes[1].refuses.store(true, Ordering::SeqCst);
+    // The manager waits for its threads twice the node timeout at most.
+    let locks = polled(&nodes, Duration::from_secs(1));
+    let cap = Duration::from_secs(30);
+    let w = locks.try_lock("w", TTL).expect("granted by the others");
+    wait_until(cap, "node 1's worker holding W's acquire", || {
+        stalled.reached() == 1
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    nodes[1].refuses.store(false, Ordering::SeqCst);
+    // X's acquire, then both releases: held by the poller for node 1,
+    // behind W's acquire.
+    let x = locks.try_lock("x", TTL).expect("granted by the others");
+    drop(x);
+    drop(w);
+    // The manager is gone while node 1's worker is still held: the poller
+    // exits with the jobs it held.
+    drop(locks);
+    assert!(!nodes[1].ran("w", "release"), "ran before W's acquire");
+    stalled.open();
+    wait_until(cap, "the releases on node 1", || {
+        nodes[1].ran("w", "release") && nodes[1].ran("x", "release")
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
+}
+
 #[test]
 fn a_round_that_waits_for_a_frozen_node_holds_the_poller_only_a_grace() {
     let (cluster, nodes) = nodes(3, true);
