@@ -210,6 +210,46 @@ fn a_node_frozen_under_the_poller_holds_no_caller_beyond_the_others_decision() {
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
+/// Five nodes under a manager with `timeout` per node, and the locks of W
+/// and X: node 1 started nothing at first, so W's acquire went to its
+/// worker, which the returned gate holds (the four others decided W's
+/// round); X's round came while the worker still held W's acquire, so X's
+/// acquire on node 1 waits behind it.
+struct Stalled {
+    cluster: redlock_mock::MockCluster,
+    nodes: Vec<Starting>,
+    gate: Arc<Gate>,
+    locks: Redlock<Starting>,
+    w: redlock_core::Lock<Starting>,
+    x: redlock_core::Lock<Starting>,
+}
+
+const CAP: Duration = Duration::from_secs(30);
+
+fn stalled_worker(timeout: Duration) -> Stalled {
+    let (cluster, mut nodes) = nodes(5, true);
+    let gate = Arc::new(Gate::default());
+    nodes[1].stalls = Some(("w".to_owned(), Arc::clone(&gate)));
+    nodes[1].refuses.store(true, Ordering::SeqCst);
+    let locks = polled(&nodes, timeout);
+    let w = locks.try_lock("w", TTL).expect("granted by the others");
+    wait_until(CAP, "node 1's worker holding W's acquire", || {
+        gate.reached() == 1
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    nodes[1].refuses.store(false, Ordering::SeqCst);
+    let x = locks.try_lock("x", TTL).expect("granted by the others");
+    assert!(!nodes[1].ran("x", "acquire"), "ran before W's");
+    Stalled {
+        cluster,
+        nodes,
+        gate,
+        locks,
+        w,
+        x,
+    }
+}
+
 /// A node whose requests went to its worker is the poller's again once
 /// the worker has run them: the jobs that come for it meanwhile wait in
 /// the poller, behind the worker's, not in the worker's queue. (There, under
@@ -218,26 +258,16 @@ fn a_node_frozen_under_the_poller_holds_no_caller_beyond_the_others_decision() {
 /// the node out of every quorum.)
 #[test]
 fn a_node_is_the_pollers_again_once_its_worker_caught_up() {
-    let (cluster, mut nodes) = nodes(5, true);
-    let stalled = Arc::new(Gate::default());
-    nodes[1].stalls = Some(("w".to_owned(), Arc::clone(&stalled)));
-    nodes[1].refuses.store(true, Ordering::SeqCst);
-    let locks = polled(&nodes, Duration::from_secs(10));
-    let cap = Duration::from_secs(30);
-    // Node 1 starts nothing, so W's acquire goes to its worker, which holds
-    // it at the gate; the four others decide the round.
-    let w = locks.try_lock("w", TTL).expect("granted by the others");
-    wait_until(cap, "node 1's worker holding W's acquire", || {
-        stalled.reached() == 1
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    nodes[1].refuses.store(false, Ordering::SeqCst);
-    // X's round while the worker still runs W's acquire: decided by the
-    // others too, X's acquire on node 1 after W's.
-    let x = locks.try_lock("x", TTL).expect("granted by the others");
-    assert!(!nodes[1].ran("x", "acquire"), "ran before W's");
-    stalled.open();
-    wait_until(cap, "X's acquire on node 1", || {
+    let Stalled {
+        cluster,
+        nodes,
+        gate,
+        locks,
+        w,
+        x,
+    } = stalled_worker(Duration::from_secs(10));
+    gate.open();
+    wait_until(CAP, "X's acquire on node 1", || {
         nodes[1].ran("x", "acquire")
     })
     .unwrap_or_else(|e| panic!("{e}"));
@@ -249,7 +279,7 @@ fn a_node_is_the_pollers_again_once_its_worker_caught_up() {
     w.release().expect("W's lock");
     x.release().expect("X's lock");
     assert_eq!(nodes[1].on_worker.load(Ordering::SeqCst), 1, "{log:?}");
-    assert!(locks.flush(cap));
+    assert!(locks.flush(CAP));
     assert!(cluster.nodes().iter().all(|n| n.live_keys() == 0));
 }
 
@@ -258,30 +288,24 @@ fn a_node_is_the_pollers_again_once_its_worker_caught_up() {
 /// guards among them run once the worker can, none is lost.
 #[test]
 fn the_jobs_the_poller_holds_when_the_manager_goes_run_on_the_nodes_worker() {
-    let (cluster, mut nodes) = nodes(5, true);
-    let stalled = Arc::new(Gate::default());
-    nodes[1].stalls = Some(("w".to_owned(), Arc::clone(&stalled)));
-    nodes[1].refuses.store(true, Ordering::SeqCst);
     // The manager waits for its threads twice the node timeout at most.
-    let locks = polled(&nodes, Duration::from_secs(1));
-    let cap = Duration::from_secs(30);
-    let w = locks.try_lock("w", TTL).expect("granted by the others");
-    wait_until(cap, "node 1's worker holding W's acquire", || {
-        stalled.reached() == 1
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    nodes[1].refuses.store(false, Ordering::SeqCst);
-    // X's acquire, then both releases: held by the poller for node 1,
-    // behind W's acquire.
-    let x = locks.try_lock("x", TTL).expect("granted by the others");
+    let Stalled {
+        cluster,
+        nodes,
+        gate,
+        locks,
+        w,
+        x,
+    } = stalled_worker(Duration::from_secs(1));
+    // Both releases, held by the poller for node 1 behind W's acquire;
+    // then the manager goes while node 1's worker is still held: the
+    // poller exits with the jobs it held.
     drop(x);
     drop(w);
-    // The manager is gone while node 1's worker is still held: the poller
-    // exits with the jobs it held.
     drop(locks);
     assert!(!nodes[1].ran("w", "release"), "ran before W's acquire");
-    stalled.open();
-    wait_until(cap, "the releases on node 1", || {
+    gate.open();
+    wait_until(CAP, "the releases on node 1", || {
         nodes[1].ran("w", "release") && nodes[1].ran("x", "release")
     })
     .unwrap_or_else(|e| panic!("{e}"));
