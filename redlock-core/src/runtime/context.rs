@@ -290,7 +290,13 @@ impl<E: Send + Sync + 'static> Shared<E> {
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
         let route = self.route();
-        let mut polled = Vec::new();
+        // Room for every node's job at once, when they may go to the poller.
+        let room = if route.poller.is_some() {
+            self.workers.len()
+        } else {
+            0
+        };
+        let mut polled = Vec::with_capacity(room);
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
@@ -423,7 +429,13 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
         let route = self.route();
-        let mut polled = Vec::new();
+        // Room for every node's job at once, when they may go to the poller.
+        let room = if route.poller.is_some() {
+            self.workers.len()
+        } else {
+            0
+        };
+        let mut polled = Vec::with_capacity(room);
         let mut elsewhere = false;
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
@@ -477,7 +489,13 @@ impl<E: Send + Sync + 'static> Shared<E> {
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.settings.node_timeout);
         let route = self.route();
-        let mut polled = Vec::new();
+        // Room for every node's job at once, when they may go to the poller.
+        let room = if route.poller.is_some() {
+            self.workers.len()
+        } else {
+            0
+        };
+        let mut polled = Vec::with_capacity(room);
         for (node, worker) in self.workers.iter().enumerate() {
             if route.polls(worker) {
                 for (t, inbox) in [first, (then.0, Some(then.1))] {

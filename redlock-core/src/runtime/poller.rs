@@ -227,6 +227,12 @@ impl<E> Drop for Dead<'_, E> {
 /// The most jobs the poller's buffer keeps room for between generations.
 const KEPT_CAPACITY: usize = 1024;
 
+/// The rounds of a generation not decided yet, each as its inbox's address
+/// and the round's id. Hashed with foldhash: the keys are the poller's own
+/// (addresses and counters, no user's names), and SipHash was 7 % of the
+/// client's instructions at 32 callers (docs/benchmarks.md, history).
+type Undecided = HashSet<(usize, RoundId), foldhash::fast::RandomState>;
+
 /// The poller loop: takes every job queued and runs them as one generation,
 /// until the manager is gone and the queue is empty.
 fn serve<E: std::error::Error + Send + Sync + 'static>(
@@ -240,6 +246,8 @@ fn serve<E: std::error::Error + Send + Sync + 'static>(
         by_node: workers.iter().map(|_| Vec::new()).collect(),
         workers,
     };
+    // Kept between generations, as `jobs` is.
+    let mut undecided = Undecided::default();
     loop {
         {
             let mut state = queue.state.lock();
@@ -271,8 +279,12 @@ fn serve<E: std::error::Error + Send + Sync + 'static>(
         if jobs.capacity() > KEPT_CAPACITY {
             jobs = Vec::new();
         }
+        if undecided.capacity() > KEPT_CAPACITY {
+            undecided = Undecided::default();
+        }
         generation(
             &mut held.by_node,
+            &mut undecided,
             workers,
             node_timeout,
             observer,
@@ -311,6 +323,7 @@ impl<E> Drop for Held<'_, E> {
 /// that owes replies, and the poller takes the node back after that).
 fn generation<E: std::error::Error + Send + Sync + 'static>(
     by_node: &mut [Vec<Job<E>>],
+    undecided: &mut Undecided,
     workers: &[Arc<Worker<E>>],
     node_timeout: Duration,
     observer: &Observer,
@@ -359,7 +372,7 @@ fn generation<E: std::error::Error + Send + Sync + 'static>(
     let sent_at = Instant::now();
     let deadline = later(sent_at, node_timeout);
     let mut started: Vec<(usize, Box<dyn Started<E> + '_>)> = Vec::with_capacity(batches.len());
-    let mut undecided = HashSet::new();
+    undecided.clear();
     for (i, ((node, batch), sent)) in batches.iter_mut().zip(&sent).enumerate() {
         let requests: Vec<Request<'_>> = sent
             .iter()
@@ -406,7 +419,7 @@ fn read<E: std::error::Error + Send + Sync + 'static>(
     batches: &mut [(usize, Vec<Job<E>>)],
     workers: &[Arc<Worker<E>>],
     (sent_at, deadline): (Instant, Instant),
-    mut undecided: HashSet<(usize, RoundId)>,
+    undecided: &mut Undecided,
     queued: &AtomicBool,
 ) {
     let quorum = crate::decide::quorum::quorum(workers.len());
@@ -427,13 +440,7 @@ fn read<E: std::error::Error + Send + Sync + 'static>(
                     continue;
                 }
                 let (node, batch) = &batches[i];
-                answer(
-                    &workers[*node],
-                    batch,
-                    left.is_ok(),
-                    &mut out,
-                    &mut undecided,
-                );
+                answer(&workers[*node], batch, left.is_ok(), &mut out, undecided);
             }
             break;
         }
@@ -456,13 +463,7 @@ fn read<E: std::error::Error + Send + Sync + 'static>(
         out.clear();
         let read = catch_unwind(AssertUnwindSafe(|| s.finish(by, &mut out)));
         let (node, batch) = &batches[i];
-        answer(
-            &workers[*node],
-            batch,
-            read.is_ok(),
-            &mut out,
-            &mut undecided,
-        );
+        answer(&workers[*node], batch, read.is_ok(), &mut out, undecided);
         read_batches += 1;
         now = Instant::now();
         if !decided && (undecided.is_empty() || read_batches >= quorum) {
@@ -480,8 +481,11 @@ fn answer<E: std::error::Error + Send + Sync + 'static>(
     batch: &[Job<E>],
     read: bool,
     out: &mut Vec<Result<Response, E>>,
-    undecided: &mut HashSet<(usize, RoundId)>,
+    undecided: &mut Undecided,
 ) {
+    // One reading of the clock for the batch: whether each answer came
+    // after its job's deadline.
+    let now = Instant::now();
     let mut answers = out.drain(..);
     for job in batch {
         let result = match answers.next() {
@@ -490,7 +494,7 @@ fn answer<E: std::error::Error + Send + Sync + 'static>(
             Some(Err(e)) => Err(NodeFailure::Backend(e)),
             None => Err(NodeFailure::Unanswered),
         };
-        let result = worker.count(result, job.stale_after, job.message, &job.claim);
+        let result = worker.count_at(now, result, job.stale_after, job.message, &job.claim);
         if job.deliver(result) {
             if let Some(key) = job.round_key() {
                 undecided.remove(&key);

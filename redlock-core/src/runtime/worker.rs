@@ -361,7 +361,20 @@ impl<E: std::error::Error + 'static> Worker<E> {
         message: Message,
         claim: &Arc<Claim>,
     ) -> Result<Response, NodeFailure<E>> {
-        self.watch.saw(&result, Instant::now() > deadline);
+        self.count_at(Instant::now(), result, deadline, message, claim)
+    }
+
+    /// [`Worker::count`] of an answer read by `now` (one reading of the
+    /// clock for a batch's answers).
+    pub(crate) fn count_at(
+        &self,
+        now: Instant,
+        result: Result<Response, NodeFailure<E>>,
+        deadline: Instant,
+        message: Message,
+        claim: &Arc<Claim>,
+    ) -> Result<Response, NodeFailure<E>> {
+        self.watch.saw(&result, now > deadline);
         if result.is_err() && matches!(message, Message::Release(_)) {
             // Nobody waits for the retry's answer; the queue takes releases
             // even when full.

@@ -10,7 +10,12 @@ use crate::{FENCE_SUFFIX, READERS_SUFFIX, WAIT_SUFFIX, WATCH_SUFFIX};
 /// A Lua script with its SHA1, computed once.
 pub(crate) struct LuaScript {
     pub(super) code: &'static str,
+    /// Its SHA1 in hex (the tests compare commands with redis-rs's).
+    #[cfg(test)]
     pub(super) hash: String,
+    /// The first two words of its `EVALSHA`, written once: `EVALSHA` and
+    /// the hash.
+    evalsha: Vec<u8>,
 }
 
 /// How a script is sent.
@@ -67,9 +72,14 @@ pub(crate) enum Arg<'a> {
 
 impl LuaScript {
     pub(super) fn new(code: &'static str) -> Self {
+        let hash = redis::Script::new(code).get_hash().to_owned();
+        let mut evalsha = Vec::new();
+        Resp(&mut evalsha).bulk(b"EVALSHA").bulk(hash.as_bytes());
         LuaScript {
             code,
-            hash: redis::Script::new(code).get_hash().to_owned(),
+            #[cfg(test)]
+            hash,
+            evalsha,
         }
     }
 
@@ -84,7 +94,7 @@ impl LuaScript {
         let mut resp = Resp(packed);
         resp.command(3 + keys.len() + args.len());
         match via {
-            Via::Hash => resp.bulk(b"EVALSHA").bulk(self.hash.as_bytes()),
+            Via::Hash => resp.words(&self.evalsha),
             Via::Body => resp.bulk(b"EVAL").bulk(self.code.as_bytes()),
         };
         resp.int(keys.len() as u64);
@@ -151,12 +161,24 @@ impl Resp<'_> {
 
     /// One word made of `head` then `tail`.
     pub(crate) fn bulk_joined(&mut self, head: &[u8], tail: &[u8]) -> &mut Self {
+        let len = head.len() + tail.len();
+        let mut digits = [0; 20];
+        let start = write_decimal(&mut digits, len as u64);
+        // Room for the whole word at once: `$`, the length, two CRLFs.
+        self.0.reserve(len + (digits.len() - start) + 5);
         self.0.push(b'$');
-        self.decimal((head.len() + tail.len()) as u64);
+        self.0.extend_from_slice(&digits[start..]);
         self.0.extend_from_slice(b"\r\n");
         self.0.extend_from_slice(head);
         self.0.extend_from_slice(tail);
         self.0.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// Words already in RESP (written once, such as [`SET`]'s): each counts
+    /// in [`Resp::command`]'s `words`.
+    pub(crate) fn words(&mut self, resp: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(resp);
         self
     }
 
@@ -173,6 +195,13 @@ impl Resp<'_> {
         self.0.extend_from_slice(&digits[start..]);
     }
 }
+
+/// `SET`, as one word in RESP (see [`Resp::words`]).
+pub(crate) const SET: &[u8] = b"$3\r\nSET\r\n";
+/// `NX PX`, as two words.
+pub(crate) const NX_PX: &[u8] = b"$2\r\nNX\r\n$2\r\nPX\r\n";
+/// `GET`, as one word.
+pub(crate) const GET: &[u8] = b"$3\r\nGET\r\n";
 
 /// Writes `n` in decimal at the end of `digits` (20 digits hold any `u64`)
 /// and returns where it starts.
@@ -249,6 +278,25 @@ mod tests {
             .arg(1_234_567_890)
             .get_packed_command();
         assert_eq!(packed, expected);
+    }
+
+    #[test]
+    fn words_written_once_are_what_resp_writes() {
+        let bulks = |words: &[&[u8]]| {
+            let mut packed = Vec::new();
+            let mut resp = Resp(&mut packed);
+            for word in words {
+                resp.bulk(word);
+            }
+            packed
+        };
+        assert_eq!(SET, bulks(&[b"SET"]));
+        assert_eq!(NX_PX, bulks(&[b"NX", b"PX"]));
+        assert_eq!(GET, bulks(&[b"GET"]));
+        assert_eq!(
+            RELEASE.evalsha,
+            bulks(&[b"EVALSHA", RELEASE.hash.as_bytes()])
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use redis::{RedisError, Value};
 use redlock_core::backend::{AcquireOutcome, Response};
 use redlock_core::model::Command;
 
-use super::script::Resp;
+use super::script::{Resp, GET, NX_PX, SET};
 use super::Read;
 use crate::session::Failure;
 use crate::RedisErrorKind;
@@ -43,22 +43,20 @@ pub(super) fn write(packed: &mut Vec<u8>, command: &Command<'_>) {
         Command::SetNxGet { key, token, ttl_ms } => {
             Resp(packed)
                 .command(7)
-                .bulk(b"SET")
+                .words(SET)
                 .bulk(key.as_bytes())
                 .bulk(token)
-                .bulk(b"NX")
-                .bulk(b"PX")
+                .words(NX_PX)
                 .int(ttl_ms)
-                .bulk(b"GET");
+                .words(GET);
         }
         Command::SetNx { key, token, ttl_ms } => {
             Resp(packed)
                 .command(6)
-                .bulk(b"SET")
+                .words(SET)
                 .bulk(key.as_bytes())
                 .bulk(token)
-                .bulk(b"NX")
-                .bulk(b"PX")
+                .words(NX_PX)
                 .int(ttl_ms);
         }
         Command::Type { key } => {
