@@ -99,7 +99,10 @@ pub(crate) struct Deadlines(Vec<(RoundId, Instant)>);
 
 impl Deadlines {
     pub(crate) fn of(round: RoundId, at: Instant) -> Self {
-        Deadlines(vec![(round, at)])
+        // Room for the rounds of a lock's acquire and release at once.
+        let mut rounds = Vec::with_capacity(4);
+        rounds.push((round, at));
+        Deadlines(rounds)
     }
 
     fn insert(&mut self, round: RoundId, at: Instant) {

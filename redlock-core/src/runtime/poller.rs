@@ -330,7 +330,7 @@ fn generation<E: std::error::Error + Send + Sync + 'static>(
     queued: &AtomicBool,
 ) {
     let now = Instant::now();
-    let mut batches: Vec<(usize, Vec<Job<E>>)> = Vec::new();
+    let mut batches: Vec<(usize, Vec<Job<E>>)> = Vec::with_capacity(by_node.len());
     for (node, jobs) in by_node.iter_mut().enumerate() {
         if jobs.is_empty() {
             continue;
@@ -374,10 +374,11 @@ fn generation<E: std::error::Error + Send + Sync + 'static>(
     let mut started: Vec<(usize, Box<dyn Started<E> + '_>)> = Vec::with_capacity(batches.len());
     undecided.clear();
     for (i, ((node, batch), sent)) in batches.iter_mut().zip(&sent).enumerate() {
-        let requests: Vec<Request<'_>> = sent
-            .iter()
-            .filter_map(|(message, claim)| message.request(claim))
-            .collect();
+        let mut requests: Vec<Request<'_>> = Vec::with_capacity(sent.len());
+        requests.extend(
+            sent.iter()
+                .filter_map(|(message, claim)| message.request(claim)),
+        );
         let direct = workers[*node].direct();
         match catch_unwind(AssertUnwindSafe(|| direct.start(&requests))).unwrap_or(None) {
             Some(s) => {

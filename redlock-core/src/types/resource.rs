@@ -76,7 +76,10 @@ impl Resources {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn one(key: impl Into<String>) -> Result<Self, ConfigError> {
-        Self::new([key.into()])
+        // No list to sort: the name and its `Arc` are all it allocates.
+        let key = key.into();
+        crate::keys::check_name(&key)?;
+        Ok(Resources(Names::One(Arc::new(key))))
     }
 
     /// Several resources locked as one.
