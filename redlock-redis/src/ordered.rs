@@ -355,6 +355,8 @@ impl Ordered {
             return None;
         }
         let (behind, left) = behind.unwrap_or_default();
+        // Room for every reply at once (they are read one at a time).
+        let replies = Vec::with_capacity(replies_to(&planned, form));
         Some(Begun {
             line,
             behind,
@@ -364,7 +366,7 @@ impl Ordered {
             planned,
             form,
             sent,
-            replies: Vec::new(),
+            replies,
             deadline,
             old_set,
             pool,
