@@ -336,10 +336,10 @@ impl RedisBackend {
 
     /// The answer to one request on `claim`, from its replies.
     /// [`RedisBackend::answer`] for each of `reads`, into `out`.
-    fn answer_all(
+    fn answer_all<'c>(
         &self,
         reads: Vec<Result<Read, RedisNodeError>>,
-        claims: &[&Claim],
+        claims: impl IntoIterator<Item = &'c Claim>,
         out: &mut Vec<Result<Response, RedisNodeError>>,
     ) {
         out.extend(
@@ -534,8 +534,11 @@ impl LockBackend for RedisBackend {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
-        let claims: Vec<&Claim> = planned.iter().map(Planned::claim).collect();
-        self.answer_all(self.run_planned(&planned), &claims, out);
+        self.answer_all(
+            self.run_planned(&planned),
+            planned.iter().map(Planned::claim),
+            out,
+        );
     }
 
     /// Writes the requests, in one write, on an idle connection of the
@@ -602,8 +605,8 @@ impl Started<RedisNodeError> for Pending<'_> {
 
     fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, RedisNodeError>>) {
         let Pending { backend, begun } = *self;
-        let claims: Vec<&Claim> = begun.planned().iter().map(Planned::claim).collect();
-        backend.answer_all(begun.finish(deadline), &claims, out);
+        let claims = Claims::of(begun.planned());
+        backend.answer_all(begun.finish(deadline), claims.iter(), out);
     }
 
     fn detach(
@@ -612,14 +615,38 @@ impl Started<RedisNodeError> for Pending<'_> {
         out: &mut Vec<Result<Response, RedisNodeError>>,
     ) -> bool {
         let Pending { backend, begun } = *self;
-        let claims: Vec<&Claim> = begun.planned().iter().map(Planned::claim).collect();
+        let claims = Claims::of(begun.planned());
         match begun.detach(deadline) {
             Some(reads) => {
-                backend.answer_all(reads, &claims, out);
+                backend.answer_all(reads, claims.iter(), out);
                 false
             }
             None => true,
         }
+    }
+}
+
+/// The claims of a started batch's requests, in order, kept while the
+/// batch is read: a lone caller's one request without allocating.
+enum Claims<'a> {
+    One(&'a Claim),
+    Many(Vec<&'a Claim>),
+}
+
+impl<'a> Claims<'a> {
+    fn of(planned: &[Planned<'a>]) -> Self {
+        match planned {
+            [one] => Claims::One(one.claim()),
+            many => Claims::Many(many.iter().map(Planned::claim).collect()),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'a Claim> + '_ {
+        let (one, many) = match self {
+            Claims::One(claim) => (Some(*claim), &[][..]),
+            Claims::Many(claims) => (None, claims.as_slice()),
+        };
+        one.into_iter().chain(many.iter().copied())
     }
 }
 
