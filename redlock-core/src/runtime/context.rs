@@ -33,6 +33,12 @@ struct Route<'a, E> {
 }
 
 impl<E> Route<'_, E> {
+    /// An empty list for the jobs bound for the poller, with room for
+    /// every one of the `nodes`' at once when the poller may take them.
+    fn jobs(&self, nodes: usize) -> Vec<Job<E>> {
+        Vec::with_capacity(if self.poller.is_some() { nodes } else { 0 })
+    }
+
     /// Whether the job for `worker`'s node goes through the poller: every
     /// job does, or the poller still has jobs for the node (behind them).
     fn polls(&self, worker: &Worker<E>) -> bool {
@@ -293,13 +299,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
     ) -> Instant {
         let deadline = later(Instant::now(), wait);
         let route = self.route();
-        // Room for every node's job at once, when they may go to the poller.
-        let room = if route.poller.is_some() {
-            self.workers.len()
-        } else {
-            0
-        };
-        let mut polled = Vec::with_capacity(room);
+        let mut polled = route.jobs(self.workers.len());
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
                 continue;
@@ -432,13 +432,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
         let deadline = later(sent_at, self.config.settings.node_timeout);
         let mut started = Vec::with_capacity(self.workers.len());
         let route = self.route();
-        // Room for every node's job at once, when they may go to the poller.
-        let room = if route.poller.is_some() {
-            self.workers.len()
-        } else {
-            0
-        };
-        let mut polled = Vec::with_capacity(room);
+        let mut polled = route.jobs(self.workers.len());
         let mut elsewhere = false;
         for (node, worker) in self.workers.iter().enumerate() {
             if !t.sends_to(node) {
@@ -492,13 +486,7 @@ impl<E: Send + Sync + 'static> Shared<E> {
     ) -> Instant {
         let deadline = later(Instant::now(), self.config.settings.node_timeout);
         let route = self.route();
-        // Room for every node's job at once, when they may go to the poller.
-        let room = if route.poller.is_some() {
-            self.workers.len()
-        } else {
-            0
-        };
-        let mut polled = Vec::with_capacity(room);
+        let mut polled = route.jobs(self.workers.len());
         for (node, worker) in self.workers.iter().enumerate() {
             if route.polls(worker) {
                 for (t, inbox) in [first, (then.0, Some(then.1))] {
