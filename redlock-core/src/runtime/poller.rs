@@ -229,8 +229,8 @@ const KEPT_CAPACITY: usize = 1024;
 
 /// The rounds of a generation not decided yet, each as its inbox's address
 /// and the round's id. Hashed with foldhash: the keys are the poller's own
-/// (addresses and counters, no user's names), and SipHash was 7 % of the
-/// client's instructions at 32 callers (docs/benchmarks.md, history).
+/// (addresses and counters, no user's names), and SipHash cost the client
+/// much at many callers (measured in docs/benchmarks.md, history).
 type Undecided = HashSet<(usize, RoundId), foldhash::fast::RandomState>;
 
 /// The poller loop: takes every job queued and runs them as one generation,
