@@ -66,6 +66,17 @@ pub(crate) enum Planned<'a> {
 }
 
 impl<'a> Planned<'a> {
+    /// Plans each of `requests` in order; `None` when one is of a kind
+    /// this backend does not know. Sized at once (collecting `Option`s
+    /// would grow the vector from empty).
+    pub(crate) fn all(requests: &[Request<'a>]) -> Option<Vec<Self>> {
+        let mut planned = Vec::with_capacity(requests.len());
+        for request in requests {
+            planned.push(Planned::new(request)?);
+        }
+        Some(planned)
+    }
+
     /// `None` for a kind of request this backend does not know.
     pub(crate) fn new(request: &Request<'a>) -> Option<Self> {
         Some(match *request {
@@ -316,15 +327,21 @@ pub(crate) fn receive(
         });
     }
     let mut replies = replies.into_iter();
-    planned
-        .iter()
-        .map(|request| request.read(&mut replies, form))
-        .collect::<Result<_, _>>()
-        .map_err(|failure| Cut {
-            failure,
-            owed: 0,
-            unanswered: (0..planned.len()).collect(),
-        })
+    // Sized at once (collecting `Result`s would grow it from empty).
+    let mut reads = Vec::with_capacity(planned.len());
+    for request in planned {
+        match request.read(&mut replies, form) {
+            Ok(read) => reads.push(read),
+            Err(failure) => {
+                return Err(Cut {
+                    failure,
+                    owed: 0,
+                    unanswered: (0..planned.len()).collect(),
+                })
+            }
+        }
+    }
+    Ok(reads)
 }
 
 #[cfg(test)]

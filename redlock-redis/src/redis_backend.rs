@@ -526,11 +526,7 @@ impl LockBackend for RedisBackend {
             out.push(request.run_on(self));
             return;
         }
-        let Some(planned) = requests
-            .iter()
-            .map(Planned::new)
-            .collect::<Option<Vec<_>>>()
-        else {
+        let Some(planned) = Planned::all(requests) else {
             out.extend(requests.iter().map(|r| r.run_on(self)));
             return;
         };
@@ -555,10 +551,7 @@ impl LockBackend for RedisBackend {
         &'a self,
         requests: &[Request<'a>],
     ) -> Option<Box<dyn Started<RedisNodeError> + 'a>> {
-        let planned = requests
-            .iter()
-            .map(Planned::new)
-            .collect::<Option<Vec<_>>>()?;
+        let planned = Planned::all(requests)?;
         let line = self.line.try_lock()?;
         let begun = Ordered::begin(line, &self.pool, planned, self.deadline(), &self.old_set)?;
         Some(Box::new(Pending {

@@ -397,8 +397,16 @@ fn generation<E: std::error::Error + Send + Sync + 'static>(
         undecided,
         queued,
     );
-    for (node, batch) in batches {
+    for (node, mut batch) in batches {
         workers[node].done(batch.len());
+        // The batch's jobs end here; its buffer goes back to the node
+        // (emptied by `take` above), so that the node's next jobs do not
+        // grow one anew each generation.
+        batch.clear();
+        debug_assert!(by_node[node].is_empty());
+        if batch.capacity() <= KEPT_CAPACITY {
+            by_node[node] = batch;
+        }
     }
 }
 
