@@ -45,10 +45,13 @@ use redis::Value;
 use redlock_core::backend::{Claim, Response, Token};
 
 use crate::ops::{is_noscript, write_release, Read, Via};
-use crate::plan::{receive, replies_to, send, write, Cut, Form, Planned};
+use crate::plan::{receive, replies_to, send, write, Cut, Form, Planned, Plans, Reads, Replies};
 use crate::pool::{NodePool, Pooled};
 use crate::session::{Conn, Failure};
 use crate::RedisNodeError;
+
+/// One result per request of a batch (inline for one: see [`Plans`]).
+pub(crate) type Results = smallvec::SmallVec<[Result<Read, RedisNodeError>; 1]>;
 
 /// The most releases written behind unanswered requests, and still unanswered
 /// themselves, on one connection.
@@ -243,7 +246,7 @@ impl Ordered {
         planned: &[Planned<'_>],
         deadline: Instant,
         old_set: &AtomicBool,
-    ) -> Vec<Result<Read, RedisNodeError>> {
+    ) -> Results {
         let conn = match self.owing.take() {
             None => pool.checkout(deadline),
             Some(mut owing) => match owing.catch_up(pool, deadline) {
@@ -278,7 +281,7 @@ impl Ordered {
             deadline,
             old_set,
             form,
-            (sent, Vec::new()),
+            (sent, Replies::new()),
         );
         let out = self.settle(pool, conn, planned, deadline, exchanged);
         self.send_lost(pool, deadline, old_set);
@@ -317,7 +320,7 @@ impl Ordered {
     pub(crate) fn begin<'a>(
         line: MutexGuard<'a, Ordered>,
         pool: &'a NodePool,
-        planned: Vec<Planned<'a>>,
+        planned: Plans<'a>,
         deadline: Instant,
         old_set: &'a AtomicBool,
     ) -> Option<Begun<'a>> {
@@ -356,7 +359,7 @@ impl Ordered {
         }
         let (behind, left) = behind.unwrap_or_default();
         // Room for every reply at once (they are read one at a time).
-        let replies = Vec::with_capacity(replies_to(&planned, form));
+        let replies = Replies::with_capacity(replies_to(&planned, form));
         Some(Begun {
             line,
             behind,
@@ -383,8 +386,8 @@ impl Ordered {
         mut conn: Pooled,
         planned: &[Planned<'_>],
         deadline: Instant,
-        exchanged: Result<Vec<Read>, Cut>,
-    ) -> Vec<Result<Read, RedisNodeError>> {
+        exchanged: Result<Reads, Cut>,
+    ) -> Results {
         let cut = match exchanged {
             Ok(reads) => return reads.into_iter().map(Ok).collect(),
             Err(cut) => cut,
@@ -425,7 +428,7 @@ impl Ordered {
         mut owing: Owing,
         planned: &[Planned<'_>],
         deadline: Instant,
-    ) -> Vec<Result<Read, RedisNodeError>> {
+    ) -> Results {
         let mut releases: Vec<&Claim> = Vec::new();
         let out = planned
             .iter()
@@ -533,12 +536,12 @@ pub(crate) struct Begun<'a> {
     again: Vec<Claim>,
     /// Taken when the answers are read.
     conn: Option<Pooled>,
-    planned: Vec<Planned<'a>>,
+    planned: Plans<'a>,
     form: Form,
     /// How writing and reading went so far.
     sent: Result<(), Failure>,
     /// The replies read so far.
-    replies: Vec<Value>,
+    replies: Replies,
     deadline: Instant,
     old_set: &'a AtomicBool,
     pool: &'a NodePool,
@@ -608,14 +611,14 @@ impl<'a> Begun<'a> {
     /// Reads the replies by `deadline` (at the latest the node timeout
     /// from the start), as [`Ordered::run`] would have: one result per
     /// request.
-    pub(crate) fn finish(mut self, deadline: Instant) -> Vec<Result<Read, RedisNodeError>> {
+    pub(crate) fn finish(mut self, deadline: Instant) -> Results {
         self.wait(deadline);
         self.settle(deadline)
     }
 
     /// Reads what is left by `deadline` and settles the connection as
     /// [`Ordered::run`] would; once only (the connection is taken).
-    fn settle(&mut self, deadline: Instant) -> Vec<Result<Read, RedisNodeError>> {
+    fn settle(&mut self, deadline: Instant) -> Results {
         let no_answer = |pool: &NodePool| {
             Err(pool.error_of(Failure::Reply {
                 kind: crate::RedisErrorKind::UnexpectedReply,
@@ -741,7 +744,7 @@ impl Begun<'_> {
     /// by whoever uses the node's line next, without waiting: the
     /// connection is kept owing them. `None` once left; the answers when
     /// they are all in already, or the requests failed.
-    pub(crate) fn detach(mut self, deadline: Instant) -> Option<Vec<Result<Read, RedisNodeError>>> {
+    pub(crate) fn detach(mut self, deadline: Instant) -> Option<Results> {
         let count = replies_to(&self.planned, self.form);
         // Answers in already are taken: only those still out are left.
         self.take_ready(count);
@@ -811,8 +814,8 @@ fn exchange(
     deadline: Instant,
     old_set: &AtomicBool,
     form: Form,
-    (sent, replies): (Result<(), Failure>, Vec<Value>),
-) -> Result<Vec<Read>, Cut> {
+    (sent, replies): (Result<(), Failure>, Replies),
+) -> Result<Reads, Cut> {
     let mut session = pool.session(conn, deadline);
     let mut reads = receive(&mut session, planned, form, sent, replies)?;
     if !reads.iter().any(Read::must_retry) {

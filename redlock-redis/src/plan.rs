@@ -6,6 +6,7 @@
 use redis::Value;
 use redlock_core::backend::{Claim, Request};
 use redlock_core::Ttl;
+use smallvec::SmallVec;
 
 use redlock_core::model::Command;
 
@@ -65,12 +66,24 @@ pub(crate) enum Planned<'a> {
     },
 }
 
+/// A batch's requests, in order. A lone caller's round sends one request
+/// per node: that one is kept inline, as are its replies ([`Replies`]) and
+/// what they read as ([`Reads`]), so that it allocates none of them.
+pub(crate) type Plans<'a> = SmallVec<[Planned<'a>; 1]>;
+
+/// What a batch's replies read as, one per request.
+pub(crate) type Reads = SmallVec<[Read; 1]>;
+
+/// A batch's replies read so far (one request's, or its two in the
+/// fallback form, inline).
+pub(crate) type Replies = SmallVec<[Value; 2]>;
+
 impl<'a> Planned<'a> {
     /// Plans each of `requests` in order; `None` when one is of a kind
     /// this backend does not know. Sized at once (collecting `Option`s
-    /// would grow the vector from empty).
-    pub(crate) fn all(requests: &[Request<'a>]) -> Option<Vec<Self>> {
-        let mut planned = Vec::with_capacity(requests.len());
+    /// would grow it from empty).
+    pub(crate) fn all(requests: &[Request<'a>]) -> Option<Plans<'a>> {
+        let mut planned = Plans::with_capacity(requests.len());
         for request in requests {
             planned.push(Planned::new(request)?);
         }
@@ -266,9 +279,9 @@ pub(crate) fn send(
     session: &mut Session<'_>,
     planned: &[Planned<'_>],
     form: Form,
-) -> Result<Vec<Read>, Cut> {
+) -> Result<Reads, Cut> {
     let sent = write(session, planned, form);
-    receive(session, planned, form, sent, Vec::new())
+    receive(session, planned, form, sent, Replies::new())
 }
 
 /// How many replies `planned` gets in `form`.
@@ -297,8 +310,8 @@ pub(crate) fn receive(
     planned: &[Planned<'_>],
     form: Form,
     sent: Result<(), Failure>,
-    mut replies: Vec<Value>,
-) -> Result<Vec<Read>, Cut> {
+    mut replies: Replies,
+) -> Result<Reads, Cut> {
     let count = replies_to(planned, form);
     let called = sent.and_then(|()| {
         while replies.len() < count {
@@ -328,7 +341,7 @@ pub(crate) fn receive(
     }
     let mut replies = replies.into_iter();
     // Sized at once (collecting `Result`s would grow it from empty).
-    let mut reads = Vec::with_capacity(planned.len());
+    let mut reads = Reads::with_capacity(planned.len());
     for request in planned {
         match request.read(&mut replies, form) {
             Ok(read) => reads.push(read),

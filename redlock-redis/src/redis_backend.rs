@@ -15,7 +15,7 @@ use redlock_core::{NodeId, Ttl};
 
 use crate::builder::Target;
 use crate::ops::Read;
-use crate::ordered::{Begun, Ordered};
+use crate::ordered::{Begun, Ordered, Results};
 use crate::plan::Planned;
 use crate::pool::NodePool;
 use crate::{RedisBackendBuilder, RedisErrorKind, RedisNodeError};
@@ -312,7 +312,7 @@ impl RedisBackend {
     /// node still owes (see [`crate::ordered`]): one result per request. Calls
     /// take turns; one that cannot have its turn within the node timeout
     /// fails with [`RedisErrorKind::Timeout`].
-    fn run_planned(&self, planned: &[Planned<'_>]) -> Vec<Result<Read, RedisNodeError>> {
+    fn run_planned(&self, planned: &[Planned<'_>]) -> Results {
         let deadline = self.deadline();
         match self.line.try_lock_until(deadline) {
             Some(mut line) => line.run(&self.pool, planned, deadline, &self.old_set),
@@ -338,7 +338,7 @@ impl RedisBackend {
     /// [`RedisBackend::answer`] for each of `reads`, into `out`.
     fn answer_all<'c>(
         &self,
-        reads: Vec<Result<Read, RedisNodeError>>,
+        reads: Results,
         claims: impl IntoIterator<Item = &'c Claim>,
         out: &mut Vec<Result<Response, RedisNodeError>>,
     ) {

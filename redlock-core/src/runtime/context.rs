@@ -765,6 +765,8 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
         // workers (the caller looks every slice): its own nodes are read
         // within the grace, and then left.
         let mut heard = false;
+        // Each node's answer passes through it in turn: one buffer a round.
+        let mut out = Vec::new();
         while let Some(read) = own.next(now) {
             // Answers that come through the workers wake the caller's
             // thread, not its wait on a socket: with some, it waits a slice
@@ -792,7 +794,8 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
                 let Some((node, s)) = own.take() else {
                     break;
                 };
-                let result = shared.workers[node].finish(s, own.by(), t.message(), t.claim());
+                let result =
+                    shared.workers[node].finish(s, own.by(), (t.message(), t.claim()), &mut out);
                 let decided = inbox
                     .filter(|_| t.wants_reply(node))
                     .is_some_and(|inbox| inbox.deliver(t.round(), node, result));
@@ -805,7 +808,8 @@ impl<E: std::error::Error + 'static> Sent<'_, E> {
                 // the backend can, read within the grace where not.
                 for (node, s) in own.rest() {
                     let by = own.by();
-                    let Some(result) = shared.workers[node].detach(s, by, t.message(), t.claim())
+                    let Some(result) =
+                        shared.workers[node].detach(s, by, (t.message(), t.claim()), &mut out)
                     else {
                         continue;
                     };

@@ -304,16 +304,17 @@ impl<E: std::error::Error + 'static> Worker<E> {
 
     /// Reads the answer to a request [`Worker::try_start`] sent, by
     /// `deadline`, and counts it; a release that failed is queued for the
-    /// worker to try again, as one it ran itself would be kept.
+    /// worker to try again, as one it ran itself would be kept. `out` is a
+    /// buffer the backend answers into, kept by the caller between nodes.
     pub(crate) fn finish(
         &self,
         started: Box<dyn Started<E> + '_>,
         deadline: Instant,
-        message: Message,
-        claim: &Arc<Claim>,
+        (message, claim): (Message, &Arc<Claim>),
+        out: &mut Vec<Result<Response, E>>,
     ) -> Result<Response, NodeFailure<E>> {
-        let mut out = Vec::with_capacity(1);
-        let read = catch_unwind(AssertUnwindSafe(|| started.finish(deadline, &mut out)));
+        out.clear();
+        let read = catch_unwind(AssertUnwindSafe(|| started.finish(deadline, &mut *out)));
         let result = outcome(read.map(|()| out.pop()));
         self.count(result, deadline, message, claim)
     }
@@ -326,11 +327,11 @@ impl<E: std::error::Error + 'static> Worker<E> {
         &self,
         started: Box<dyn Started<E> + '_>,
         deadline: Instant,
-        message: Message,
-        claim: &Arc<Claim>,
+        (message, claim): (Message, &Arc<Claim>),
+        out: &mut Vec<Result<Response, E>>,
     ) -> Option<Result<Response, NodeFailure<E>>> {
-        let mut out = Vec::with_capacity(1);
-        let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline, &mut out))) {
+        out.clear();
+        let result = match catch_unwind(AssertUnwindSafe(|| started.detach(deadline, &mut *out))) {
             Ok(true) => return None,
             Ok(false) => outcome(Ok(out.pop())),
             Err(panic) => outcome(Err(panic)),
