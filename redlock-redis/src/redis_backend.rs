@@ -598,8 +598,8 @@ impl Started<RedisNodeError> for Pending<'_> {
 
     fn finish(self: Box<Self>, deadline: Instant, out: &mut Vec<Result<Response, RedisNodeError>>) {
         let Pending { backend, begun } = *self;
-        let claims = Claims::of(begun.planned());
-        backend.answer_all(begun.finish(deadline), claims.iter(), out);
+        let claims = claims_of(begun.planned());
+        backend.answer_all(begun.finish(deadline), claims.iter().copied(), out);
     }
 
     fn detach(
@@ -608,10 +608,10 @@ impl Started<RedisNodeError> for Pending<'_> {
         out: &mut Vec<Result<Response, RedisNodeError>>,
     ) -> bool {
         let Pending { backend, begun } = *self;
-        let claims = Claims::of(begun.planned());
+        let claims = claims_of(begun.planned());
         match begun.detach(deadline) {
             Some(reads) => {
-                backend.answer_all(reads, claims.iter(), out);
+                backend.answer_all(reads, claims.iter().copied(), out);
                 false
             }
             None => true,
@@ -620,27 +620,13 @@ impl Started<RedisNodeError> for Pending<'_> {
 }
 
 /// The claims of a started batch's requests, in order, kept while the
-/// batch is read: a lone caller's one request without allocating.
-enum Claims<'a> {
-    One(&'a Claim),
-    Many(Vec<&'a Claim>),
-}
+/// batch is read (a lone caller's one request inline, as
+/// [`Plans`](crate::plan::Plans)).
+type Claims<'a> = smallvec::SmallVec<[&'a Claim; 1]>;
 
-impl<'a> Claims<'a> {
-    fn of(planned: &[Planned<'a>]) -> Self {
-        match planned {
-            [one] => Claims::One(one.claim()),
-            many => Claims::Many(many.iter().map(Planned::claim).collect()),
-        }
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &'a Claim> + '_ {
-        let (one, many) = match self {
-            Claims::One(claim) => (Some(*claim), &[][..]),
-            Claims::Many(claims) => (None, claims.as_slice()),
-        };
-        one.into_iter().chain(many.iter().copied())
-    }
+/// The claims of `planned`'s requests, in order.
+fn claims_of<'a>(planned: &[Planned<'a>]) -> Claims<'a> {
+    planned.iter().map(Planned::claim).collect()
 }
 
 /// Opens the master at a URL (see [`RedisBackend::builder`]) with the
