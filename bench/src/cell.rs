@@ -122,7 +122,9 @@ impl Mode {
                 let mut impls = vec![
                     RawFloor,
                     RawCeiling,
+                    RawCeilingOurs,
                     RawParked,
+                    RawParkedOurs,
                     RawParkedNodes,
                     RawParkedPipelined,
                     Ours,
@@ -131,7 +133,7 @@ impl Mode {
                 ];
                 if k == 8 {
                     // What reading the counters and recording metrics cost.
-                    impls.splice(6..6, [OursStats, OursMetrics]);
+                    impls.splice(8..8, [OursStats, OursMetrics]);
                 }
                 impls
             }
@@ -195,11 +197,17 @@ pub(crate) enum Impl {
     /// Raw: the same with a writer and a reader thread, batches written
     /// while earlier ones are out.
     RawParkedPipelined,
+    /// Raw: the ceiling with our manager's commands (`SET … GET`, our
+    /// release script).
+    RawCeilingOurs,
+    /// Raw: the parked shape with our manager's commands: the bound of a
+    /// blocking API that keeps our node semantics.
+    RawParkedOurs,
 }
 
 impl Impl {
     /// Every implementation with its command-line name.
-    pub(crate) const ALL: [(Impl, &'static str); 12] = [
+    pub(crate) const ALL: [(Impl, &'static str); 14] = [
         (Impl::Ours, "ours"),
         (Impl::OursDefaultJitter, "ours-default-jitter"),
         (Impl::OursStats, "ours-stats"),
@@ -212,6 +220,8 @@ impl Impl {
         (Impl::RawParked, "raw-parked"),
         (Impl::RawParkedNodes, "raw-parked-nodes"),
         (Impl::RawParkedPipelined, "raw-parked-pipelined"),
+        (Impl::RawCeilingOurs, "raw-ceiling-ours"),
+        (Impl::RawParkedOurs, "raw-parked-ours"),
     ];
 
     pub(crate) fn name(self) -> &'static str {

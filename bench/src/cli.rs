@@ -29,7 +29,8 @@ on a semaphore of 4 permits, next to mutex4x4, the same layout on one key.
                  semaphore,mutex4x4
   --impls LIST   comma-separated subset of: ours,ours-default-jitter,ours-stats,
                  ours-metrics,rslock,redlock,raw-seq,raw-floor,raw-ceiling,
-                 raw-parked,raw-parked-nodes,raw-parked-pipelined
+                 raw-parked,raw-parked-nodes,raw-parked-pipelined,
+                 raw-ceiling-ours,raw-parked-ours
   --hot-retry MIN-MAX
                  our retry pauses in the hot-key, fair, semaphore and mutex4x4
                  modes, in ms

@@ -209,6 +209,8 @@ fn run_cell(
         Impl::RawParked => raw::run(&cell, raw::Shape::Parked),
         Impl::RawParkedNodes => raw::run(&cell, raw::Shape::ParkedNodes),
         Impl::RawParkedPipelined => raw::run(&cell, raw::Shape::ParkedPipelined),
+        Impl::RawCeilingOurs => raw::run(&cell, raw::Shape::CeilingOurs),
+        Impl::RawParkedOurs => raw::run(&cell, raw::Shape::ParkedOurs),
     };
     // Whatever happened, no node stays frozen for the next cell.
     resume_all(cluster)?;

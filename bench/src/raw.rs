@@ -20,6 +20,13 @@
 //! - parked, pipelined: one writer thread writes what was handed at once
 //!   and takes the next batch while the replies are out; one reader thread
 //!   reads them in order and wakes the callers.
+//!
+//! The ceiling and parked shapes also run with our manager's commands in
+//! place of the peers' (`-ours`: `SET key token NX PX ttl GET`, then our
+//! release script, as `redlock-redis` writes them for one key on a
+//! current server): what the servers' share of our node semantics (the
+//! waiting line read on release, the acquire's `GET`) leaves of each bound,
+//! with no lock logic around it.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpStream;
@@ -31,6 +38,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use redis::io::tcp::TcpSettings;
 use redis::{Connection, IntoConnectionInfo as _, Value};
+use redlock_core::model::Command;
+use redlock_redis::RELEASE_CHANNEL;
 
 use crate::cell::{Cell, Mode, Outcome, TTL};
 use crate::measure::{Recorder, Window};
@@ -52,19 +61,88 @@ pub(crate) enum Shape {
     Parked,
     ParkedNodes,
     ParkedPipelined,
+    /// The ceiling with our manager's commands.
+    CeilingOurs,
+    /// The parked shape (one I/O thread) with our manager's commands.
+    ParkedOurs,
+}
+
+/// Which commands a reference sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Commands {
+    /// The peers': `SET key token NX PX ttl`, then a compare-and-delete.
+    Peers,
+    /// Our manager's, as `redlock-redis` writes them
+    /// ([`redlock_redis::testing::command_words`]): `SET key token NX PX
+    /// ttl GET`, then the release script (its waiting line read, nobody
+    /// told: no manager waits in these modes).
+    Ours,
+}
+
+impl Commands {
+    /// The release script's source.
+    fn release_lua(self) -> String {
+        match self {
+            Commands::Peers => RELEASE_LUA.to_owned(),
+            // `EVAL`, then the script's body.
+            Commands::Ours => {
+                let body = words(&ours_release(&["k".to_owned()], "t"), true).swap_remove(1);
+                String::from_utf8_lossy(&body).into_owned()
+            }
+        }
+    }
+
+    /// The reply a granted acquire gets.
+    fn granted(self) -> Expect {
+        match self {
+            Commands::Peers => Expect::Okay,
+            // `GET`: the key's old value, none.
+            Commands::Ours => Expect::Nil,
+        }
+    }
+}
+
+/// Our release of `key` held with `token`, alone (no line left, not an
+/// election's).
+fn ours_release<'a>(keys: &'a [String; 1], token: &'a str) -> Command<'a> {
+    Command::Release {
+        keys,
+        token: token.as_bytes(),
+        channel: RELEASE_CHANNEL.as_bytes(),
+        leave: None,
+        watched: false,
+    }
+}
+
+/// `command`'s words as `redlock-redis` writes them (`body`: the script's
+/// source, not its hash).
+fn words(command: &Command<'_>, body: bool) -> Vec<Vec<u8>> {
+    redlock_redis::testing::command_words(command, body)
+}
+
+/// `words` as one command, packed by redis-rs.
+fn pack(words: &[Vec<u8>]) -> Vec<u8> {
+    let (name, args) = words.split_first().expect("a command has a name");
+    let mut command = redis::cmd(&String::from_utf8_lossy(name));
+    for arg in args {
+        command.arg(arg.as_slice());
+    }
+    command.get_packed_command()
 }
 
 /// A connection to every node, the script loaded on each.
 struct Nodes {
     conns: Vec<Connection>,
+    commands: Commands,
     sha: String,
     quorum: usize,
     ttl_ms: u64,
 }
 
 impl Nodes {
-    fn connect(urls: &[String]) -> anyhow::Result<Self> {
-        let sha = redis::Script::new(RELEASE_LUA).get_hash().to_owned();
+    fn connect(urls: &[String], commands: Commands) -> anyhow::Result<Self> {
+        let lua = commands.release_lua();
+        let sha = redis::Script::new(&lua).get_hash().to_owned();
         let mut conns = Vec::with_capacity(urls.len());
         for url in urls {
             let info = url
@@ -78,7 +156,7 @@ impl Nodes {
             conn.set_write_timeout(Some(IO_TIMEOUT))?;
             let loaded: String = redis::cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(RELEASE_LUA)
+                .arg(&lua)
                 .query(&mut conn)?;
             if loaded != sha {
                 bail!("SCRIPT LOAD returned {loaded}, expected {sha}");
@@ -88,12 +166,32 @@ impl Nodes {
         Ok(Nodes {
             quorum: urls.len() / 2 + 1,
             conns,
+            commands,
             sha,
             ttl_ms: u64::try_from(TTL.as_millis())?,
         })
     }
 
+    /// A copy without connections, to pack the commands.
+    fn packer(&self) -> Nodes {
+        Nodes {
+            conns: Vec::new(),
+            commands: self.commands,
+            sha: self.sha.clone(),
+            quorum: self.quorum,
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
     fn set(&self, key: &str, token: &str) -> Vec<u8> {
+        if self.commands == Commands::Ours {
+            let command = Command::SetNxGet {
+                key,
+                token: token.as_bytes(),
+                ttl_ms: self.ttl_ms,
+            };
+            return pack(&words(&command, false));
+        }
         redis::cmd("SET")
             .arg(key)
             .arg(token)
@@ -104,6 +202,10 @@ impl Nodes {
     }
 
     fn release(&self, key: &str, token: &str) -> Vec<u8> {
+        if self.commands == Commands::Ours {
+            let keys = [key.to_owned()];
+            return pack(&words(&ours_release(&keys, token), false));
+        }
         redis::cmd("EVALSHA")
             .arg(&self.sha)
             .arg(1)
@@ -160,13 +262,13 @@ impl Nodes {
             .zip(tokens)
             .flat_map(|(key, token)| self.set(key, token))
             .collect();
-        let granted = self.pipeline(&sets, keys.len(), &Value::Okay)?;
+        let granted = self.pipeline(&sets, keys.len(), self.commands.granted())?;
         let releases: Vec<u8> = keys
             .iter()
             .zip(tokens)
             .flat_map(|(key, token)| self.release(key, token))
             .collect();
-        let released = self.pipeline(&releases, keys.len(), &Value::Int(1))?;
+        let released = self.pipeline(&releases, keys.len(), Expect::One)?;
         Ok(granted
             .iter()
             .zip(&released)
@@ -181,7 +283,7 @@ impl Nodes {
         &mut self,
         packed: &[u8],
         k: usize,
-        expected: &Value,
+        expected: Expect,
     ) -> anyhow::Result<Vec<usize>> {
         for conn in &mut self.conns {
             conn.send_packed_command(packed)?;
@@ -189,7 +291,7 @@ impl Nodes {
         let mut matched = vec![0; k];
         for conn in &mut self.conns {
             for count in &mut matched {
-                *count += usize::from(conn.recv_response()? == *expected);
+                *count += usize::from(expected.is(&conn.recv_response()?));
             }
         }
         Ok(matched)
@@ -204,12 +306,20 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
                 one_client(cell, shape, client, window, rec);
             })?
         }
-        Shape::Ceiling => runner::threads(&cell.setup, 1, |_, window, rec| {
-            lockstep_clients(cell, window, rec);
-        })?,
-        Shape::Parked => parked(cell, Layout::One)?,
-        Shape::ParkedNodes => parked(cell, Layout::PerNode)?,
-        Shape::ParkedPipelined => parked(cell, Layout::Pipelined)?,
+        Shape::Ceiling | Shape::CeilingOurs => {
+            let commands = if shape == Shape::Ceiling {
+                Commands::Peers
+            } else {
+                Commands::Ours
+            };
+            runner::threads(&cell.setup, 1, |_, window, rec| {
+                lockstep_clients(cell, commands, window, rec);
+            })?
+        }
+        Shape::Parked => parked(cell, Layout::One, Commands::Peers)?,
+        Shape::ParkedNodes => parked(cell, Layout::PerNode, Commands::Peers)?,
+        Shape::ParkedPipelined => parked(cell, Layout::Pipelined, Commands::Peers)?,
+        Shape::ParkedOurs => parked(cell, Layout::One, Commands::Ours)?,
     };
     Ok(Outcome {
         record,
@@ -223,7 +333,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
 }
 
 fn one_client(cell: &Cell<'_>, shape: Shape, client: usize, window: &Window, rec: &mut Recorder) {
-    let mut nodes = match Nodes::connect(&cell.urls) {
+    let mut nodes = match Nodes::connect(&cell.urls, Commands::Peers) {
         Ok(nodes) => nodes,
         Err(e) => return rec.fault(format!("{e:#}")),
     };
@@ -257,12 +367,12 @@ fn cycles(
     }
 }
 
-fn lockstep_clients(cell: &Cell<'_>, window: &Window, rec: &mut Recorder) {
+fn lockstep_clients(cell: &Cell<'_>, commands: Commands, window: &Window, rec: &mut Recorder) {
     let k = match cell.mode {
         Mode::Distinct(k) => k,
         _ => 1,
     };
-    let mut nodes = match Nodes::connect(&cell.urls) {
+    let mut nodes = match Nodes::connect(&cell.urls, commands) {
         Ok(nodes) => nodes,
         Err(e) => return rec.fault(format!("{e:#}")),
     };
@@ -293,6 +403,8 @@ fn lockstep_clients(cell: &Cell<'_>, window: &Window, rec: &mut Recorder) {
 enum Expect {
     /// `+OK` (a `SET` that set the key).
     Okay,
+    /// A nil (a `SET … GET` that set the key: it held nothing).
+    Nil,
     /// `:1` (a release that deleted it).
     One,
 }
@@ -301,6 +413,7 @@ impl Expect {
     fn is(self, reply: &Value) -> bool {
         match self {
             Expect::Okay => *reply == Value::Okay,
+            Expect::Nil => *reply == Value::Nil,
             Expect::One => *reply == Value::Int(1),
         }
     }
@@ -309,6 +422,7 @@ impl Expect {
     fn line(self) -> &'static str {
         match self {
             Expect::Okay => "+OK\r\n",
+            Expect::Nil => "$-1\r\n",
             Expect::One => ":1\r\n",
         }
     }
@@ -532,15 +646,14 @@ fn sockets(urls: &[String]) -> anyhow::Result<(Vec<TcpStream>, Vec<BufReader<Tcp
 }
 
 /// The parked shapes: a thread per client, the I/O threads in `layout`.
-fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::measure::Usage)> {
-    let mut nodes = Nodes::connect(&cell.urls)?;
+fn parked(
+    cell: &Cell<'_>,
+    layout: Layout,
+    commands: Commands,
+) -> anyhow::Result<(Recorder, crate::measure::Usage)> {
+    let mut nodes = Nodes::connect(&cell.urls, commands)?;
     // The callers' copy, without connections, packs the commands.
-    let packer = Nodes {
-        conns: Vec::new(),
-        sha: nodes.sha.clone(),
-        quorum: nodes.quorum,
-        ttl_ms: nodes.ttl_ms,
-    };
+    let packer = nodes.packer();
     let pipelined = if layout == Layout::Pipelined {
         Some(sockets(&cell.urls)?)
     } else {
@@ -552,9 +665,7 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
             .drain(..)
             .map(|conn| Nodes {
                 conns: vec![conn],
-                sha: packer.sha.clone(),
-                quorum: packer.quorum,
-                ttl_ms: packer.ttl_ms,
+                ..packer.packer()
             })
             .collect()
     } else {
@@ -601,7 +712,8 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
                 failed: AtomicBool::new(false),
             });
             cycles(cell, client, window, rec, |key, token| {
-                let granted = hubs.call(&answer, &packer.set(key, token), Expect::Okay);
+                let expected = packer.commands.granted();
+                let granted = hubs.call(&answer, &packer.set(key, token), expected);
                 let released = hubs.call(&answer, &packer.release(key, token), Expect::One);
                 let (g, r) = granted
                     .zip(released)
@@ -610,4 +722,42 @@ fn parked(cell: &Cell<'_>, layout: Layout) -> anyhow::Result<(Recorder, crate::m
             });
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `-ours` references send what our manager sends: the words
+    /// `redlock-redis` writes, the release by the hash of the script
+    /// loaded.
+    #[test]
+    fn our_commands_are_the_managers() {
+        let nodes = Nodes {
+            conns: Vec::new(),
+            commands: Commands::Ours,
+            sha: redis::Script::new(&Commands::Ours.release_lua())
+                .get_hash()
+                .to_owned(),
+            quorum: 3,
+            ttl_ms: 5,
+        };
+        assert_eq!(
+            nodes.set("k", "t"),
+            redis::cmd("SET")
+                .arg("k")
+                .arg("t")
+                .arg("NX")
+                .arg("PX")
+                .arg(5)
+                .arg("GET")
+                .get_packed_command()
+        );
+        let release = words(&ours_release(&["k".to_owned()], "t"), false);
+        assert_eq!(
+            release[..2],
+            [b"EVALSHA".to_vec(), nodes.sha.clone().into_bytes()]
+        );
+        assert_eq!(nodes.release("k", "t"), pack(&release));
+    }
 }

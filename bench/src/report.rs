@@ -444,6 +444,7 @@ pub(crate) struct Summary {
     pub(crate) distinct8_vs_ceiling: Option<f64>,
     pub(crate) distinct32_vs_ceiling: Option<f64>,
     pub(crate) distinct8_vs_rslock: Option<f64>,
+    pub(crate) distinct8_p999_vs_rslock: Option<f64>,
     pub(crate) hot_vs_rslock: Option<f64>,
     pub(crate) hot_p999_ms: Option<f64>,
     pub(crate) frozen_p50_ratio: Option<f64>,
@@ -482,6 +483,7 @@ pub(crate) struct Summary {
 impl Summary {
     pub(crate) fn from_rows(rows: &[Row]) -> Self {
         let p50 = |mode, imp| seconds(rows, mode, imp, 0.5);
+        let p999 = |imp, mode| seconds(rows, mode, imp, 0.999);
         let rate = |mode, imp| find(rows, mode, imp).and_then(Row::ok_per_sec);
         Summary {
             p50_vs_floor: ratio(p50(Mode::One, Impl::Ours), p50(Mode::One, Impl::RawFloor)),
@@ -496,6 +498,10 @@ impl Summary {
             distinct8_vs_rslock: ratio(
                 rate(Mode::Distinct(8), Impl::Ours),
                 rate(Mode::Distinct(8), Impl::Rslock),
+            ),
+            distinct8_p999_vs_rslock: ratio(
+                p999(Impl::Ours, Mode::Distinct(8)),
+                p999(Impl::Rslock, Mode::Distinct(8)),
             ),
             hot_vs_rslock: ratio(rate(Mode::Hot, Impl::Ours), rate(Mode::Hot, Impl::Rslock)),
             hot_p999_ms: seconds(rows, Mode::Hot, Impl::Ours, 0.999).map(|s| s * 1e3),
@@ -545,6 +551,18 @@ impl Summary {
     pub(crate) fn references(rows: &[Row]) -> String {
         let p50 = |mode, imp| seconds(rows, mode, imp, 0.5);
         let rate = |mode, imp| find(rows, mode, imp).and_then(Row::ok_per_sec);
+        let over_ceiling = |k, imp| {
+            ratio(
+                rate(Mode::Distinct(k), imp),
+                rate(Mode::Distinct(k), Impl::RawCeiling),
+            )
+        };
+        let p999_over_rslock = |imp| {
+            ratio(
+                seconds(rows, Mode::Distinct(8), imp, 0.999),
+                seconds(rows, Mode::Distinct(8), Impl::Rslock, 0.999),
+            )
+        };
         let lines = [
             (
                 "rslock p50_vs_floor",
@@ -566,17 +584,35 @@ impl Summary {
             ),
             (
                 "parked distinct8_vs_ceiling",
-                ratio(
-                    rate(Mode::Distinct(8), Impl::RawParked),
-                    rate(Mode::Distinct(8), Impl::RawCeiling),
-                ),
+                over_ceiling(8, Impl::RawParked),
             ),
             (
                 "parked distinct32_vs_ceiling",
-                ratio(
-                    rate(Mode::Distinct(32), Impl::RawParked),
-                    rate(Mode::Distinct(32), Impl::RawCeiling),
-                ),
+                over_ceiling(32, Impl::RawParked),
+            ),
+            (
+                "ceiling-ours distinct8_vs_ceiling",
+                over_ceiling(8, Impl::RawCeilingOurs),
+            ),
+            (
+                "ceiling-ours distinct32_vs_ceiling",
+                over_ceiling(32, Impl::RawCeilingOurs),
+            ),
+            (
+                "parked-ours distinct8_vs_ceiling",
+                over_ceiling(8, Impl::RawParkedOurs),
+            ),
+            (
+                "parked-ours distinct32_vs_ceiling",
+                over_ceiling(32, Impl::RawParkedOurs),
+            ),
+            (
+                "parked distinct8_p999_vs_rslock",
+                p999_over_rslock(Impl::RawParked),
+            ),
+            (
+                "parked-ours distinct8_p999_vs_rslock",
+                p999_over_rslock(Impl::RawParkedOurs),
             ),
             (
                 "rslock hot_p999_ms",
@@ -592,7 +628,7 @@ impl Summary {
         ];
         let mut out = String::new();
         for (name, value) in lines {
-            let _ = writeln!(out, "  {name:<30} {:>8}", number(value));
+            let _ = writeln!(out, "  {name:<38} {:>8}", number(value));
         }
         out
     }
@@ -611,6 +647,11 @@ impl Summary {
                 "distinct8_vs_rslock",
                 self.distinct8_vs_rslock,
                 "(~1.6 at the ceiling target)",
+            ),
+            (
+                "distinct8_p999_vs_rslock",
+                self.distinct8_p999_vs_rslock,
+                "<= 1.0",
             ),
             ("hot_vs_rslock", self.hot_vs_rslock, ">= 2"),
             ("hot_p999_ms", self.hot_p999_ms, "<= 20"),
@@ -682,7 +723,8 @@ impl Summary {
     pub(crate) fn line(&self) -> String {
         format!(
             "bench p50_vs_floor={} distinct8_vs_ceiling={} distinct32_vs_ceiling={} \
-             distinct8_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} frozen_p50_ratio={} \
+             distinct8_vs_rslock={} distinct8_p999_vs_rslock={} hot_vs_rslock={} hot_p999_ms={} \
+             frozen_p50_ratio={} \
              n9_vs_n3_p50={} fair_min_share={} stats8_vs_ours={} metrics8_vs_ours={} \
              cpu1_vs_floor={} ctxsw1_per_cycle={} procs_okps={} procs_p999_ms={} procs_max_share={} \
              sem_okps={} sem_vs_mutex4x4={} sem_wait_p50_ms={} sem_wait_p99_ms={} \
@@ -691,6 +733,7 @@ impl Summary {
             number(self.distinct8_vs_ceiling),
             number(self.distinct32_vs_ceiling),
             number(self.distinct8_vs_rslock),
+            number(self.distinct8_p999_vs_rslock),
             number(self.hot_vs_rslock),
             number(self.hot_p999_ms),
             number(self.frozen_p50_ratio),
@@ -923,7 +966,8 @@ mod tests {
         assert_eq!(
             line,
             "bench p50_vs_floor=nan distinct8_vs_ceiling=nan distinct32_vs_ceiling=nan \
-             distinct8_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan frozen_p50_ratio=nan \
+             distinct8_vs_rslock=nan distinct8_p999_vs_rslock=nan hot_vs_rslock=nan hot_p999_ms=nan \
+             frozen_p50_ratio=nan \
              n9_vs_n3_p50=nan fair_min_share=nan stats8_vs_ours=nan metrics8_vs_ours=nan \
              cpu1_vs_floor=nan ctxsw1_per_cycle=nan procs_okps=nan procs_p999_ms=nan procs_max_share=nan \
              sem_okps=nan sem_vs_mutex4x4=nan sem_wait_p50_ms=nan sem_wait_p99_ms=nan \
