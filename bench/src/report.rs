@@ -563,69 +563,45 @@ impl Summary {
                 seconds(rows, Mode::Distinct(8), Impl::Rslock, 0.999),
             )
         };
-        let lines = [
+        let mut lines = vec![(
+            "rslock p50_vs_floor".to_owned(),
+            ratio(p50(Mode::One, Impl::Rslock), p50(Mode::One, Impl::RawFloor)),
+        )];
+        for (name, imp) in [
+            ("rslock", Impl::Rslock),
+            ("parked", Impl::RawParked),
+            ("ceiling-ours", Impl::RawCeilingOurs),
+            ("parked-ours", Impl::RawParkedOurs),
+        ] {
+            for k in [8, 32] {
+                lines.push((
+                    format!("{name} distinct{k}_vs_ceiling"),
+                    over_ceiling(k, imp),
+                ));
+            }
+        }
+        for (name, imp) in [
+            ("parked", Impl::RawParked),
+            ("parked-ours", Impl::RawParkedOurs),
+        ] {
+            lines.push((
+                format!("{name} distinct8_p999_vs_rslock"),
+                p999_over_rslock(imp),
+            ));
+        }
+        lines.extend([
             (
-                "rslock p50_vs_floor",
-                ratio(p50(Mode::One, Impl::Rslock), p50(Mode::One, Impl::RawFloor)),
-            ),
-            (
-                "rslock distinct8_vs_ceiling",
-                ratio(
-                    rate(Mode::Distinct(8), Impl::Rslock),
-                    rate(Mode::Distinct(8), Impl::RawCeiling),
-                ),
-            ),
-            (
-                "rslock distinct32_vs_ceiling",
-                ratio(
-                    rate(Mode::Distinct(32), Impl::Rslock),
-                    rate(Mode::Distinct(32), Impl::RawCeiling),
-                ),
-            ),
-            (
-                "parked distinct8_vs_ceiling",
-                over_ceiling(8, Impl::RawParked),
-            ),
-            (
-                "parked distinct32_vs_ceiling",
-                over_ceiling(32, Impl::RawParked),
-            ),
-            (
-                "ceiling-ours distinct8_vs_ceiling",
-                over_ceiling(8, Impl::RawCeilingOurs),
-            ),
-            (
-                "ceiling-ours distinct32_vs_ceiling",
-                over_ceiling(32, Impl::RawCeilingOurs),
-            ),
-            (
-                "parked-ours distinct8_vs_ceiling",
-                over_ceiling(8, Impl::RawParkedOurs),
-            ),
-            (
-                "parked-ours distinct32_vs_ceiling",
-                over_ceiling(32, Impl::RawParkedOurs),
-            ),
-            (
-                "parked distinct8_p999_vs_rslock",
-                p999_over_rslock(Impl::RawParked),
-            ),
-            (
-                "parked-ours distinct8_p999_vs_rslock",
-                p999_over_rslock(Impl::RawParkedOurs),
-            ),
-            (
-                "rslock hot_p999_ms",
+                "rslock hot_p999_ms".to_owned(),
                 seconds(rows, Mode::Hot, Impl::Rslock, 0.999).map(|s| s * 1e3),
             ),
             (
-                "floor n9_vs_n3_p50",
+                "floor n9_vs_n3_p50".to_owned(),
                 ratio(
                     p50(Mode::Nodes(9), Impl::RawFloor),
                     p50(Mode::Nodes(3), Impl::RawFloor),
                 ),
             ),
-        ];
+        ]);
         let mut out = String::new();
         for (name, value) in lines {
             let _ = writeln!(out, "  {name:<38} {:>8}", number(value));
