@@ -148,9 +148,9 @@ pub(crate) struct Resp<'a>(pub(crate) &'a mut Vec<u8>);
 impl Resp<'_> {
     /// Starts a command of `words` words (the verb counts).
     pub(crate) fn command(&mut self, words: usize) -> &mut Self {
-        self.0.push(b'*');
-        self.decimal(words as u64);
-        self.0.extend_from_slice(b"\r\n");
+        let mut buf = [0; HEADER];
+        self.0
+            .extend_from_slice(header(&mut buf, b'*', words as u64));
         self
     }
 
@@ -162,15 +162,15 @@ impl Resp<'_> {
     /// One word made of `head` then `tail`.
     pub(crate) fn bulk_joined(&mut self, head: &[u8], tail: &[u8]) -> &mut Self {
         let len = head.len() + tail.len();
-        let mut digits = [0; 20];
-        let start = write_decimal(&mut digits, len as u64);
-        // Room for the whole word at once: `$`, the length, two CRLFs.
-        self.0.reserve(len + (digits.len() - start) + 5);
-        self.0.push(b'$');
-        self.0.extend_from_slice(&digits[start..]);
-        self.0.extend_from_slice(b"\r\n");
+        let mut buf = [0; HEADER];
+        let header = header(&mut buf, b'$', len as u64);
+        // Room for the whole word at once: its header, the word, a CRLF.
+        self.0.reserve(header.len() + len + 2);
+        self.0.extend_from_slice(header);
         self.0.extend_from_slice(head);
-        self.0.extend_from_slice(tail);
+        if !tail.is_empty() {
+            self.0.extend_from_slice(tail);
+        }
         self.0.extend_from_slice(b"\r\n");
         self
     }
@@ -182,18 +182,34 @@ impl Resp<'_> {
         self
     }
 
-    /// One word: `n` in decimal.
+    /// One word: `n` in decimal, written with its header from one slice.
     pub(crate) fn int(&mut self, n: u64) -> &mut Self {
-        let mut digits = [0; 20];
-        let start = write_decimal(&mut digits, n);
-        self.bulk(&digits[start..])
+        let mut buf = [0; INT_WORD];
+        buf[INT_WORD - 2..].copy_from_slice(b"\r\n");
+        let digits = write_decimal(&mut buf[..INT_WORD - 2], n);
+        buf[digits - 2..digits].copy_from_slice(b"\r\n");
+        let len = (INT_WORD - 2 - digits) as u64;
+        let start = write_decimal(&mut buf[..digits - 2], len) - 1;
+        buf[start] = b'$';
+        self.0.extend_from_slice(&buf[start..]);
+        self
     }
+}
 
-    fn decimal(&mut self, n: u64) {
-        let mut digits = [0; 20];
-        let start = write_decimal(&mut digits, n);
-        self.0.extend_from_slice(&digits[start..]);
-    }
+/// The room a header takes at most: its mark, 20 digits, a CRLF.
+const HEADER: usize = 23;
+
+/// The room a number's word takes at most: `$20`, a CRLF, 20 digits, a
+/// CRLF.
+const INT_WORD: usize = 27;
+
+/// `mark` (`*` or `$`), `n` in decimal and a CRLF, written at the end of
+/// `buf`: one slice, so that a word's header costs one copy.
+fn header(buf: &mut [u8; HEADER], mark: u8, n: u64) -> &[u8] {
+    buf[HEADER - 2..].copy_from_slice(b"\r\n");
+    let start = write_decimal(&mut buf[..HEADER - 2], n) - 1;
+    buf[start] = mark;
+    &buf[start..]
 }
 
 /// `SET`, as one word in RESP (see [`Resp::words`]).
@@ -205,7 +221,7 @@ pub(crate) const GET: &[u8] = b"$3\r\nGET\r\n";
 
 /// Writes `n` in decimal at the end of `digits` (20 digits hold any `u64`)
 /// and returns where it starts.
-fn write_decimal(digits: &mut [u8; 20], mut n: u64) -> usize {
+fn write_decimal(digits: &mut [u8], mut n: u64) -> usize {
     let mut start = digits.len();
     loop {
         start -= 1;
@@ -227,6 +243,26 @@ mod tests {
         let mut packed = Vec::new();
         script.write(&mut packed, via, keys, args);
         packed
+    }
+
+    #[test]
+    fn a_header_holds_any_length() {
+        let mut buf = [0; HEADER];
+        assert_eq!(header(&mut buf, b'$', 0), b"$0\r\n");
+        assert_eq!(header(&mut buf, b'*', 7), b"*7\r\n");
+        assert_eq!(
+            header(&mut buf, b'*', u64::MAX),
+            b"*18446744073709551615\r\n"
+        );
+    }
+
+    #[test]
+    fn a_number_is_the_word_redis_rs_packs() {
+        for n in [0, 9, 10, 12_345, u64::MAX] {
+            let mut packed = Vec::new();
+            Resp(&mut packed).command(1).int(n);
+            assert_eq!(packed, redis::cmd(&n.to_string()).get_packed_command());
+        }
     }
 
     #[test]
