@@ -149,8 +149,8 @@ impl Resp<'_> {
     /// Starts a command of `words` words (the verb counts).
     pub(crate) fn command(&mut self, words: usize) -> &mut Self {
         let mut buf = [0; HEADER];
-        self.0
-            .extend_from_slice(header(&mut buf, b'*', words as u64));
+        let start = header(&mut buf, b'*', words as u64);
+        self.0.extend_from_slice(&buf[start..]);
         self
     }
 
@@ -163,7 +163,8 @@ impl Resp<'_> {
     pub(crate) fn bulk_joined(&mut self, head: &[u8], tail: &[u8]) -> &mut Self {
         let len = head.len() + tail.len();
         let mut buf = [0; HEADER];
-        let header = header(&mut buf, b'$', len as u64);
+        let start = header(&mut buf, b'$', len as u64);
+        let header = &buf[start..];
         // Room for the whole word at once: its header, the word, a CRLF.
         self.0.reserve(header.len() + len + 2);
         self.0.extend_from_slice(header);
@@ -187,10 +188,8 @@ impl Resp<'_> {
         let mut buf = [0; INT_WORD];
         buf[INT_WORD - 2..].copy_from_slice(b"\r\n");
         let digits = write_decimal(&mut buf[..INT_WORD - 2], n);
-        buf[digits - 2..digits].copy_from_slice(b"\r\n");
         let len = (INT_WORD - 2 - digits) as u64;
-        let start = write_decimal(&mut buf[..digits - 2], len) - 1;
-        buf[start] = b'$';
+        let start = header(&mut buf[..digits], b'$', len);
         self.0.extend_from_slice(&buf[start..]);
         self
     }
@@ -203,13 +202,16 @@ const HEADER: usize = 23;
 /// CRLF.
 const INT_WORD: usize = 27;
 
-/// `mark` (`*` or `$`), `n` in decimal and a CRLF, written at the end of
-/// `buf`: one slice, so that a word's header costs one copy.
-fn header(buf: &mut [u8; HEADER], mark: u8, n: u64) -> &[u8] {
-    buf[HEADER - 2..].copy_from_slice(b"\r\n");
-    let start = write_decimal(&mut buf[..HEADER - 2], n) - 1;
+/// Writes `mark` (`*` or `$`), `n` in decimal and a CRLF at the end of
+/// `buf` (room for the mark, `n`'s digits and the CRLF) and returns where
+/// it starts:
+/// one slice, so that a word's header costs one copy.
+fn header(buf: &mut [u8], mark: u8, n: u64) -> usize {
+    let end = buf.len();
+    buf[end - 2..].copy_from_slice(b"\r\n");
+    let start = write_decimal(&mut buf[..end - 2], n) - 1;
     buf[start] = mark;
-    &buf[start..]
+    start
 }
 
 /// `SET`, as one word in RESP (see [`Resp::words`]).
@@ -248,12 +250,13 @@ mod tests {
     #[test]
     fn a_header_holds_any_length() {
         let mut buf = [0; HEADER];
-        assert_eq!(header(&mut buf, b'$', 0), b"$0\r\n");
-        assert_eq!(header(&mut buf, b'*', 7), b"*7\r\n");
-        assert_eq!(
-            header(&mut buf, b'*', u64::MAX),
-            b"*18446744073709551615\r\n"
-        );
+        let mut written = |mark, n| {
+            let start = header(&mut buf, mark, n);
+            buf[start..].to_vec()
+        };
+        assert_eq!(written(b'$', 0), b"$0\r\n");
+        assert_eq!(written(b'*', 7), b"*7\r\n");
+        assert_eq!(written(b'*', u64::MAX), b"*18446744073709551615\r\n");
     }
 
     #[test]
