@@ -67,6 +67,16 @@ pub(crate) enum Shape {
     ParkedOurs,
 }
 
+impl Shape {
+    /// The commands this reference sends.
+    fn commands(self) -> Commands {
+        match self {
+            Shape::CeilingOurs | Shape::ParkedOurs => Commands::Ours,
+            _ => Commands::Peers,
+        }
+    }
+}
+
 /// Which commands a reference sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Commands {
@@ -307,19 +317,13 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
             })?
         }
         Shape::Ceiling | Shape::CeilingOurs => {
-            let commands = if shape == Shape::Ceiling {
-                Commands::Peers
-            } else {
-                Commands::Ours
-            };
             runner::threads(&cell.setup, 1, |_, window, rec| {
-                lockstep_clients(cell, commands, window, rec);
+                lockstep_clients(cell, shape.commands(), window, rec);
             })?
         }
-        Shape::Parked => parked(cell, Layout::One, Commands::Peers)?,
-        Shape::ParkedNodes => parked(cell, Layout::PerNode, Commands::Peers)?,
-        Shape::ParkedPipelined => parked(cell, Layout::Pipelined, Commands::Peers)?,
-        Shape::ParkedOurs => parked(cell, Layout::One, Commands::Ours)?,
+        Shape::Parked | Shape::ParkedOurs => parked(cell, Layout::One, shape.commands())?,
+        Shape::ParkedNodes => parked(cell, Layout::PerNode, shape.commands())?,
+        Shape::ParkedPipelined => parked(cell, Layout::Pipelined, shape.commands())?,
     };
     Ok(Outcome {
         record,
@@ -333,7 +337,7 @@ pub(crate) fn run(cell: &Cell<'_>, shape: Shape) -> anyhow::Result<Outcome> {
 }
 
 fn one_client(cell: &Cell<'_>, shape: Shape, client: usize, window: &Window, rec: &mut Recorder) {
-    let mut nodes = match Nodes::connect(&cell.urls, Commands::Peers) {
+    let mut nodes = match Nodes::connect(&cell.urls, shape.commands()) {
         Ok(nodes) => nodes,
         Err(e) => return rec.fault(format!("{e:#}")),
     };
